@@ -1,0 +1,40 @@
+# cmake/MftLibrary.cmake — the library itself: one object library compiled from
+# tensor/, ops/ and autograd/, linked into mft_shared (libmft.so) and mft_static
+# (libmft.a). mft::mft is the shared one; mft::mft_static the static one.
+file(GLOB MFT_SOURCES CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/tensor/*.c
+  ${PROJECT_SOURCE_DIR}/ops/*.c
+  ${PROJECT_SOURCE_DIR}/autograd/*.c)
+
+add_library(mft_objects OBJECT ${MFT_SOURCES})
+set_target_properties(mft_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
+  C_VISIBILITY_PRESET hidden)
+target_include_directories(mft_objects
+  PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+  PRIVATE ${PROJECT_SOURCE_DIR}/tensor ${PROJECT_SOURCE_DIR}/ops
+          ${PROJECT_SOURCE_DIR}/autograd ${XXHASH_INCLUDE_DIR})
+target_link_libraries(mft_objects PRIVATE mft_build_flags)
+if(MFT_OPENMP)
+  target_link_libraries(mft_objects PRIVATE OpenMP::OpenMP_C)
+  target_compile_definitions(mft_objects PRIVATE MFT_HAVE_OPENMP=1)
+endif()
+
+foreach(kind shared static)
+  string(TOUPPER ${kind} KIND)
+  add_library(mft_${kind} ${KIND} $<TARGET_OBJECTS:mft_objects>)
+  set_target_properties(mft_${kind} PROPERTIES OUTPUT_NAME mft)
+  target_include_directories(mft_${kind} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(mft_${kind} PRIVATE $<BUILD_INTERFACE:mft_build_flags>)
+  if(MFT_OPENMP)
+    target_link_libraries(mft_${kind} PRIVATE OpenMP::OpenMP_C)
+  endif()
+  target_link_libraries(mft_${kind} PRIVATE m)
+endforeach()
+set_target_properties(mft_shared PROPERTIES VERSION ${PROJECT_VERSION}
+  SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME mft)
+set_target_properties(mft_static PROPERTIES EXPORT_NAME mft_static)
+target_compile_definitions(mft_static INTERFACE MFT_STATIC_DEFINE)
+add_library(mft::mft ALIAS mft_shared)
+add_library(mft::mft_static ALIAS mft_static)

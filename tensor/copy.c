@@ -1,0 +1,216 @@
+/* tensor/copy.c — copies and format conversions (SPEC §3): mft_copy_ with its
+ * overlap and broadcast-destination checks, contiguous / to_format (no copy
+ * when the layout already fits, re-tagging through a new header, never the
+ * caller's), clone / empty_like / zeros_like with PRESERVE, and to_dtype.
+ * The work is done by mft__copy_kernel (copy_kernel.c). */
+#include <string.h>
+#include "internal.h"
+
+/* Byte range [lo, hi) touched by a non-empty view. */
+static void copy_byte_range(const mft_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+    int64_t reach = 0;
+    for (int d = 0; d < t->ndim; d++) reach += (t->sizes[d] - 1) * t->strides[d];
+    size_t es = mft__elem_size(t->dtype);
+    *lo = (uintptr_t)mft__tensor_ptr(t);
+    *hi = *lo + (uintptr_t)(reach + 1) * es;
+}
+
+/* A destination must not write one memory location twice: no stride-0 dim of
+ * size > 1, and (sufficient test) each stride, in increasing order, must
+ * exceed the reach of all smaller ones. */
+static mft_status copy_check_dst(const char *fn, const mft_tensor *dst) {
+    char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+    if (dst->numel == 0 || (dst->flags & MFT__F_DENSE)) return MFT_OK;
+    int perm[MFT_MAX_DIMS], n = 0;
+    for (int d = 0; d < dst->ndim; d++) {
+        if (dst->sizes[d] < 2) continue;
+        if (dst->strides[d] == 0) {
+            mft__set_error(MFT_ERR_OVERLAP,
+                           "%s: destination dim %d has stride 0 and size %lld (sizes %s, strides %s): "
+                           "writing through a broadcast",
+                           fn, d, (long long)dst->sizes[d], mft__fmt_dims(a, sizeof a, dst->ndim, dst->sizes),
+                           mft__fmt_dims(b, sizeof b, dst->ndim, dst->strides));
+            return MFT_ERR_OVERLAP;
+        }
+        int j = n++;
+        while (j > 0 && dst->strides[perm[j - 1]] > dst->strides[d]) {
+            perm[j] = perm[j - 1];
+            j--;
+        }
+        perm[j] = d;
+    }
+    int64_t reach = 0;
+    for (int i = 0; i < n; i++) {
+        int d = perm[i];
+        if (dst->strides[d] <= reach) {
+            mft__set_error(MFT_ERR_OVERLAP,
+                           "%s: destination sizes %s strides %s may refer to one element twice "
+                           "(internal overlap)",
+                           fn, mft__fmt_dims(a, sizeof a, dst->ndim, dst->sizes),
+                           mft__fmt_dims(b, sizeof b, dst->ndim, dst->strides));
+            return MFT_ERR_OVERLAP;
+        }
+        reach += (dst->sizes[d] - 1) * dst->strides[d];
+    }
+    return MFT_OK;
+}
+
+/* Identical element layouts on the same storage are a full overlap (allowed);
+ * otherwise intersecting byte ranges are reported as a partial overlap. */
+static mft_status copy_check_overlap(const char *fn, const mft_tensor *dst, const mft_tensor *src) {
+    if (dst->storage != src->storage || dst->numel == 0 || src->numel == 0) return MFT_OK;
+    uintptr_t dl, dh, sl, sh;
+    copy_byte_range(dst, &dl, &dh);
+    copy_byte_range(src, &sl, &sh);
+    if (dh <= sl || sh <= dl) return MFT_OK;
+    bool same = dst->dtype == src->dtype && dst->offset == src->offset && dst->ndim == src->ndim;
+    for (int d = 0; same && d < dst->ndim; d++)
+        same = dst->sizes[d] == src->sizes[d] && dst->strides[d] == src->strides[d];
+    if (same) return MFT_OK;
+    char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+    mft__set_error(MFT_ERR_OVERLAP,
+                   "%s: destination (strides %s, offset %lld) partially overlaps the source "
+                   "(strides %s, offset %lld) in one storage",
+                   fn, mft__fmt_dims(a, sizeof a, dst->ndim, dst->strides), (long long)dst->offset,
+                   mft__fmt_dims(b, sizeof b, src->ndim, src->strides), (long long)src->offset);
+    return MFT_ERR_OVERLAP;
+}
+
+mft_status mft_copy_(mft_tensor *dst, const mft_tensor *src) {
+    const char *fn = "mft_copy_";
+    if (!dst || !src) {
+        mft__null_arg(fn, !dst ? "dst" : "src");
+        return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NULL;
+    }
+    int nd[2] = {dst->ndim, src->ndim};
+    const int64_t *sz[2] = {dst->sizes, src->sizes};
+    int bnd;
+    int64_t shape[MFT_MAX_DIMS];
+    mft_status st = mft__broadcast_shape(fn, 2, nd, sz, &bnd, shape);
+    if (st != MFT_OK) return st;
+    bool same = bnd == dst->ndim;
+    for (int d = 0; same && d < bnd; d++) same = shape[d] == dst->sizes[d];
+    if (!same) {
+        char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_SHAPE, "%s: source sizes %s do not broadcast to destination sizes %s",
+                       fn, mft__fmt_dims(a, sizeof a, src->ndim, src->sizes),
+                       mft__fmt_dims(b, sizeof b, dst->ndim, dst->sizes));
+        return MFT_ERR_SHAPE;
+    }
+    if ((st = copy_check_dst(fn, dst)) != MFT_OK) return st;
+    if ((st = copy_check_overlap(fn, dst, src)) != MFT_OK) return st;
+    if (dst == src || dst->numel == 0) return MFT_OK;
+    mft__copy_kernel(dst, src);
+    return MFT_OK;
+}
+
+/* A packed copy of t in fmt (tag DECLARED). */
+static mft_tensor *copy_packed(const char *fn, const mft_tensor *t, mft_format fmt, mft_dtype dt) {
+    mft_tensor *out = mft__tensor_alloc(fn, t->ndim, t->sizes, dt, fmt);
+    if (out && out->numel) mft__copy_kernel(out, t);
+    return out;
+}
+
+static bool copy_check_format(const char *fn, const mft_tensor *t, mft_format fmt, bool preserve_ok) {
+    if (fmt == MFT_CONTIGUOUS || (preserve_ok && fmt == MFT_PRESERVE)) return true;
+    if (fmt == MFT_CHANNELS_LAST) {
+        if (t->ndim >= 3 && t->ndim <= 5) return true;
+        mft__set_error(MFT_ERR_FORMAT, "%s: CHANNELS_LAST needs rank 3, 4 or 5, got rank %d", fn,
+                       t->ndim);
+        return false;
+    }
+    mft__set_error(MFT_ERR_FORMAT, "%s: format %s (%d) is not allowed here", fn,
+                   mft_format_name(fmt), (int)fmt);
+    return false;
+}
+
+/* No-copy result: t itself when its tag already is fmt, else a new header on
+ * the same storage tagged fmt (DECLARED). */
+static mft_tensor *copy_retag(const char *fn, const mft_tensor *t, mft_format fmt) {
+    if (t->tag == fmt) return mft__retain_result(fn, (mft_tensor *)t);
+    mft_tensor *out = mft__tensor_new(fn, t->storage, t->offset, t->ndim, t->sizes, t->strides,
+                                      t->dtype);
+    if (out) mft__tensor_declare(out, fmt);
+    return out;
+}
+
+mft_tensor *mft_contiguous(const mft_tensor *t, mft_format fmt) {
+    const char *fn = "mft_contiguous";
+    if (!t) {
+        mft__null_arg(fn, "t");
+        return NULL;
+    }
+    if (!copy_check_format(fn, t, fmt, false)) return NULL;
+    if (mft_tensor_is_contiguous(t, fmt)) return copy_retag(fn, t, fmt);
+    return copy_packed(fn, t, fmt, t->dtype);
+}
+
+mft_tensor *mft_to_format(const mft_tensor *t, mft_format fmt) {
+    const char *fn = "mft_to_format";
+    if (!t) {
+        mft__null_arg(fn, "t");
+        return NULL;
+    }
+    if (!copy_check_format(fn, t, fmt, true)) return NULL;
+    if (fmt == MFT_PRESERVE) return mft__retain_result(fn, (mft_tensor *)t);
+    if ((t->flags & MFT__F_DENSE) && mft_tensor_order_fits(t, fmt)) return copy_retag(fn, t, fmt);
+    return copy_packed(fn, t, fmt, t->dtype);
+}
+
+/* Uninitialised tensor shaped like t, laid out per fmt (PRESERVE: t's strides
+ * if dense, else dense strides in t's dim order; tag from t). */
+static mft_tensor *copy_alloc_like(const char *fn, const mft_tensor *t, mft_format fmt,
+                                   mft_dtype dt) {
+    if (!copy_check_format(fn, t, fmt, true)) return NULL;
+    if (fmt != MFT_PRESERVE) return mft__tensor_alloc(fn, t->ndim, t->sizes, dt, fmt);
+    int64_t strides[MFT_MAX_DIMS];
+    if (t->flags & MFT__F_DENSE)
+        memcpy(strides, t->strides, sizeof strides);
+    else
+        mft__infer_dense_strides(t->ndim, t->sizes, t->strides, strides);
+    if (mft__check_geometry(fn, t->ndim, t->sizes, strides, dt) != MFT_OK) return NULL;
+    mft_tensor *out = mft__tensor_alloc_strided(fn, t->ndim, t->sizes, strides, dt);
+    if (out) mft__tensor_set_tag_from(out, t->tag);
+    return out;
+}
+
+mft_tensor *mft_empty_like(const mft_tensor *t, mft_format fmt) {
+    if (!t) {
+        mft__null_arg("mft_empty_like", "t");
+        return NULL;
+    }
+    return copy_alloc_like("mft_empty_like", t, fmt, t->dtype);
+}
+
+mft_tensor *mft_zeros_like(const mft_tensor *t, mft_format fmt) {
+    if (!t) {
+        mft__null_arg("mft_zeros_like", "t");
+        return NULL;
+    }
+    mft_tensor *out = copy_alloc_like("mft_zeros_like", t, fmt, t->dtype);
+    if (out) memset(out->storage->data, 0, out->storage->nbytes);
+    return out;
+}
+
+mft_tensor *mft_clone(const mft_tensor *t, mft_format fmt) {
+    if (!t) {
+        mft__null_arg("mft_clone", "t");
+        return NULL;
+    }
+    mft_tensor *out = copy_alloc_like("mft_clone", t, fmt, t->dtype);
+    if (out && out->numel) mft__copy_kernel(out, t);
+    return out;
+}
+
+mft_tensor *mft_to_dtype(const mft_tensor *t, mft_dtype dtype) {
+    const char *fn = "mft_to_dtype";
+    if (!t) {
+        mft__null_arg(fn, "t");
+        return NULL;
+    }
+    if (mft__check_dtype(fn, dtype) != MFT_OK) return NULL;
+    if (dtype == t->dtype) return mft__retain_result(fn, (mft_tensor *)t);
+    mft_tensor *out = copy_alloc_like(fn, t, MFT_PRESERVE, dtype);
+    if (out && out->numel) mft__copy_kernel(out, t);
+    return out;
+}

@@ -1,0 +1,123 @@
+/* tensor/describe.c — mft_tensor_describe: the human-readable analysis of a
+ * tensor's layout that tools/mft-explain prints: geometry, tag and origin,
+ * every predicate, the physical order as letters and minor_to_major, and a
+ * map from the first storage slots of the view to logical coordinates. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+
+typedef struct desc_buf {
+    char *buf;
+    size_t len, pos; /* pos counts the full text, even past len */
+} desc_buf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void desc_printf(desc_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *dst = b->pos < b->len ? b->buf + b->pos : NULL;
+    size_t room = b->pos < b->len ? b->len - b->pos : 0;
+    int n = vsnprintf(dst, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) b->pos += (size_t)n;
+}
+
+static const char *desc_dim_names(int ndim) {
+    switch (ndim) {
+    case 3: return "NCL";
+    case 4: return "NCHW";
+    case 5: return "NCDHW";
+    default: return NULL;
+    }
+}
+
+#define DESC_MAP_SLOTS 24
+#define DESC_MAP_MAX_ELEMS (1 << 22)
+
+/* For each of the first DESC_MAP_SLOTS storage slots after the view's offset,
+ * the logical index stored there (first found), how many elements land there. */
+static void desc_map(desc_buf *b, const mft_tensor *t) {
+    int64_t first[DESC_MAP_SLOTS][MFT_MAX_DIMS];
+    int count[DESC_MAP_SLOTS] = {0};
+    int64_t slots = mft_tensor_storage_numel(t) - t->offset;
+    if (slots > DESC_MAP_SLOTS) slots = DESC_MAP_SLOTS;
+    if (t->numel == 0 || slots <= 0) {
+        desc_printf(b, "storage map: (empty)\n");
+        return;
+    }
+    if (t->numel > DESC_MAP_MAX_ELEMS) {
+        desc_printf(b, "storage map: skipped (%lld elements)\n", (long long)t->numel);
+        return;
+    }
+    int64_t idx[MFT_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < t->numel; e++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+        if (off < slots) {
+            if (count[off] == 0) memcpy(first[off], idx, sizeof idx);
+            count[off]++;
+        }
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < t->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+    const char *names = desc_dim_names(t->ndim);
+    desc_printf(b, "storage map (slot after offset -> logical index%s%s%s):\n", names ? " " : "",
+                names ? names : "", names ? "" : "");
+    for (int64_t s = 0; s < slots; s++) {
+        desc_printf(b, "  %3lld: ", (long long)s);
+        if (count[s] == 0) {
+            desc_printf(b, "-  (gap)\n");
+            continue;
+        }
+        desc_printf(b, "(");
+        for (int d = 0; d < t->ndim; d++) desc_printf(b, d ? ",%lld" : "%lld", (long long)first[s][d]);
+        desc_printf(b, ")");
+        if (count[s] > 1) desc_printf(b, "  x%d (overlap/broadcast)", count[s]);
+        desc_printf(b, "\n");
+    }
+}
+
+size_t mft_tensor_describe(const mft_tensor *t, char *buf, size_t len) {
+    desc_buf b = {buf, len, 0};
+    if (len) buf[0] = '\0';
+    if (!t) {
+        mft__null_arg("mft_tensor_describe", "t");
+        desc_printf(&b, "(null tensor)\n");
+        return b.pos;
+    }
+    char s1[MFT__DIMS_BUF], s2[MFT__DIMS_BUF];
+    const char *names = desc_dim_names(t->ndim);
+    desc_printf(&b, "sizes    %s%s%s%s\n", mft__fmt_dims(s1, sizeof s1, t->ndim, t->sizes),
+                names ? "  (" : "", names ? names : "", names ? ")" : "");
+    desc_printf(&b, "strides  %s  (elements)\n", mft__fmt_dims(s2, sizeof s2, t->ndim, t->strides));
+    int64_t need = 0;
+    mft_min_storage_numel(t->ndim, t->sizes, t->strides, &need);
+    desc_printf(&b, "offset   %lld   dtype %s   numel %lld   min buffer %lld elems   storage %lld elems\n",
+                (long long)t->offset, mft_dtype_name(t->dtype), (long long)t->numel,
+                (long long)need, (long long)mft_tensor_storage_numel(t));
+    desc_printf(&b, "tag      %s (%s)\n", mft_format_name(t->tag), mft_origin_name(t->origin));
+    if (names) {
+        char letters[8];
+        int m2m[MFT_MAX_DIMS];
+        if (mft_letters_from_strides(t->ndim, t->sizes, t->strides, letters, sizeof letters) == MFT_OK &&
+            mft_minor_to_major_from_strides(t->ndim, t->sizes, t->strides, m2m) == MFT_OK)
+            desc_printf(&b, "order    %s  (minor_to_major %s)\n", letters,
+                        mft__fmt_ints(s1, sizeof s1, t->ndim, m2m));
+    }
+    bool fc = mft_tensor_order_fits(t, MFT_CONTIGUOUS), fl = mft_tensor_order_fits(t, MFT_CHANNELS_LAST);
+    desc_printf(&b, "is_contiguous(CONTIGUOUS)     %s\n", mft_tensor_is_contiguous(t, MFT_CONTIGUOUS) ? "true" : "false");
+    desc_printf(&b, "is_contiguous(CHANNELS_LAST)  %s\n", mft_tensor_is_contiguous(t, MFT_CHANNELS_LAST) ? "true" : "false");
+    desc_printf(&b, "is_dense                      %s\n", mft_tensor_is_dense(t) ? "true" : "false");
+    desc_printf(&b, "strides_like_channels_last    %s\n", mft_tensor_strides_like_channels_last(t) ? "true" : "false");
+    desc_printf(&b, "suggest_format                %s\n", mft_format_name(mft_tensor_suggest_format(t)));
+    desc_printf(&b, "order fits                    %s%s%s%s\n", fc ? "CONTIGUOUS" : "",
+                fc && fl ? " and " : "", fl ? "CHANNELS_LAST" : "",
+                fc && fl ? "  (ambiguous: tag decides)" : (!fc && !fl ? "neither (plain strided)" : ""));
+    desc_map(&b, t);
+    return b.pos;
+}

@@ -1,0 +1,201 @@
+/* tensor/internal.h — private structs and internal (mft__) functions of the
+ * tensor layer: storage, tensor header, error setting, allocation, layout
+ * refresh and tag inference, the elementwise iterator and parallel_for.
+ * Nothing here is part of the public ABI. */
+#ifndef MFT_TENSOR_INTERNAL_H
+#define MFT_TENSOR_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "mft/mft.h"
+
+/* ------------------------------------------------------------------ errors */
+/* Sets the thread-local error; fmt should start with the function name. */
+void mft__set_error(mft_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* For a NULL tensor argument: keeps an earlier error (NULL propagation),
+ * otherwise sets MFT_ERR_NULL "fn: argument 'what' is NULL". */
+void mft__null_arg(const char *fn, const char *what);
+/* Formats "[a,b,c]" into buf (always terminated); returns buf. */
+char *mft__fmt_dims(char *buf, size_t len, int n, const int64_t *v);
+char *mft__fmt_ints(char *buf, size_t len, int n, const int *v);
+#define MFT__DIMS_BUF 160
+
+/* ------------------------------------------------------------------ memory */
+void *mft__alloc(size_t size, size_t align); /* through the allocator hook */
+void mft__free(void *ptr);
+/* Allocation that reports MFT_ERR_NOMEM "fn: out of memory allocating N bytes". */
+void *mft__alloc_or_err(const char *fn, size_t size, size_t align);
+extern atomic_llong mft__live_tensor_count;
+extern atomic_llong mft__live_storage_count;
+
+/* ------------------------------------------------------------------ storage */
+typedef struct mft_storage {
+    atomic_long refcount;
+    void *data;
+    size_t nbytes;
+    void (*deleter)(void *data, void *ctx); /* NULL: owned by the allocator hook */
+    void *deleter_ctx;
+    bool owns_data;          /* data was allocated by mft__alloc */
+    atomic_llong version;    /* bumped by in-place writes (SPEC §5) */
+} mft_storage;
+
+mft_storage *mft__storage_new(const char *fn, size_t nbytes);
+mft_storage *mft__storage_wrap(const char *fn, void *data, size_t nbytes,
+                               void (*deleter)(void *, void *), void *ctx);
+void mft__storage_retain(mft_storage *s);
+void mft__storage_release(mft_storage *s);
+
+/* ------------------------------------------------------------------ tensor
+ * Note [Soft memory-format tag]
+ * Strides alone cannot always say which format was meant: with C == 1, or all
+ * spatial dims 1, or a broadcast C, both the NCHW and the NHWC orders fit. So
+ * each tensor of rank 3-5 carries a tag (CONTIGUOUS or CHANNELS_LAST) and an
+ * origin. The tag is recomputed by mft__tensor_set_tag_from whenever an
+ * operation produces a header: unambiguous strides decide (INFERRED); if both
+ * orders fit, the producer's tag is kept (INHERITED); if neither fits, the tag
+ * is CONTIGUOUS (INFERRED). Factories and explicit conversions set it
+ * (DECLARED). The tag never contradicts unambiguous strides, and kernels
+ * always index with the real strides, so a wrong tag costs speed only. */
+enum {
+    MFT__F_CONTIG = 1u << 0,        /* is_contiguous(CONTIGUOUS) */
+    MFT__F_CL_CONTIG = 1u << 1,     /* is_contiguous(CHANNELS_LAST) */
+    MFT__F_DENSE = 1u << 2,         /* non-overlapping and dense */
+    MFT__F_CL_STRIDES = 1u << 3,    /* strides_like_channels_last */
+    MFT__F_FITS_CONTIG = 1u << 4,   /* dim order fits CONTIGUOUS */
+    MFT__F_FITS_CL = 1u << 5,       /* dim order fits CHANNELS_LAST */
+};
+
+struct mft_tensor {
+    atomic_long refcount;
+    mft_storage *storage;
+    int64_t offset; /* elements */
+    int ndim;
+    int64_t sizes[MFT_MAX_DIMS];
+    int64_t strides[MFT_MAX_DIMS];
+    int64_t numel;
+    mft_dtype dtype;
+    mft_format tag;
+    mft_origin origin;
+    unsigned flags; /* MFT__F_* cached by mft__tensor_refresh */
+    void *autograd; /* reserved for the tape (NULL unless grad is required) */
+};
+
+/* Validates ndim/sizes/strides (non-negative, no int64 overflow of numel or of
+ * the reach (sizes-1)*strides, in bytes of dtype). Sets an error naming fn. */
+mft_status mft__check_geometry(const char *fn, int ndim, const int64_t *sizes,
+                               const int64_t *strides, mft_dtype dtype);
+mft_status mft__check_dtype(const char *fn, mft_dtype dt);
+/* New header on storage (retains it). Geometry must be valid (checked by the
+ * caller) and inside the storage. Flags are refreshed; the tag is set by
+ * mft__tensor_set_tag_from(t, CONTIGUOUS, INFERRED) semantics with no source;
+ * callers adjust it. Registered in the innermost scope. NULL on NOMEM. */
+mft_tensor *mft__tensor_new(const char *fn, mft_storage *s, int64_t offset, int ndim,
+                            const int64_t *sizes, const int64_t *strides, mft_dtype dtype);
+/* Fresh tensor with new storage, packed in fmt (CONTIGUOUS/CHANNELS_LAST), tag
+ * DECLARED. */
+mft_tensor *mft__tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
+                              mft_format fmt);
+/* Fresh tensor with new storage and the given (non-overlapping) strides. */
+mft_tensor *mft__tensor_alloc_strided(const char *fn, int ndim, const int64_t *sizes,
+                                      const int64_t *strides, mft_dtype dtype);
+/* Recomputes the cached flags from sizes and strides (and numel). */
+void mft__tensor_refresh(mft_tensor *t);
+/* Sets the tag from strides; when both formats fit, uses source_tag with
+ * origin INHERITED (SPEC §3). */
+void mft__tensor_set_tag_from(mft_tensor *t, mft_format source_tag);
+void mft__tensor_declare(mft_tensor *t, mft_format fmt);
+size_t mft__elem_size(mft_dtype dt);
+static inline char *mft__tensor_ptr(const mft_tensor *t) {
+    return (char *)t->storage->data + (size_t)t->offset * mft__elem_size(t->dtype);
+}
+
+/* Layout helpers on raw arrays (unit-tested directly). */
+bool mft__layout_is_contiguous(int ndim, const int64_t *sizes, const int64_t *strides,
+                               int64_t numel);
+bool mft__layout_is_cl_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
+bool mft__layout_is_dense(int ndim, const int64_t *sizes, const int64_t *strides);
+bool mft__layout_strides_like_cl(int ndim, const int64_t *sizes, const int64_t *strides);
+bool mft__layout_order_fits(int ndim, const int64_t *sizes, const int64_t *strides,
+                            mft_format fmt);
+/* Physical dim order of a format, slowest first (rank 3..5 for CHANNELS_LAST). */
+void mft__format_order(int ndim, mft_format fmt, int *order);
+/* Packed strides of an order given slowest first. Returns false on overflow. */
+bool mft__packed_strides(int ndim, const int64_t *sizes, const int *order_slow_first,
+                         int64_t *strides);
+/* Dense strides keeping the dim order of (sizes, strides) (PyTorch's
+ * infer_dense_strides). */
+void mft__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,
+                              int64_t *out);
+/* Normalises a possibly negative dim for rank ndim (+extra allowed positions),
+ * setting MFT_ERR_DIM naming fn on failure; returns -1 then. */
+int mft__wrap_dim(const char *fn, int dim, int ndim_for_range);
+
+/* Writes `value` into an element of dtype at p. */
+void mft__store(mft_dtype dt, void *p, double value);
+double mft__load(mft_dtype dt, const void *p);
+
+/* ------------------------------------------------------------------ parallel */
+typedef void (*mft__range_fn)(void *ctx, int64_t begin, int64_t end);
+/* Splits [begin, end) into one chunk per thread (chunks of at least grain),
+ * in order; serial below the grain, inside a parallel region, or without
+ * OpenMP. */
+void mft__parallel_for(int64_t begin, int64_t end, int64_t grain, mft__range_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------ iterator
+ * Note [Elementwise iteration]
+ * An iteration over up to MFT__ITER_MAX_OPERANDS operands (outputs first), all
+ * broadcast to one shape. Steps, each its own function: broadcast shape ->
+ * per-operand byte strides (0 on broadcast dims) -> reorder dims fastest first
+ * by the operands' strides (PyTorch's rules: operands in order, broadcast dims
+ * skipped, first deciding operand wins, ties by larger size outward) ->
+ * coalesce adjacent dims. Loops see a 2-D view: n0 elements along dim 0 with
+ * strides[k], n1 rows with strides[nops + k]. */
+#define MFT__ITER_MAX_OPERANDS 8
+typedef struct mft__iter {
+    int nops;
+    int ndim;                               /* after reorder/coalesce; dim 0 fastest */
+    int64_t shape[MFT_MAX_DIMS];
+    int64_t strides[MFT__ITER_MAX_OPERANDS][MFT_MAX_DIMS]; /* bytes */
+    char *data[MFT__ITER_MAX_OPERANDS];
+    int64_t numel;
+} mft__iter;
+
+typedef void (*mft__loop2d)(void *ctx, char **data, const int64_t *strides, int64_t n0,
+                            int64_t n1);
+
+/* Broadcast shape of operands (right-aligned). Sets MFT_ERR_SHAPE naming fn. */
+mft_status mft__broadcast_shape(const char *fn, int nops, const int *ndims,
+                                const int64_t *const *sizes, int *out_ndim, int64_t *out);
+/* perm[i] = logical dim placed at iteration position i (0 = fastest), from
+ * the element strides of the operands (strides[k][d], logical order). */
+void mft__iter_reorder(int nops, int ndim, const int64_t *shape,
+                       const int64_t (*strides)[MFT_MAX_DIMS], int *perm);
+/* Merges adjacent iteration dims where every operand allows it; in place. */
+void mft__iter_coalesce(mft__iter *it);
+/* Builds an iteration over tensors (all already of the broadcast shape or
+ * broadcastable to `shape`). */
+mft_status mft__iter_build(const char *fn, mft__iter *it, int nops, mft_tensor *const *ops,
+                           int ndim, const int64_t *shape);
+/* Runs loop over the iteration, parallel above grain elements. */
+void mft__iter_run(const mft__iter *it, mft__loop2d loop, void *ctx, int64_t grain);
+
+/* ------------------------------------------------------------------ copy */
+/* Copies src into dst (validated: dst of the broadcast shape, no overlap). */
+void mft__copy_kernel(mft_tensor *dst, const mft_tensor *src);
+
+/* ------------------------------------------------------------------ scopes */
+mft_status mft__scope_register(mft_tensor *t);
+/* Returns t as a new reference owned like any other result (registered in the
+ * innermost scope); NULL on NOMEM. */
+mft_tensor *mft__retain_result(const char *fn, mft_tensor *t);
+/* Writes value into every element of t (no checks). */
+void mft__fill(mft_tensor *t, double value);
+
+#endif

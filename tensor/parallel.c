@@ -1,0 +1,64 @@
+/* tensor/parallel.c — the only file that includes <omp.h>: mft__parallel_for
+ * and the thread-count setting. Chunks are contiguous ranges handed out in
+ * order, one per thread, so reductions that combine chunk partials in chunk
+ * order are reproducible for a given thread count. */
+#include <stdlib.h>
+#include "internal.h"
+#ifdef MFT_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+static int g_threads = 0; /* 0 = not yet decided */
+
+static int default_threads(void) {
+    const char *env = getenv("MFT_NUM_THREADS");
+    if (env) {
+        int n = atoi(env);
+        if (n > 0) return n;
+    }
+#ifdef MFT_HAVE_OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+void mft_set_num_threads(int n) {
+#ifdef MFT_HAVE_OPENMP
+    g_threads = n > 0 ? n : default_threads();
+#else
+    (void)n;
+    g_threads = 1;
+#endif
+}
+
+int mft_get_num_threads(void) {
+    if (g_threads <= 0) mft_set_num_threads(0);
+    return g_threads;
+}
+
+void mft__parallel_for(int64_t begin, int64_t end, int64_t grain, mft__range_fn fn, void *ctx) {
+    int64_t n = end - begin;
+    if (n <= 0) return;
+#ifdef MFT_HAVE_OPENMP
+    int nt = mft_get_num_threads();
+    if (grain < 1) grain = 1;
+    int64_t max_chunks = (n + grain - 1) / grain;
+    if (max_chunks < nt) nt = (int)max_chunks;
+    if (nt > 1 && !omp_in_parallel()) {
+#pragma omp parallel num_threads(nt)
+        {
+            int tid = omp_get_thread_num();
+            int cnt = omp_get_num_threads();
+            int64_t chunk = (n + cnt - 1) / cnt;
+            int64_t b = begin + (int64_t)tid * chunk;
+            int64_t e = b + chunk < end ? b + chunk : end;
+            if (b < e) fn(ctx, b, e);
+        }
+        return;
+    }
+#else
+    (void)grain;
+#endif
+    fn(ctx, begin, end);
+}

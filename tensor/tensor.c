@@ -1,0 +1,301 @@
+/* tensor/tensor.c — the tensor header: geometry validation, creation on a
+ * storage, retain/release, accessors, element get/set, and the per-thread
+ * scopes (autorelease pools) that own tensors created while they are open. */
+#include <math.h>
+#include <string.h>
+#include "internal.h"
+
+mft_status mft__check_geometry(const char *fn, int ndim, const int64_t *sizes,
+                               const int64_t *strides, mft_dtype dtype) {
+    char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+    if (mft__check_dtype(fn, dtype) != MFT_OK) return MFT_ERR_DTYPE;
+    if (ndim < 0 || ndim > MFT_MAX_DIMS) {
+        mft__set_error(MFT_ERR_RANK, "%s: ndim %d is outside 0..%d", fn, ndim, MFT_MAX_DIMS);
+        return MFT_ERR_RANK;
+    }
+    if (ndim > 0 && !sizes) {
+        mft__set_error(MFT_ERR_NULL, "%s: sizes is NULL for ndim %d", fn, ndim);
+        return MFT_ERR_NULL;
+    }
+    int64_t numel = 1, reach = 0;
+    bool empty = false;
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] < 0) {
+            mft__set_error(MFT_ERR_INVALID, "%s: negative size %lld at dim %d in sizes %s", fn,
+                           (long long)sizes[i], i, mft__fmt_dims(a, sizeof a, ndim, sizes));
+            return MFT_ERR_INVALID;
+        }
+        if (sizes[i] == 0) empty = true;
+        if (__builtin_mul_overflow(numel, sizes[i] ? sizes[i] : 1, &numel)) {
+            mft__set_error(MFT_ERR_OVERFLOW, "%s: element count of sizes %s overflows int64", fn,
+                           mft__fmt_dims(a, sizeof a, ndim, sizes));
+            return MFT_ERR_OVERFLOW;
+        }
+    }
+    int64_t bytes;
+    if (__builtin_mul_overflow(numel, (int64_t)mft__elem_size(dtype), &bytes)) {
+        mft__set_error(MFT_ERR_OVERFLOW, "%s: byte size of sizes %s (%s) overflows int64", fn,
+                       mft__fmt_dims(a, sizeof a, ndim, sizes), mft_dtype_name(dtype));
+        return MFT_ERR_OVERFLOW;
+    }
+    if (!strides) return MFT_OK;
+    for (int i = 0; i < ndim; i++) {
+        if (strides[i] < 0) {
+            mft__set_error(MFT_ERR_INVALID, "%s: negative stride %lld at dim %d in strides %s",
+                           fn, (long long)strides[i], i, mft__fmt_dims(a, sizeof a, ndim, strides));
+            return MFT_ERR_INVALID;
+        }
+        int64_t term;
+        if (!empty && (__builtin_mul_overflow(sizes[i] - 1, strides[i], &term) ||
+                       __builtin_add_overflow(reach, term, &reach))) {
+            mft__set_error(MFT_ERR_OVERFLOW, "%s: sizes %s with strides %s reach beyond int64", fn,
+                           mft__fmt_dims(a, sizeof a, ndim, sizes),
+                           mft__fmt_dims(b, sizeof b, ndim, strides));
+            return MFT_ERR_OVERFLOW;
+        }
+    }
+    if (__builtin_mul_overflow(reach, (int64_t)mft__elem_size(dtype), &bytes)) {
+        mft__set_error(MFT_ERR_OVERFLOW, "%s: byte reach of strides %s overflows int64", fn,
+                       mft__fmt_dims(b, sizeof b, ndim, strides));
+        return MFT_ERR_OVERFLOW;
+    }
+    return MFT_OK;
+}
+
+mft_tensor *mft__tensor_new(const char *fn, mft_storage *s, int64_t offset, int ndim,
+                            const int64_t *sizes, const int64_t *strides, mft_dtype dtype) {
+    mft_tensor *t = mft__alloc_or_err(fn, sizeof *t, _Alignof(mft_tensor));
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    atomic_init(&t->refcount, 1);
+    t->storage = s;
+    mft__storage_retain(s);
+    t->offset = offset;
+    t->ndim = ndim;
+    t->dtype = dtype;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->sizes[i] = sizes[i];
+        t->strides[i] = strides[i];
+        t->numel *= sizes[i];
+    }
+    mft__tensor_refresh(t);
+    /* no producer: ambiguous strides fall back to the suggested format */
+    mft__tensor_set_tag_from(t, (t->flags & MFT__F_CL_STRIDES) ? MFT_CHANNELS_LAST
+                                                               : MFT_CONTIGUOUS);
+    if (t->origin == MFT_INHERITED) t->origin = MFT_INFERRED;
+    atomic_fetch_add(&mft__live_tensor_count, 1);
+    if (mft__scope_register(t) != MFT_OK) {
+        mft_tensor_release(t);
+        mft__set_error(MFT_ERR_NOMEM, "%s: out of memory registering the result in a scope", fn);
+        return NULL;
+    }
+    return t;
+}
+
+mft_tensor *mft__tensor_alloc_strided(const char *fn, int ndim, const int64_t *sizes,
+                                      const int64_t *strides, mft_dtype dtype) {
+    int64_t need = 0;
+    if (mft_min_storage_numel(ndim, sizes, strides, &need) != MFT_OK) {
+        /* re-label the interop function's error with the caller's name */
+        mft__set_error(mft_last_error(), "%s: %s", fn, mft_last_error_message());
+        return NULL;
+    }
+    size_t es = mft__elem_size(dtype);
+    if ((uint64_t)need > SIZE_MAX / es) {
+        mft__set_error(MFT_ERR_OVERFLOW, "%s: %lld elements overflow size_t", fn, (long long)need);
+        return NULL;
+    }
+    mft_storage *s = mft__storage_new(fn, (size_t)need * es);
+    if (!s) return NULL;
+    mft_tensor *t = mft__tensor_new(fn, s, 0, ndim, sizes, strides, dtype);
+    mft__storage_release(s);
+    return t;
+}
+
+mft_tensor *mft__tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
+                              mft_format fmt) {
+    if (mft__check_geometry(fn, ndim, sizes, NULL, dtype) != MFT_OK) return NULL;
+    if (fmt != MFT_CONTIGUOUS && fmt != MFT_CHANNELS_LAST) {
+        mft__set_error(MFT_ERR_FORMAT, "%s: format %s is not allowed here (use CONTIGUOUS or CHANNELS_LAST)",
+                       fn, mft_format_name(fmt));
+        return NULL;
+    }
+    if (fmt == MFT_CHANNELS_LAST && (ndim < 3 || ndim > 5)) {
+        mft__set_error(MFT_ERR_FORMAT, "%s: CHANNELS_LAST needs rank 3, 4 or 5, got rank %d", fn,
+                       ndim);
+        return NULL;
+    }
+    int order[MFT_MAX_DIMS];
+    int64_t strides[MFT_MAX_DIMS];
+    mft__format_order(ndim, fmt, order);
+    mft__packed_strides(ndim, sizes, order, strides); /* cannot overflow: numel checked */
+    mft_tensor *t = mft__tensor_alloc_strided(fn, ndim, sizes, strides, dtype);
+    if (t) mft__tensor_declare(t, fmt);
+    return t;
+}
+
+/* ---------------------------------------------------------------- lifetime */
+mft_tensor *mft_tensor_retain(mft_tensor *t) {
+    if (t) atomic_fetch_add(&t->refcount, 1);
+    return t;
+}
+
+void mft_tensor_release(mft_tensor *t) {
+    if (!t) return;
+    if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    mft__storage_release(t->storage);
+    mft__free(t);
+    atomic_fetch_sub(&mft__live_tensor_count, 1);
+}
+
+/* ---------------------------------------------------------------- accessors */
+int mft_tensor_ndim(const mft_tensor *t) { return t ? t->ndim : 0; }
+const int64_t *mft_tensor_sizes(const mft_tensor *t) { return t ? t->sizes : NULL; }
+const int64_t *mft_tensor_strides(const mft_tensor *t) { return t ? t->strides : NULL; }
+int64_t mft_tensor_offset(const mft_tensor *t) { return t ? t->offset : 0; }
+int64_t mft_tensor_numel(const mft_tensor *t) { return t ? t->numel : 0; }
+mft_dtype mft_tensor_dtype(const mft_tensor *t) { return t ? t->dtype : MFT_F32; }
+void *mft_tensor_data(const mft_tensor *t) { return t ? mft__tensor_ptr(t) : NULL; }
+int64_t mft_tensor_storage_numel(const mft_tensor *t) {
+    return t ? (int64_t)(t->storage->nbytes / mft__elem_size(t->dtype)) : 0;
+}
+bool mft_tensor_shares_storage(const mft_tensor *a, const mft_tensor *b) {
+    return a && b && a->storage == b->storage;
+}
+int64_t mft_tensor_version(const mft_tensor *t) {
+    return t ? (int64_t)atomic_load(&t->storage->version) : 0;
+}
+
+/* Byte offset of a logical index from the view's element 0, or -1 with
+ * MFT_ERR_DIM set. */
+static int64_t tensor_index_offset(const char *fn, const mft_tensor *t, const int64_t *index) {
+    int64_t off = 0;
+    if (t->ndim > 0 && !index) {
+        mft__set_error(MFT_ERR_NULL, "%s: index is NULL for a rank-%d tensor", fn, t->ndim);
+        return -1;
+    }
+    for (int i = 0; i < t->ndim; i++) {
+        if (index[i] < 0 || index[i] >= t->sizes[i]) {
+            char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+            mft__set_error(MFT_ERR_DIM, "%s: index %s is out of range for sizes %s (dim %d)", fn,
+                           mft__fmt_dims(a, sizeof a, t->ndim, index),
+                           mft__fmt_dims(b, sizeof b, t->ndim, t->sizes), i);
+            return -1;
+        }
+        off += index[i] * t->strides[i];
+    }
+    return off * (int64_t)mft__elem_size(t->dtype);
+}
+
+double mft_tensor_get(const mft_tensor *t, const int64_t *index) {
+    if (!t) {
+        mft__null_arg("mft_tensor_get", "t");
+        return NAN;
+    }
+    int64_t off = tensor_index_offset("mft_tensor_get", t, index);
+    if (off < 0) return NAN;
+    return mft__load(t->dtype, mft__tensor_ptr(t) + off);
+}
+
+mft_status mft_tensor_set(mft_tensor *t, const int64_t *index, double value) {
+    if (!t) {
+        mft__null_arg("mft_tensor_set", "t");
+        return MFT_ERR_NULL;
+    }
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->strides[i] == 0 && t->sizes[i] > 1) {
+            mft__set_error(MFT_ERR_OVERLAP,
+                           "mft_tensor_set: dim %d has stride 0 and size %lld (a broadcast view); "
+                           "writing would change %lld elements",
+                           i, (long long)t->sizes[i], (long long)t->sizes[i]);
+            return MFT_ERR_OVERLAP;
+        }
+    }
+    int64_t off = tensor_index_offset("mft_tensor_set", t, index);
+    if (off < 0) return mft_last_error();
+    mft__store(t->dtype, mft__tensor_ptr(t) + off, value);
+    atomic_fetch_add(&t->storage->version, 1);
+    return MFT_OK;
+}
+
+/* ---------------------------------------------------------------- scopes
+ * One growable array of owned tensors per thread and a stack of marks (the
+ * array length when each open scope began). */
+#define MFT__SCOPE_MAX_DEPTH 64
+static _Thread_local mft_tensor **tl_scope_items = NULL;
+static _Thread_local int64_t tl_scope_len = 0, tl_scope_cap = 0;
+static _Thread_local int64_t tl_scope_marks[MFT__SCOPE_MAX_DEPTH];
+static _Thread_local int tl_scope_depth = 0;
+
+mft_status mft__scope_register(mft_tensor *t) {
+    if (tl_scope_depth == 0) return MFT_OK;
+    if (tl_scope_len == tl_scope_cap) {
+        int64_t cap = tl_scope_cap ? tl_scope_cap * 2 : 64;
+        mft_tensor **n = mft__alloc((size_t)cap * sizeof *n, _Alignof(mft_tensor *));
+        if (!n) return MFT_ERR_NOMEM;
+        if (tl_scope_len) memcpy(n, tl_scope_items, (size_t)tl_scope_len * sizeof *n);
+        mft__free(tl_scope_items);
+        tl_scope_items = n;
+        tl_scope_cap = cap;
+    }
+    tl_scope_items[tl_scope_len++] = t;
+    return MFT_OK;
+}
+
+mft_status mft_scope_begin(void) {
+    if (tl_scope_depth == MFT__SCOPE_MAX_DEPTH) {
+        mft__set_error(MFT_ERR_SCOPE, "mft_scope_begin: more than %d nested scopes",
+                       MFT__SCOPE_MAX_DEPTH);
+        return MFT_ERR_SCOPE;
+    }
+    tl_scope_marks[tl_scope_depth++] = tl_scope_len;
+    return MFT_OK;
+}
+
+mft_tensor *mft_scope_keep(mft_tensor *t) {
+    if (!t) {
+        mft__null_arg("mft_scope_keep", "t");
+        return NULL;
+    }
+    if (tl_scope_depth > 0) {
+        int64_t lo = tl_scope_marks[tl_scope_depth - 1];
+        for (int64_t i = tl_scope_len - 1; i >= lo; i--) {
+            if (tl_scope_items[i] == t) {
+                memmove(&tl_scope_items[i], &tl_scope_items[i + 1],
+                        (size_t)(tl_scope_len - i - 1) * sizeof *tl_scope_items);
+                tl_scope_len--;
+                return t;
+            }
+        }
+    }
+    mft__set_error(MFT_ERR_SCOPE, "mft_scope_keep: tensor %p is not owned by the innermost scope",
+                   (void *)t);
+    return NULL;
+}
+
+mft_status mft_scope_end(void) {
+    if (tl_scope_depth == 0) {
+        mft__set_error(MFT_ERR_SCOPE, "mft_scope_end: no scope is open");
+        return MFT_ERR_SCOPE;
+    }
+    int64_t lo = tl_scope_marks[--tl_scope_depth];
+    for (int64_t i = tl_scope_len - 1; i >= lo; i--) mft_tensor_release(tl_scope_items[i]);
+    tl_scope_len = lo;
+    if (tl_scope_depth == 0) {
+        mft__free(tl_scope_items);
+        tl_scope_items = NULL;
+        tl_scope_cap = 0;
+    }
+    return MFT_OK;
+}
+
+mft_tensor *mft__retain_result(const char *fn, mft_tensor *t) {
+    mft_tensor_retain(t);
+    if (mft__scope_register(t) != MFT_OK) {
+        mft_tensor_release(t);
+        mft__set_error(MFT_ERR_NOMEM, "%s: out of memory registering the result in a scope", fn);
+        return NULL;
+    }
+    return t;
+}

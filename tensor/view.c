@@ -1,0 +1,415 @@
+/* tensor/view.c — views: new headers on the same storage (never a copy,
+ * except reshape/flatten when no view exists). Every view gets its flags
+ * refreshed and its tag re-derived with the source's tag as the tie-breaker
+ * (Note [Soft memory-format tag]). Dims may be negative, as in PyTorch. */
+#include <string.h>
+#include "internal.h"
+
+int mft__wrap_dim(const char *fn, int dim, int ndim_for_range) {
+    int n = ndim_for_range > 0 ? ndim_for_range : 1; /* rank 0 accepts dims -1 and 0 */
+    int d = dim < 0 ? dim + n : dim;
+    if (d < 0 || d >= n) {
+        mft__set_error(MFT_ERR_DIM, "%s: dim %d is out of range for rank %d (expected %d..%d)",
+                       fn, dim, ndim_for_range, -n, n - 1);
+        return -1;
+    }
+    return d;
+}
+
+/* New header over src's storage with the given geometry (assumed valid and
+ * inside the storage); tag derived with src's tag as tie-breaker. */
+static mft_tensor *view_make(const char *fn, const mft_tensor *src, int ndim,
+                             const int64_t *sizes, const int64_t *strides, int64_t offset) {
+    mft_tensor *t = mft__tensor_new(fn, src->storage, offset, ndim, sizes, strides, src->dtype);
+    if (t) mft__tensor_set_tag_from(t, src->tag);
+    return t;
+}
+
+#define VIEW_CHECK_NULL(fn, t)        \
+    do {                              \
+        if (!(t)) {                   \
+            mft__null_arg((fn), "t"); \
+            return NULL;              \
+        }                             \
+    } while (0)
+
+mft_tensor *mft_permute(const mft_tensor *t, const int *dims) {
+    const char *fn = "mft_permute";
+    VIEW_CHECK_NULL(fn, t);
+    if (t->ndim > 0 && !dims) {
+        mft__set_error(MFT_ERR_NULL, "%s: dims is NULL for a rank-%d tensor", fn, t->ndim);
+        return NULL;
+    }
+    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    bool seen[MFT_MAX_DIMS] = {false};
+    for (int i = 0; i < t->ndim; i++) {
+        int d = dims[i] < 0 ? dims[i] + t->ndim : dims[i];
+        if (d < 0 || d >= t->ndim || seen[d]) {
+            char a[MFT__DIMS_BUF];
+            mft__set_error(MFT_ERR_DIM, "%s: dims %s is not a permutation of 0..%d", fn,
+                           mft__fmt_ints(a, sizeof a, t->ndim, dims), t->ndim - 1);
+            return NULL;
+        }
+        seen[d] = true;
+        sizes[i] = t->sizes[d];
+        strides[i] = t->strides[d];
+    }
+    return view_make(fn, t, t->ndim, sizes, strides, t->offset);
+}
+
+mft_tensor *mft_transpose(const mft_tensor *t, int d0, int d1) {
+    const char *fn = "mft_transpose";
+    VIEW_CHECK_NULL(fn, t);
+    int a = mft__wrap_dim(fn, d0, t->ndim), b = a < 0 ? -1 : mft__wrap_dim(fn, d1, t->ndim);
+    if (a < 0 || b < 0) return NULL;
+    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    memcpy(sizes, t->sizes, sizeof sizes);
+    memcpy(strides, t->strides, sizeof strides);
+    if (t->ndim > 0) {
+        sizes[a] = t->sizes[b], sizes[b] = t->sizes[a];
+        strides[a] = t->strides[b], strides[b] = t->strides[a];
+    }
+    return view_make(fn, t, t->ndim, sizes, strides, t->offset);
+}
+
+mft_tensor *mft_narrow(const mft_tensor *t, int dim, int64_t start, int64_t length) {
+    const char *fn = "mft_narrow";
+    VIEW_CHECK_NULL(fn, t);
+    if (t->ndim == 0) {
+        mft__set_error(MFT_ERR_RANK, "%s: cannot narrow a rank-0 tensor", fn);
+        return NULL;
+    }
+    int d = mft__wrap_dim(fn, dim, t->ndim);
+    if (d < 0) return NULL;
+    int64_t size = t->sizes[d];
+    int64_t s = start < 0 ? start + size : start;
+    if (s < 0 || s > size || length < 0 || length > size - s) {
+        mft__set_error(MFT_ERR_DIM, "%s: start %lld length %lld is out of range for dim %d of size %lld",
+                       fn, (long long)start, (long long)length, d, (long long)size);
+        return NULL;
+    }
+    int64_t sizes[MFT_MAX_DIMS];
+    memcpy(sizes, t->sizes, sizeof sizes);
+    sizes[d] = length;
+    return view_make(fn, t, t->ndim, sizes, t->strides, t->offset + s * t->strides[d]);
+}
+
+mft_tensor *mft_select(const mft_tensor *t, int dim, int64_t i) {
+    const char *fn = "mft_select";
+    VIEW_CHECK_NULL(fn, t);
+    if (t->ndim == 0) {
+        mft__set_error(MFT_ERR_RANK, "%s: cannot select from a rank-0 tensor", fn);
+        return NULL;
+    }
+    int d = mft__wrap_dim(fn, dim, t->ndim);
+    if (d < 0) return NULL;
+    int64_t idx = i < 0 ? i + t->sizes[d] : i;
+    if (idx < 0 || idx >= t->sizes[d]) {
+        mft__set_error(MFT_ERR_DIM, "%s: index %lld is out of range for dim %d of size %lld", fn,
+                       (long long)i, d, (long long)t->sizes[d]);
+        return NULL;
+    }
+    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k < t->ndim; k++) {
+        if (k == d) continue;
+        sizes[n] = t->sizes[k];
+        strides[n++] = t->strides[k];
+    }
+    return view_make(fn, t, n, sizes, strides, t->offset + idx * t->strides[d]);
+}
+
+mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
+    const char *fn = "mft_slice";
+    VIEW_CHECK_NULL(fn, t);
+    if (t->ndim == 0) {
+        mft__set_error(MFT_ERR_RANK, "%s: cannot slice a rank-0 tensor", fn);
+        return NULL;
+    }
+    int d = mft__wrap_dim(fn, dim, t->ndim);
+    if (d < 0) return NULL;
+    if (step <= 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: step %lld must be positive", fn, (long long)step);
+        return NULL;
+    }
+    int64_t size = t->sizes[d];
+    int64_t s = start < 0 ? (start < -size ? 0 : start + size) : (start > size ? size : start);
+    int64_t e = end < 0 ? (end < -size ? 0 : end + size) : (end > size ? size : end);
+    if (e < s) e = s;
+    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    memcpy(sizes, t->sizes, sizeof sizes);
+    memcpy(strides, t->strides, sizeof strides);
+    sizes[d] = (e - s + step - 1) / step;
+    int64_t st;
+    if (__builtin_mul_overflow(t->strides[d], step, &st)) {
+        mft__set_error(MFT_ERR_OVERFLOW, "%s: stride %lld times step %lld overflows", fn,
+                       (long long)t->strides[d], (long long)step);
+        return NULL;
+    }
+    strides[d] = st;
+    return view_make(fn, t, t->ndim, sizes, strides, t->offset + s * t->strides[d]);
+}
+
+mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim) {
+    const char *fn = "mft_unsqueeze";
+    VIEW_CHECK_NULL(fn, t);
+    if (t->ndim >= MFT_MAX_DIMS) {
+        mft__set_error(MFT_ERR_RANK, "%s: rank %d would exceed MFT_MAX_DIMS %d", fn, t->ndim + 1,
+                       MFT_MAX_DIMS);
+        return NULL;
+    }
+    int d = mft__wrap_dim(fn, dim, t->ndim + 1);
+    if (d < 0) return NULL;
+    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k <= t->ndim; k++) {
+        if (k == d) {
+            sizes[n] = 1;
+            strides[n++] = d < t->ndim ? t->sizes[d] * t->strides[d] : 1;
+        }
+        if (k < t->ndim) {
+            sizes[n] = t->sizes[k];
+            strides[n++] = t->strides[k];
+        }
+    }
+    return view_make(fn, t, t->ndim + 1, sizes, strides, t->offset);
+}
+
+mft_tensor *mft_squeeze(const mft_tensor *t, int dim) {
+    const char *fn = "mft_squeeze";
+    VIEW_CHECK_NULL(fn, t);
+    int d = mft__wrap_dim(fn, dim, t->ndim);
+    if (d < 0) return NULL;
+    if (t->ndim == 0 || t->sizes[d] != 1) return view_make(fn, t, t->ndim, t->sizes, t->strides, t->offset);
+    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k < t->ndim; k++) {
+        if (k == d) continue;
+        sizes[n] = t->sizes[k];
+        strides[n++] = t->strides[k];
+    }
+    return view_make(fn, t, n, sizes, strides, t->offset);
+}
+
+mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
+    const char *fn = "mft_expand";
+    VIEW_CHECK_NULL(fn, t);
+    char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+    if (ndim < t->ndim || ndim > MFT_MAX_DIMS) {
+        mft__set_error(MFT_ERR_RANK, "%s: cannot expand rank %d to rank %d (max %d)", fn, t->ndim,
+                       ndim, MFT_MAX_DIMS);
+        return NULL;
+    }
+    if (ndim > 0 && !sizes) {
+        mft__set_error(MFT_ERR_NULL, "%s: sizes is NULL", fn);
+        return NULL;
+    }
+    int64_t out[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    int off = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int td = i - off;
+        int64_t want = sizes[i];
+        if (td < 0) {
+            if (want < 0) {
+                mft__set_error(MFT_ERR_SHAPE, "%s: size %lld for new leading dim %d of %s is invalid",
+                               fn, (long long)want, i, mft__fmt_dims(a, sizeof a, ndim, sizes));
+                return NULL;
+            }
+            out[i] = want;
+            strides[i] = 0;
+            continue;
+        }
+        int64_t have = t->sizes[td];
+        if (want == -1) want = have;
+        if (want == have) {
+            out[i] = have;
+            strides[i] = t->strides[td];
+        } else if (have == 1 && want >= 0) {
+            out[i] = want;
+            strides[i] = 0;
+        } else {
+            mft__set_error(MFT_ERR_SHAPE, "%s: sizes %s cannot expand to %s (dim %d: %lld vs %lld)",
+                           fn, mft__fmt_dims(a, sizeof a, t->ndim, t->sizes),
+                           mft__fmt_dims(b, sizeof b, ndim, sizes), i, (long long)have,
+                           (long long)sizes[i]);
+            return NULL;
+        }
+    }
+    if (mft__check_geometry(fn, ndim, out, strides, t->dtype) != MFT_OK) return NULL;
+    return view_make(fn, t, ndim, out, strides, t->offset);
+}
+
+mft_tensor *mft_as_strided(const mft_tensor *t, int ndim, const int64_t *sizes,
+                           const int64_t *strides, int64_t offset) {
+    const char *fn = "mft_as_strided";
+    VIEW_CHECK_NULL(fn, t);
+    if (ndim > 0 && !strides) {
+        mft__set_error(MFT_ERR_NULL, "%s: strides is NULL for ndim %d", fn, ndim);
+        return NULL;
+    }
+    if (mft__check_geometry(fn, ndim, sizes, strides, t->dtype) != MFT_OK) return NULL;
+    if (offset < 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: negative storage offset %lld", fn, (long long)offset);
+        return NULL;
+    }
+    int64_t need = 0, end = 0;
+    mft_min_storage_numel(ndim, sizes, strides, &need);
+    int64_t have = mft_tensor_storage_numel(t);
+    if (need > 0 && (__builtin_add_overflow(need, offset, &end) || end > have)) {
+        char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_BOUNDS,
+                       "%s: sizes %s strides %s offset %lld reach element %lld but the storage "
+                       "holds %lld elements",
+                       fn, mft__fmt_dims(a, sizeof a, ndim, sizes),
+                       mft__fmt_dims(b, sizeof b, ndim, strides), (long long)offset,
+                       (long long)(need + offset - 1), (long long)have);
+        return NULL;
+    }
+    return view_make(fn, t, ndim, sizes, strides, offset);
+}
+
+/* Resolves one -1 in sizes against numel; checks the count matches. */
+static bool view_infer_sizes(const char *fn, const mft_tensor *t, int ndim, const int64_t *sizes,
+                             int64_t *out) {
+    char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+    int infer = -1;
+    int64_t prod = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] == -1 && infer < 0) {
+            infer = i;
+            continue;
+        }
+        if (sizes[i] < 0 || __builtin_mul_overflow(prod, sizes[i], &prod)) {
+            mft__set_error(MFT_ERR_SHAPE, "%s: invalid sizes %s", fn,
+                           mft__fmt_dims(a, sizeof a, ndim, sizes));
+            return false;
+        }
+        out[i] = sizes[i];
+    }
+    if (infer >= 0) {
+        if (prod == 0 || t->numel % prod != 0) {
+            mft__set_error(MFT_ERR_SHAPE, "%s: sizes %s cannot hold %lld elements of %s", fn,
+                           mft__fmt_dims(a, sizeof a, ndim, sizes), (long long)t->numel,
+                           mft__fmt_dims(b, sizeof b, t->ndim, t->sizes));
+            return false;
+        }
+        out[infer] = t->numel / prod;
+        prod *= out[infer];
+    }
+    if (prod != t->numel) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: sizes %s hold %lld elements but %s has %lld", fn,
+                       mft__fmt_dims(a, sizeof a, ndim, sizes), (long long)prod,
+                       mft__fmt_dims(b, sizeof b, t->ndim, t->sizes), (long long)t->numel);
+        return false;
+    }
+    return true;
+}
+
+/* PyTorch's view rule: split the old dims into chunks that are contiguous
+ * among themselves (stride[d-1] == size[d] * stride[d], size-1 dims ignored);
+ * each chunk must be covered exactly by a run of new dims, which then get
+ * packed strides within the chunk. False if some new dim straddles chunks. */
+static bool view_strides(int on, const int64_t *osz, const int64_t *ost, int64_t numel, int nn,
+                         const int64_t *nsz, int64_t *nst) {
+    if (on == 0) {
+        for (int i = 0; i < nn; i++) nst[i] = 1;
+        return true;
+    }
+    if (numel == 0) {
+        bool same = on == nn;
+        for (int i = 0; same && i < nn; i++) same = osz[i] == nsz[i];
+        if (same) {
+            memcpy(nst, ost, sizeof(int64_t) * (size_t)nn);
+            return true;
+        }
+        int64_t acc = 1;
+        for (int i = nn - 1; i >= 0; i--) {
+            nst[i] = acc;
+            acc *= nsz[i] > 1 ? nsz[i] : 1;
+        }
+        return true;
+    }
+    int vd = nn - 1;
+    int64_t base = ost[on - 1], tnum = 1, vnum = 1;
+    for (int td = on - 1; td >= 0; td--) {
+        tnum *= osz[td];
+        bool chunk_ends = td == 0 || (osz[td - 1] != 1 && ost[td - 1] != tnum * base);
+        if (!chunk_ends) continue;
+        while (vd >= 0 && (vnum < tnum || nsz[vd] == 1)) {
+            nst[vd] = vnum * base;
+            vnum *= nsz[vd];
+            vd--;
+        }
+        if (vnum != tnum) return false;
+        if (td > 0) {
+            base = ost[td - 1];
+            tnum = 1;
+            vnum = 1;
+        }
+    }
+    return vd == -1;
+}
+
+static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, const int64_t *sizes,
+                             bool allow_copy) {
+    VIEW_CHECK_NULL(fn, t);
+    if (ndim < 0 || ndim > MFT_MAX_DIMS) {
+        mft__set_error(MFT_ERR_RANK, "%s: ndim %d is outside 0..%d", fn, ndim, MFT_MAX_DIMS);
+        return NULL;
+    }
+    if (ndim > 0 && !sizes) {
+        mft__set_error(MFT_ERR_NULL, "%s: sizes is NULL", fn);
+        return NULL;
+    }
+    int64_t nsz[MFT_MAX_DIMS], nst[MFT_MAX_DIMS];
+    if (!view_infer_sizes(fn, t, ndim, sizes, nsz)) return NULL;
+    if (view_strides(t->ndim, t->sizes, t->strides, t->numel, ndim, nsz, nst))
+        return view_make(fn, t, ndim, nsz, nst, t->offset);
+    if (!allow_copy) {
+        char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF], c[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_NOT_VIEWABLE,
+                       "%s: sizes %s with strides %s cannot be viewed as %s (use mft_reshape)", fn,
+                       mft__fmt_dims(a, sizeof a, t->ndim, t->sizes),
+                       mft__fmt_dims(b, sizeof b, t->ndim, t->strides),
+                       mft__fmt_dims(c, sizeof c, ndim, nsz));
+        return NULL;
+    }
+    mft_tensor *packed = mft_clone(t, MFT_CONTIGUOUS);
+    if (!packed) return NULL;
+    view_strides(packed->ndim, packed->sizes, packed->strides, packed->numel, ndim, nsz, nst);
+    mft_tensor *out = view_make(fn, packed, ndim, nsz, nst, packed->offset);
+    mft_tensor_release(packed);
+    return out;
+}
+
+mft_tensor *mft_view(const mft_tensor *t, int ndim, const int64_t *sizes) {
+    return view_impl("mft_view", t, ndim, sizes, false);
+}
+
+mft_tensor *mft_reshape(const mft_tensor *t, int ndim, const int64_t *sizes) {
+    return view_impl("mft_reshape", t, ndim, sizes, true);
+}
+
+mft_tensor *mft_flatten(const mft_tensor *t, int start, int end) {
+    const char *fn = "mft_flatten";
+    VIEW_CHECK_NULL(fn, t);
+    int s = mft__wrap_dim(fn, start, t->ndim);
+    int e = s < 0 ? -1 : mft__wrap_dim(fn, end, t->ndim);
+    if (s < 0 || e < 0) return NULL;
+    if (s > e) {
+        mft__set_error(MFT_ERR_DIM, "%s: start dim %d comes after end dim %d", fn, start, end);
+        return NULL;
+    }
+    if (t->ndim == 0) {
+        int64_t one = 1;
+        return view_impl(fn, t, 1, &one, true);
+    }
+    int64_t sizes[MFT_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k < s; k++) sizes[n++] = t->sizes[k];
+    int64_t m = 1;
+    for (int k = s; k <= e; k++) m *= t->sizes[k];
+    sizes[n++] = m;
+    for (int k = e + 1; k < t->ndim; k++) sizes[n++] = t->sizes[k];
+    return view_impl(fn, t, n, sizes, true);
+}
