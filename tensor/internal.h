@@ -174,9 +174,10 @@ typedef void (*mft__loop2d)(void *ctx, char **data, const int64_t *strides, int6
 mft_status mft__broadcast_shape(const char *fn, int nops, const int *ndims,
                                 const int64_t *const *sizes, int *out_ndim, int64_t *out);
 /* perm[i] = logical dim placed at iteration position i (0 = fastest), from
- * the element strides of the operands (strides[k][d], logical order). */
-void mft__iter_reorder(int nops, int ndim, const int64_t *shape,
-                       const int64_t (*strides)[MFT_MAX_DIMS], int *perm);
+ * the strides of the operands: strides[k * MFT_MAX_DIMS + d] for operand k,
+ * logical dim d. */
+void mft__iter_reorder(int nops, int ndim, const int64_t *shape, const int64_t *strides,
+                       int *perm);
 /* Merges adjacent iteration dims where every operand allows it; in place. */
 void mft__iter_coalesce(mft__iter *it);
 /* Builds an iteration over tensors (all already of the broadcast shape or

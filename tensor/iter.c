@@ -45,10 +45,9 @@ mft_status mft__broadcast_shape(const char *fn, int nops, const int *ndims,
 /* -1: dim a goes before (faster than) dim b; 1: after; 0: undecided. Operands
  * in order; a broadcast (stride 0) dim lets the next operand decide; equal
  * strides put the larger dim outward. */
-static int iter_compare(int nops, const int64_t *shape, const int64_t (*strides)[MFT_MAX_DIMS],
-                        int a, int b) {
+static int iter_compare(int nops, const int64_t *shape, const int64_t *strides, int a, int b) {
     for (int k = 0; k < nops; k++) {
-        int64_t sa = strides[k][a], sb = strides[k][b];
+        int64_t sa = strides[k * MFT_MAX_DIMS + a], sb = strides[k * MFT_MAX_DIMS + b];
         if (sa == 0 || sb == 0) continue;
         if (sa < sb) return -1;
         if (sa > sb) return 1;
@@ -57,8 +56,8 @@ static int iter_compare(int nops, const int64_t *shape, const int64_t (*strides)
     return 0;
 }
 
-void mft__iter_reorder(int nops, int ndim, const int64_t *shape,
-                       const int64_t (*strides)[MFT_MAX_DIMS], int *perm) {
+void mft__iter_reorder(int nops, int ndim, const int64_t *shape, const int64_t *strides,
+                       int *perm) {
     for (int i = 0; i < ndim; i++) perm[i] = ndim - 1 - i; /* last logical dim fastest */
     /* Insertion sort that only stops at a decided "stay": undecided pairs are
      * walked past, so a dim can move over broadcast dims (PyTorch's rule). */
@@ -120,7 +119,7 @@ mft_status mft__iter_build(const char *fn, mft__iter *it, int nops, mft_tensor *
         it->data[k] = mft__tensor_ptr(t);
     }
     int perm[MFT_MAX_DIMS];
-    mft__iter_reorder(nops, ndim, shape, (const int64_t(*)[MFT_MAX_DIMS])est, perm);
+    mft__iter_reorder(nops, ndim, shape, &est[0][0], perm);
     it->numel = 1;
     for (int i = 0; i < ndim; i++) {
         it->shape[i] = shape[perm[i]];

@@ -127,9 +127,7 @@ bool mft__layout_order_fits(int ndim, const int64_t *sizes, const int64_t *strid
 void mft__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,
                               int64_t *out) {
     int perm[MFT_MAX_DIMS]; /* fastest first */
-    int64_t st[1][MFT_MAX_DIMS];
-    memcpy(st[0], strides, sizeof(int64_t) * (size_t)ndim);
-    mft__iter_reorder(1, ndim, sizes, (const int64_t(*)[MFT_MAX_DIMS])st, perm);
+    mft__iter_reorder(1, ndim, sizes, strides, perm);
     int64_t acc = 1;
     for (int i = 0; i < ndim; i++) {
         out[perm[i]] = acc;
