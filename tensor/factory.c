@@ -87,9 +87,7 @@ mft_tensor *mft_from_blob(void *data, size_t nbytes, int ndim, const int64_t *si
     if (mft__check_geometry(fn, ndim, sizes, strides, dtype) != MFT_OK) return NULL;
     int64_t packed[MFT_MAX_DIMS];
     if (!strides) {
-        int order[MFT_MAX_DIMS];
-        mft__format_order(ndim, MFT_CONTIGUOUS, order);
-        mft__packed_strides(ndim, sizes, order, packed);
+        mft__format_strides(ndim, sizes, MFT_CONTIGUOUS, packed);
         strides = packed;
     }
     if (storage_offset < 0) {

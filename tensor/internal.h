@@ -126,9 +126,12 @@ bool mft__layout_order_fits(int ndim, const int64_t *sizes, const int64_t *strid
                             mft_format fmt);
 /* Physical dim order of a format, slowest first (rank 3..5 for CHANNELS_LAST). */
 void mft__format_order(int ndim, mft_format fmt, int *order);
-/* Packed strides of an order given slowest first. Returns false on overflow. */
+/* Packed strides of an order given slowest first (size-0 dims count as 1
+ * unless zero_sizes_count). Returns false on overflow. */
 bool mft__packed_strides(int ndim, const int64_t *sizes, const int *order_slow_first,
-                         int64_t *strides);
+                         int64_t *strides, bool zero_sizes_count);
+/* Packed strides of CONTIGUOUS or CHANNELS_LAST exactly as PyTorch's. */
+void mft__format_strides(int ndim, const int64_t *sizes, mft_format fmt, int64_t *strides);
 /* Dense strides keeping the dim order of (sizes, strides) (PyTorch's
  * infer_dense_strides). */
 void mft__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,

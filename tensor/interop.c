@@ -64,7 +64,7 @@ mft_status mft_strides_from_minor_to_major(int ndim, const int64_t *sizes,
         seen[d] = true;
         order[ndim - 1 - i] = d;
     }
-    mft__packed_strides(ndim, sizes, order, strides_out);
+    mft__packed_strides(ndim, sizes, order, strides_out, false);
     return MFT_OK;
 }
 
@@ -175,8 +175,6 @@ mft_status mft_strides_for_format(int ndim, const int64_t *sizes, mft_format fmt
                        mft_format_name(fmt), ndim);
         return MFT_ERR_FORMAT;
     }
-    int order[MFT_MAX_DIMS];
-    mft__format_order(ndim, fmt, order);
-    mft__packed_strides(ndim, sizes, order, strides_out);
+    mft__format_strides(ndim, sizes, fmt, strides_out);
     return MFT_OK;
 }

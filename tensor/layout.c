@@ -18,15 +18,25 @@ void mft__format_order(int ndim, mft_format fmt, int *order) {
     }
 }
 
-bool mft__packed_strides(int ndim, const int64_t *sizes, const int *order, int64_t *strides) {
+bool mft__packed_strides(int ndim, const int64_t *sizes, const int *order, int64_t *strides,
+                         bool zero_sizes_count) {
     int64_t acc = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         int d = order[i];
         strides[d] = acc;
-        int64_t s = sizes[d] > 1 ? sizes[d] : 1;
+        int64_t s = sizes[d] > 1 || zero_sizes_count ? sizes[d] : 1;
         if (__builtin_mul_overflow(acc, s, &acc)) return false;
     }
     return true;
+}
+
+/* Packed strides of a named format, as PyTorch computes them: contiguous
+ * strides treat a size-0 dim as 1, channels-last strides multiply the plain
+ * sizes (so an empty channels-last tensor is channels-last contiguous). */
+void mft__format_strides(int ndim, const int64_t *sizes, mft_format fmt, int64_t *strides) {
+    int order[MFT_MAX_DIMS];
+    mft__format_order(ndim, fmt, order);
+    mft__packed_strides(ndim, sizes, order, strides, fmt == MFT_CHANNELS_LAST);
 }
 
 /* Walk dims fastest to slowest in `order` (given slowest first), skipping

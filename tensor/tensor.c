@@ -126,10 +126,8 @@ mft_tensor *mft__tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mf
                        ndim);
         return NULL;
     }
-    int order[MFT_MAX_DIMS];
     int64_t strides[MFT_MAX_DIMS];
-    mft__format_order(ndim, fmt, order);
-    mft__packed_strides(ndim, sizes, order, strides); /* cannot overflow: numel checked */
+    mft__format_strides(ndim, sizes, fmt, strides); /* cannot overflow: numel checked */
     mft_tensor *t = mft__tensor_alloc_strided(fn, ndim, sizes, strides, dtype);
     if (t) mft__tensor_declare(t, fmt);
     return t;

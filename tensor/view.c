@@ -204,19 +204,19 @@ mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
         mft__set_error(MFT_ERR_NULL, "%s: sizes is NULL", fn);
         return NULL;
     }
-    int64_t out[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    int64_t out[MFT_MAX_DIMS] = {0}, strides[MFT_MAX_DIMS] = {0};
     int off = ndim - t->ndim;
     for (int i = 0; i < ndim; i++) {
         int td = i - off;
         int64_t want = sizes[i];
-        if (td < 0) {
+        if (td < 0) { /* new leading dim; strides are filled right to left below */
             if (want < 0) {
                 mft__set_error(MFT_ERR_SHAPE, "%s: size %lld for new leading dim %d of %s is invalid",
                                fn, (long long)want, i, mft__fmt_dims(a, sizeof a, ndim, sizes));
                 return NULL;
             }
             out[i] = want;
-            strides[i] = 0;
+            strides[i] = -1;
             continue;
         }
         int64_t have = t->sizes[td];
@@ -234,6 +234,14 @@ mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
                            (long long)sizes[i]);
             return NULL;
         }
+    }
+    /* new leading dims of size 1 get size*stride of the dim after them (as
+     * PyTorch's inferExpandGeometry); larger ones are broadcast (stride 0) */
+    for (int i = off - 1; i >= 0; i--) {
+        int64_t st = 0; /* a scalar's expansion: all strides 0, as PyTorch */
+        if (out[i] != 1 || (i + 1 < ndim && __builtin_mul_overflow(out[i + 1], strides[i + 1], &st)))
+            st = 0; /* broadcast, or a size-1 dim whose stride is irrelevant */
+        strides[i] = st;
     }
     if (mft__check_geometry(fn, ndim, out, strides, t->dtype) != MFT_OK) return NULL;
     return view_make(fn, t, ndim, out, strides, t->offset);

@@ -138,8 +138,9 @@ MFT_API mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64
 MFT_API mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim);
 /* Removes dim if its size is 1; otherwise returns an unchanged view. */
 MFT_API mft_tensor *mft_squeeze(const mft_tensor *t, int dim);
-/* Broadcast view: new leading dims and size-1 dims get stride 0; -1 keeps a
- * size. Sizes that do not match (and are not 1) are MFT_ERR_SHAPE. */
+/* Broadcast view: dims that grow get stride 0 (new leading dims of size 1 get
+ * PyTorch's stride: size*stride of the next dim); -1 keeps a size. Sizes
+ * that do not match (and are not 1) are MFT_ERR_SHAPE. */
 MFT_API mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes);
 /* Any view of t's storage; must stay inside the storage (MFT_ERR_BOUNDS).
  * Overlapping views are allowed (they are never dense). */
