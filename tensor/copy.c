@@ -55,8 +55,35 @@ static mft_status copy_check_dst(const char *fn, const mft_tensor *dst) {
     return MFT_OK;
 }
 
+static int64_t copy_gcd(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Interleaved views (x[0::2] vs x[1::2], even vs odd channels) are disjoint
+ * although their byte ranges intersect: every element address of both is
+ * congruent to its base modulo g = gcd of all byte strides, so if the two
+ * bases differ by r (mod g) with es <= r <= g - es, no two elements meet. */
+static bool copy_interleaved_disjoint(const mft_tensor *a, const mft_tensor *b) {
+    if (a->dtype != b->dtype) return false;
+    int64_t es = (int64_t)mft__elem_size(a->dtype), g = 0;
+    const mft_tensor *ts[2] = {a, b};
+    for (int k = 0; k < 2; k++)
+        for (int d = 0; d < ts[k]->ndim; d++)
+            if (ts[k]->sizes[d] > 1) g = copy_gcd(g, ts[k]->strides[d] * es);
+    if (g < 2 * es) return false;
+    int64_t diff = (int64_t)((uintptr_t)mft__tensor_ptr(a) - (uintptr_t)mft__tensor_ptr(b));
+    int64_t r = ((diff % g) + g) % g;
+    return r >= es && r <= g - es;
+}
+
 /* Identical element layouts on the same storage are a full overlap (allowed);
- * otherwise intersecting byte ranges are reported as a partial overlap. */
+ * otherwise intersecting byte ranges are a partial overlap unless the views
+ * interleave without sharing an element. */
 static mft_status copy_check_overlap(const char *fn, const mft_tensor *dst, const mft_tensor *src) {
     if (dst->storage != src->storage || dst->numel == 0 || src->numel == 0) return MFT_OK;
     uintptr_t dl, dh, sl, sh;
@@ -66,7 +93,7 @@ static mft_status copy_check_overlap(const char *fn, const mft_tensor *dst, cons
     bool same = dst->dtype == src->dtype && dst->offset == src->offset && dst->ndim == src->ndim;
     for (int d = 0; same && d < dst->ndim; d++)
         same = dst->sizes[d] == src->sizes[d] && dst->strides[d] == src->strides[d];
-    if (same) return MFT_OK;
+    if (same || copy_interleaved_disjoint(dst, src)) return MFT_OK;
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     mft__set_error(MFT_ERR_OVERLAP,
                    "%s: destination (strides %s, offset %lld) partially overlaps the source "
@@ -80,7 +107,7 @@ mft_status mft_copy_(mft_tensor *dst, const mft_tensor *src) {
     const char *fn = "mft_copy_";
     if (!dst || !src) {
         mft__null_arg(fn, !dst ? "dst" : "src");
-        return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NULL;
+        return MFT_ERR_NULL;
     }
     int nd[2] = {dst->ndim, src->ndim};
     const int64_t *sz[2] = {dst->sizes, src->sizes};

@@ -106,11 +106,11 @@ mft_tensor *mft_from_blob(void *data, size_t nbytes, int ndim, const int64_t *si
     if (need > 0 && (uint64_t)end > nbytes / es) {
         char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
         mft__set_error(MFT_ERR_BOUNDS,
-                       "%s: sizes %s strides %s offset %lld need %lld elements (%lld bytes of %s) "
-                       "but the buffer has %zu bytes",
+                       "%s: sizes %s strides %s offset %lld need %lld elements of %s (%zu bytes "
+                       "each) but the buffer has %zu bytes",
                        fn, mft__fmt_dims(a, sizeof a, ndim, sizes),
                        mft__fmt_dims(b, sizeof b, ndim, strides), (long long)storage_offset,
-                       (long long)end, (long long)end * (long long)es, mft_dtype_name(dtype), nbytes);
+                       (long long)end, mft_dtype_name(dtype), es, nbytes);
         return NULL;
     }
     if ((uintptr_t)data % es != 0) {

@@ -199,6 +199,13 @@ mft_status mft__scope_register(mft_tensor *t);
 /* Returns t as a new reference owned like any other result (registered in the
  * innermost scope); NULL on NOMEM. */
 mft_tensor *mft__retain_result(const char *fn, mft_tensor *t);
+/* Internal temporaries made through public calls must not be owned by the
+ * user's scope: bracket them with suspend/resume (nesting allowed). */
+void mft__scope_suspend(void);
+void mft__scope_resume(void);
+/* Re-labels the current error message with fn ("mft_x: ..." -> "fn: ..."), for
+ * errors raised by a helper called on fn's behalf. Returns the status. */
+mft_status mft__relabel_error(const char *fn);
 /* Writes value into every element of t (no checks). */
 void mft__fill(mft_tensor *t, double value);
 

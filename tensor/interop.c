@@ -28,14 +28,15 @@ mft_status mft_min_storage_numel(int ndim, const int64_t *sizes, const int64_t *
         return MFT_ERR_NULL;
     }
     if (mft__check_geometry(fn, ndim, sizes, strides, MFT_U8) != MFT_OK) return mft_last_error();
-    int64_t need = 1;
     for (int d = 0; d < ndim; d++) {
         if (sizes[d] == 0) {
             *numel_out = 0;
             return MFT_OK;
         }
-        need += (sizes[d] - 1) * strides[d]; /* overflow excluded by check_geometry */
     }
+    int64_t need = 1;
+    for (int d = 0; d < ndim; d++)
+        need += (sizes[d] - 1) * strides[d]; /* non-empty: overflow excluded by check_geometry */
     if (need < 1) need = 1;
     *numel_out = need;
     return MFT_OK;
@@ -135,6 +136,7 @@ mft_status mft_strides_from_letters(int ndim, const int64_t *sizes, const char *
         m2m[i] = (int)(p - names);
     }
     st = mft_strides_from_minor_to_major(ndim, sizes, m2m, strides_out);
+    if (st != MFT_OK) mft__relabel_error(fn);
     if (st == MFT_ERR_DIM)
         mft__set_error(MFT_ERR_INVALID, "%s: layout \"%s\" repeats a letter (dims %s)", fn, letters,
                        names);
@@ -158,7 +160,7 @@ mft_status mft_letters_from_strides(int ndim, const int64_t *sizes, const int64_
     }
     int m2m[MFT_MAX_DIMS];
     st = mft_minor_to_major_from_strides(ndim, sizes, strides, m2m);
-    if (st != MFT_OK) return st;
+    if (st != MFT_OK) return mft__relabel_error(fn);
     for (int i = 0; i < ndim; i++) buf[i] = names[m2m[ndim - 1 - i]];
     buf[ndim] = '\0';
     return MFT_OK;

@@ -36,6 +36,24 @@ void mft__set_error(mft_status s, const char *fmt, ...) {
     tl_status = s;
 }
 
+mft_status mft__relabel_error(const char *fn) {
+    const char *colon = strstr(tl_message, ": ");
+    if (colon && strncmp(tl_message, fn, strlen(fn)) != 0) {
+        char out[MFT__ERRBUF];
+        size_t n = strlen(fn);
+        if (n + 2 < sizeof out) {
+            memcpy(out, fn, n);
+            memcpy(out + n, ": ", 2);
+            size_t room = sizeof out - n - 3, rest = strlen(colon + 2);
+            if (rest > room) rest = room;
+            memcpy(out + n + 2, colon + 2, rest);
+            out[n + 2 + rest] = '\0';
+            memcpy(tl_message, out, n + 3 + rest);
+        }
+    }
+    return tl_status;
+}
+
 void mft__null_arg(const char *fn, const char *what) {
     if (tl_status != MFT_OK) return; /* NULL propagation keeps the first error */
     mft__set_error(MFT_ERR_NULL, "%s: argument '%s' is NULL", fn, what);

@@ -97,8 +97,7 @@ mft_tensor *mft__tensor_alloc_strided(const char *fn, int ndim, const int64_t *s
                                       const int64_t *strides, mft_dtype dtype) {
     int64_t need = 0;
     if (mft_min_storage_numel(ndim, sizes, strides, &need) != MFT_OK) {
-        /* re-label the interop function's error with the caller's name */
-        mft__set_error(mft_last_error(), "%s: %s", fn, mft_last_error_message());
+        mft__relabel_error(fn);
         return NULL;
     }
     size_t es = mft__elem_size(dtype);
@@ -225,9 +224,13 @@ static _Thread_local mft_tensor **tl_scope_items = NULL;
 static _Thread_local int64_t tl_scope_len = 0, tl_scope_cap = 0;
 static _Thread_local int64_t tl_scope_marks[MFT__SCOPE_MAX_DEPTH];
 static _Thread_local int tl_scope_depth = 0;
+static _Thread_local int tl_scope_suspended = 0;
+
+void mft__scope_suspend(void) { tl_scope_suspended++; }
+void mft__scope_resume(void) { tl_scope_suspended--; }
 
 mft_status mft__scope_register(mft_tensor *t) {
-    if (tl_scope_depth == 0) return MFT_OK;
+    if (tl_scope_depth == 0 || tl_scope_suspended > 0) return MFT_OK;
     if (tl_scope_len == tl_scope_cap) {
         int64_t cap = tl_scope_cap ? tl_scope_cap * 2 : 64;
         mft_tensor **n = mft__alloc((size_t)cap * sizeof *n, _Alignof(mft_tensor *));

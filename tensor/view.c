@@ -9,8 +9,8 @@ int mft__wrap_dim(const char *fn, int dim, int ndim_for_range) {
     int n = ndim_for_range > 0 ? ndim_for_range : 1; /* rank 0 accepts dims -1 and 0 */
     int d = dim < 0 ? dim + n : dim;
     if (d < 0 || d >= n) {
-        mft__set_error(MFT_ERR_DIM, "%s: dim %d is out of range for rank %d (expected %d..%d)",
-                       fn, dim, ndim_for_range, -n, n - 1);
+        mft__set_error(MFT_ERR_DIM, "%s: dim %d is out of range (expected %d..%d)", fn, dim, -n,
+                       n - 1);
         return -1;
     }
     return d;
@@ -139,7 +139,7 @@ mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64_t end, 
     int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
     memcpy(strides, t->strides, sizeof strides);
-    sizes[d] = (e - s + step - 1) / step;
+    sizes[d] = e > s ? (e - s - 1) / step + 1 : 0;
     int64_t st;
     if (__builtin_mul_overflow(t->strides[d], step, &st)) {
         mft__set_error(MFT_ERR_OVERFLOW, "%s: stride %lld times step %lld overflows", fn,
@@ -165,7 +165,10 @@ mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim) {
     for (int k = 0; k <= t->ndim; k++) {
         if (k == d) {
             sizes[n] = 1;
-            strides[n++] = d < t->ndim ? t->sizes[d] * t->strides[d] : 1;
+            int64_t st = 1; /* PyTorch: size*stride of the dim it precedes, 1 at the end */
+            if (d < t->ndim && __builtin_mul_overflow(t->sizes[d], t->strides[d], &st))
+                st = 0; /* a size-1 dim's stride is never used to address memory */
+            strides[n++] = st;
         }
         if (k < t->ndim) {
             sizes[n] = t->sizes[k];
@@ -266,11 +269,11 @@ mft_tensor *mft_as_strided(const mft_tensor *t, int ndim, const int64_t *sizes,
     if (need > 0 && (__builtin_add_overflow(need, offset, &end) || end > have)) {
         char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
         mft__set_error(MFT_ERR_BOUNDS,
-                       "%s: sizes %s strides %s offset %lld reach element %lld but the storage "
-                       "holds %lld elements",
+                       "%s: sizes %s strides %s need %lld elements after offset %lld but the "
+                       "storage holds %lld elements",
                        fn, mft__fmt_dims(a, sizeof a, ndim, sizes),
-                       mft__fmt_dims(b, sizeof b, ndim, strides), (long long)offset,
-                       (long long)(need + offset - 1), (long long)have);
+                       mft__fmt_dims(b, sizeof b, ndim, strides), (long long)need,
+                       (long long)offset, (long long)have);
         return NULL;
     }
     return view_make(fn, t, ndim, sizes, strides, offset);
@@ -382,8 +385,13 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
                        mft__fmt_dims(c, sizeof c, ndim, nsz));
         return NULL;
     }
+    mft__scope_suspend(); /* the packed copy is a temporary, not a scope result */
     mft_tensor *packed = mft_clone(t, MFT_CONTIGUOUS);
-    if (!packed) return NULL;
+    mft__scope_resume();
+    if (!packed) {
+        mft__relabel_error(fn);
+        return NULL;
+    }
     view_strides(packed->ndim, packed->sizes, packed->strides, packed->numel, ndim, nsz, nst);
     mft_tensor *out = view_make(fn, packed, ndim, nsz, nst, packed->offset);
     mft_tensor_release(packed);
