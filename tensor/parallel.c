@@ -10,18 +10,16 @@
 
 static int g_threads = 0; /* 0 = not yet decided */
 
+#ifdef MFT_HAVE_OPENMP
 static int default_threads(void) {
     const char *env = getenv("MFT_NUM_THREADS");
     if (env) {
         int n = atoi(env);
         if (n > 0) return n;
     }
-#ifdef MFT_HAVE_OPENMP
     return omp_get_max_threads();
-#else
-    return 1;
-#endif
 }
+#endif
 
 void mft_set_num_threads(int n) {
 #ifdef MFT_HAVE_OPENMP
