@@ -1,0 +1,439 @@
+/* bench/bench_util.h — header-only helpers shared by the mft benchmarks.
+ *
+ * Include this header FIRST in a bench_*.c: it asks for POSIX 2008
+ * (clock_gettime) before any system header is read.
+ *
+ * What is here:
+ *   - timing: bench_now() / bench_now_ns() on CLOCK_MONOTONIC;
+ *   - optimiser barriers: bench_clobber(), bench_escape(p);
+ *   - statistics: bench_summarize() (median, min, max, quartiles) of samples;
+ *   - reference loops: bench_memcpy_par() (memcpy split over T threads) and
+ *     STREAM-style kernels written here (copy, scale, add, triad), OpenMP
+ *     parallel with an explicit thread count and vectorisable;
+ *   - the measurement driver bench_run(): warm-up, then `reps` repetitions in
+ *     which every case is timed once, round-robin (the starting case rotates
+ *     each repetition), so drift of the machine hits every case alike;
+ *   - machine load: bench_load_begin()/bench_load_end() -- how many cores OTHER
+ *     processes (and the hypervisor, as steal) used during a measurement, so
+ *     a run disturbed by a build or a test on a small machine is detected;
+ *   - memory: bench_alloc() (page-aligned, pages touched up front);
+ *   - argument parsing: bench_parse_int_list("1,2"), bench_parse_dims("8x64x56x56");
+ *   - JSON: bench_json_str() (escaped string), bench_json_num() (finite or null).
+ *
+ * Rule of the house: speed is reported as ratios measured side by side in one
+ * run (medians), never as one absolute time. */
+#ifndef MFT_BENCH_UTIL_H
+#define MFT_BENCH_UTIL_H
+
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
+#undef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ------------------------------------------------------------------ timing */
+/* Monotonic time in nanoseconds / seconds. */
+static inline uint64_t bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+static inline double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ optimiser barriers */
+/* bench_clobber(): the compiler must assume all memory was read and written.
+ * bench_escape(p): the compiler must assume p (and what it points to) is used. */
+#if defined(__GNUC__) || defined(__clang__)
+static inline void bench_clobber(void) { __asm__ __volatile__("" : : : "memory"); }
+static inline void bench_escape(const void *p) { __asm__ __volatile__("" : : "g"(p) : "memory"); }
+#else
+static volatile const void *bench_sink_;
+static inline void bench_clobber(void) { bench_sink_ = NULL; }
+static inline void bench_escape(const void *p) { bench_sink_ = p; }
+#endif
+
+/* ------------------------------------------------------------------ statistics */
+typedef struct bench_stats {
+    int n;
+    double median, min, max, p25, p75; /* seconds */
+} bench_stats;
+
+static inline int bench_cmp_double_(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+/* Linear-interpolated quantile q in [0,1] of n sorted values. */
+static inline double bench_quantile_sorted(const double *s, int n, double q) {
+    if (n <= 0) return NAN;
+    double pos = q * (double)(n - 1);
+    int lo = (int)pos;
+    if (lo >= n - 1) return s[n - 1];
+    double frac = pos - (double)lo;
+    return s[lo] + frac * (s[lo + 1] - s[lo]);
+}
+/* Summary of n samples (the input is not modified). */
+static inline bench_stats bench_summarize(const double *samples, int n) {
+    bench_stats st = {n, NAN, NAN, NAN, NAN, NAN};
+    if (n <= 0) return st;
+    double *s = malloc((size_t)n * sizeof *s);
+    if (!s) return st;
+    memcpy(s, samples, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, bench_cmp_double_);
+    st.min = s[0];
+    st.max = s[n - 1];
+    st.median = bench_quantile_sorted(s, n, 0.5);
+    st.p25 = bench_quantile_sorted(s, n, 0.25);
+    st.p75 = bench_quantile_sorted(s, n, 0.75);
+    free(s);
+    return st;
+}
+static inline double bench_median(const double *samples, int n) {
+    return bench_summarize(samples, n).median;
+}
+
+/* ------------------------------------------------------------------ threads */
+static inline int bench_have_openmp(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
+/* Processors available to this process. */
+static inline int bench_num_procs(void) {
+#ifdef _OPENMP
+    return omp_get_num_procs();
+#else
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+#endif
+}
+
+/* ------------------------------------------------------------------ machine load
+ * Linux only (/proc/stat); elsewhere ok = 0 and the numbers are NaN.
+ * other_cores: CPU time used by everything except this process during the
+ * window, divided by the window's wall time (0.0 = quiet machine, 1.0 = one
+ * core fully busy elsewhere). On a 2-core machine a 2-thread measurement is
+ * meaningless once this reaches a few tenths: a thread of the parallel
+ * region then waits a scheduler time slice (milliseconds). steal_cores: the
+ * same for time the hypervisor gave to other guests. Resolution: one clock
+ * tick (10 ms) of CPU time, so use windows of a second or so. */
+#define BENCH_BUSY_THRESHOLD 0.25 /* other_cores above this: "disturbed" */
+
+typedef struct bench_load_snap {
+    int ok;
+    double wall, own_cpu, busy, steal; /* seconds */
+} bench_load_snap;
+typedef struct bench_load {
+    int ok;
+    double wall, other_cores, steal_cores;
+} bench_load;
+
+static inline int bench_read_proc_stat_(double *busy, double *steal) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 7) return 0;
+    long tck = sysconf(_SC_CLK_TCK);
+    if (tck <= 0) tck = 100;
+    /* user nice system idle iowait irq softirq steal; guest time is inside user */
+    *busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)tck;
+    *steal = n >= 8 ? (double)v[7] / (double)tck : 0.0;
+    return 1;
+}
+static inline bench_load_snap bench_load_begin(void) {
+    bench_load_snap s = {0, 0, 0, 0, 0};
+    struct timespec ts;
+    s.wall = bench_now();
+    s.own_cpu = clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0
+                    ? (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec
+                    : NAN;
+    s.ok = bench_read_proc_stat_(&s.busy, &s.steal) && !isnan(s.own_cpu);
+    return s;
+}
+static inline bench_load bench_load_end(const bench_load_snap *s0) {
+    bench_load_snap s1 = bench_load_begin();
+    bench_load l = {0, s1.wall - s0->wall, NAN, NAN};
+    if (!s0->ok || !s1.ok || l.wall <= 0) return l;
+    double other = (s1.busy - s0->busy) - (s1.own_cpu - s0->own_cpu);
+    l.ok = 1;
+    l.other_cores = other > 0 ? other / l.wall : 0.0;
+    l.steal_cores = (s1.steal - s0->steal) / l.wall;
+    return l;
+}
+/* True when the window was disturbed by other work on the machine. */
+static inline int bench_load_disturbed(const bench_load *l) {
+    return l->ok &&
+           (l->other_cores > BENCH_BUSY_THRESHOLD || l->steal_cores > BENCH_BUSY_THRESHOLD);
+}
+/* Sleeps about `seconds` (for waiting out a disturbance). */
+static inline void bench_sleep(double seconds) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)seconds;
+    ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------------ memory */
+/* Page-aligned buffer of nbytes (rounded up to a page), every page written
+ * once so first-touch page faults are paid here and not inside a timing.
+ * Exits the program when out of memory. Release with free(). */
+static inline void *bench_alloc(size_t nbytes) {
+    size_t align = 4096, len = (nbytes + align - 1) / align * align;
+    if (len == 0) len = align;
+    void *p = aligned_alloc(align, len);
+    if (!p) {
+        fprintf(stderr, "bench_alloc: out of memory (%zu bytes)\n", len);
+        exit(1);
+    }
+    memset(p, 0, len);
+    return p;
+}
+/* Fills n floats with a cheap deterministic pattern (not all zero, so a copy
+ * that did nothing is caught by a compare). */
+static inline void bench_fill_f32(float *p, size_t n, uint32_t seed) {
+    uint32_t x = seed * 2654435761u + 1u;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (float)(x >> 8) * (1.0f / 16777216.0f);
+    }
+}
+
+/* ------------------------------------------------------------------ reference loops
+ * The machine's copy bandwidth, measured with the same thread count as the
+ * kernel under test. Each thread gets one contiguous chunk (static schedule),
+ * as a well-written copy kernel would. The STREAM-style loops are plain
+ * indexed loops over restrict pointers marked `omp simd`, so with -O2/-O3
+ * they compile to vector loads/stores. */
+
+/* memcpy of nbytes split into `threads` contiguous chunks (64-byte aligned
+ * boundaries); threads == 1 is a plain libc memcpy. */
+static inline void bench_memcpy_par(void *dst, const void *src, size_t nbytes, int threads) {
+    if (threads <= 1 || !bench_have_openmp()) {
+        memcpy(dst, src, nbytes);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+        size_t chunk = (nbytes / nt + 63) / 64 * 64;
+        size_t lo = id * chunk, hi = lo + chunk;
+        if (hi > nbytes) hi = nbytes;
+        if (lo < hi) memcpy((char *)dst + lo, (const char *)src + lo, hi - lo);
+    }
+#endif
+}
+
+/* STREAM copy:  a[i] = b[i] */
+static inline void bench_stream_copy_f32(float *restrict a, const float *restrict b, size_t n,
+                                         int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+#endif
+    for (size_t i = 0; i < n; i++) a[i] = b[i];
+}
+/* STREAM scale: a[i] = s * b[i] */
+static inline void bench_stream_scale_f32(float *restrict a, const float *restrict b, float s,
+                                          size_t n, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+#endif
+    for (size_t i = 0; i < n; i++) a[i] = s * b[i];
+}
+/* STREAM add:   a[i] = b[i] + c[i] */
+static inline void bench_stream_add_f32(float *restrict a, const float *restrict b,
+                                        const float *restrict c, size_t n, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+#endif
+    for (size_t i = 0; i < n; i++) a[i] = b[i] + c[i];
+}
+/* STREAM triad: a[i] = b[i] + s * c[i] */
+static inline void bench_stream_triad_f32(float *restrict a, const float *restrict b,
+                                          const float *restrict c, float s, size_t n, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+#endif
+    for (size_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+}
+
+/* ------------------------------------------------------------------ the driver */
+/* One measured operation. fn(ctx) runs it once and returns 0, or non-zero on
+ * failure (the driver then stops and returns that value). `bytes` is the
+ * traffic one call is credited with (for bandwidth = bytes / median time). */
+typedef int (*bench_fn)(void *ctx);
+typedef struct bench_case {
+    const char *key;  /* machine name, used in JSON */
+    const char *desc; /* human description */
+    bench_fn fn;
+    void *ctx;
+    double bytes;
+    double *samples; /* reps entries, filled by bench_run (caller-owned) */
+    bench_stats stats;
+} bench_case;
+
+typedef struct bench_opts {
+    int reps;   /* timed samples per case (the median is taken over these) */
+    int warmup; /* untimed calls of every case before the first repetition */
+    int pre;    /* untimed calls right before each sample (cache state alike) */
+    int inner;  /* calls per sample; the sample is their mean time */
+} bench_opts;
+
+static inline bench_opts bench_default_opts(void) {
+    bench_opts o = {15, 2, 1, 1};
+    return o;
+}
+
+/* Runs every case: `warmup` calls each, then `reps` repetitions; in
+ * repetition r the cases run in the order r, r+1, ..., r-1 (mod ncases), each
+ * one as `pre` untimed calls followed by `inner` timed calls. Fills
+ * samples[] and stats. Returns 0 or the first non-zero fn() result. */
+static inline int bench_run(bench_case *cases, int ncases, const bench_opts *o) {
+    int reps = o->reps > 0 ? o->reps : 1, inner = o->inner > 0 ? o->inner : 1;
+    for (int c = 0; c < ncases; c++)
+        for (int w = 0; w < o->warmup; w++) {
+            int rc = cases[c].fn(cases[c].ctx);
+            if (rc) return rc;
+        }
+    for (int r = 0; r < reps; r++) {
+        for (int k = 0; k < ncases; k++) {
+            bench_case *bc = &cases[(r + k) % ncases];
+            for (int w = 0; w < o->pre; w++) {
+                int rc = bc->fn(bc->ctx);
+                if (rc) return rc;
+            }
+            bench_clobber();
+            uint64_t t0 = bench_now_ns();
+            for (int i = 0; i < inner; i++) {
+                int rc = bc->fn(bc->ctx);
+                if (rc) return rc;
+            }
+            bench_clobber();
+            uint64_t t1 = bench_now_ns();
+            bc->samples[r] = (double)(t1 - t0) * 1e-9 / (double)inner;
+        }
+    }
+    for (int c = 0; c < ncases; c++) cases[c].stats = bench_summarize(cases[c].samples, reps);
+    return 0;
+}
+
+/* Bandwidth in GB/s (1e9 bytes) of `bytes` moved in `seconds`. */
+static inline double bench_gbps(double bytes, double seconds) {
+    return seconds > 0 ? bytes / seconds * 1e-9 : NAN;
+}
+
+/* ------------------------------------------------------------------ argument parsing */
+/* Parses a positive integer; returns 0 on success. */
+static inline int bench_parse_int(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v <= 0 || v > 1000000) return -1;
+    *out = (int)v;
+    return 0;
+}
+/* "1,2,4" -> out[0..n-1]; returns n (>= 1) or -1 on a malformed list. */
+static inline int bench_parse_int_list(const char *s, int *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v <= 0 || v > 4096 || n >= max) return -1;
+        out[n++] = (int)v;
+        if (*end == ',') {
+            p = end + 1;
+            if (!*p) return -1;
+        } else if (*end) {
+            return -1;
+        } else {
+            p = end;
+        }
+    }
+    return n > 0 ? n : -1;
+}
+/* "8x64x56x56" or "8,64,56,56" -> dims; returns the rank (>= 1) or -1. */
+static inline int bench_parse_dims(const char *s, int64_t *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || v <= 0 || n >= max) return -1;
+        out[n++] = (int64_t)v;
+        if (*end == ',' || *end == 'x' || *end == 'X') {
+            p = end + 1;
+            if (!*p) return -1;
+        } else if (*end) {
+            return -1;
+        } else {
+            p = end;
+        }
+    }
+    return n > 0 ? n : -1;
+}
+/* Writes dims as "8x64x56x56" into buf. */
+static inline void bench_format_dims(char *buf, size_t len, const int64_t *d, int n) {
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    for (int i = 0; i < n && used < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s%lld", i ? "x" : "", (long long)d[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+/* ------------------------------------------------------------------ JSON output */
+/* A JSON string literal with escapes. */
+static inline void bench_json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            fputc('\\', f);
+            fputc(ch, f);
+        } else if (ch < 0x20) {
+            fprintf(f, "\\u%04x", ch);
+        } else {
+            fputc(ch, f);
+        }
+    }
+    fputc('"', f);
+}
+/* A JSON number, or null for NaN/inf (JSON has neither). */
+static inline void bench_json_num(FILE *f, double v) {
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
+#endif
