@@ -25,6 +25,28 @@ static mft_tensor *view_make(const char *fn, const mft_tensor *src, int ndim,
     return t;
 }
 
+/* The dim argument of a view that needs rank >= 1 ("narrow", "select", ...):
+ * wrapped, or -1 with the error set. */
+static int view_dim(const char *fn, const mft_tensor *t, int dim, const char *verb) {
+    if (t->ndim == 0) {
+        mft__set_error(MFT_ERR_RANK, "%s: cannot %s a rank-0 tensor", fn, verb);
+        return -1;
+    }
+    return mft__wrap_dim(fn, dim, t->ndim);
+}
+
+/* A view of t without dim d (select, squeeze). */
+static mft_tensor *view_drop_dim(const char *fn, const mft_tensor *t, int d, int64_t offset) {
+    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k < t->ndim; k++) {
+        if (k == d) continue;
+        sizes[n] = t->sizes[k];
+        strides[n++] = t->strides[k];
+    }
+    return view_make(fn, t, n, sizes, strides, offset);
+}
+
 #define VIEW_CHECK_NULL(fn, t)        \
     do {                              \
         if (!(t)) {                   \
@@ -75,11 +97,7 @@ mft_tensor *mft_transpose(const mft_tensor *t, int d0, int d1) {
 mft_tensor *mft_narrow(const mft_tensor *t, int dim, int64_t start, int64_t length) {
     const char *fn = "mft_narrow";
     VIEW_CHECK_NULL(fn, t);
-    if (t->ndim == 0) {
-        mft__set_error(MFT_ERR_RANK, "%s: cannot narrow a rank-0 tensor", fn);
-        return NULL;
-    }
-    int d = mft__wrap_dim(fn, dim, t->ndim);
+    int d = view_dim(fn, t, dim, "narrow");
     if (d < 0) return NULL;
     int64_t size = t->sizes[d];
     int64_t s = start < 0 ? start + size : start;
@@ -97,11 +115,7 @@ mft_tensor *mft_narrow(const mft_tensor *t, int dim, int64_t start, int64_t leng
 mft_tensor *mft_select(const mft_tensor *t, int dim, int64_t i) {
     const char *fn = "mft_select";
     VIEW_CHECK_NULL(fn, t);
-    if (t->ndim == 0) {
-        mft__set_error(MFT_ERR_RANK, "%s: cannot select from a rank-0 tensor", fn);
-        return NULL;
-    }
-    int d = mft__wrap_dim(fn, dim, t->ndim);
+    int d = view_dim(fn, t, dim, "select from");
     if (d < 0) return NULL;
     int64_t idx = i < 0 ? i + t->sizes[d] : i;
     if (idx < 0 || idx >= t->sizes[d]) {
@@ -109,24 +123,13 @@ mft_tensor *mft_select(const mft_tensor *t, int dim, int64_t i) {
                        (long long)i, d, (long long)t->sizes[d]);
         return NULL;
     }
-    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
-    int n = 0;
-    for (int k = 0; k < t->ndim; k++) {
-        if (k == d) continue;
-        sizes[n] = t->sizes[k];
-        strides[n++] = t->strides[k];
-    }
-    return view_make(fn, t, n, sizes, strides, t->offset + idx * t->strides[d]);
+    return view_drop_dim(fn, t, d, t->offset + idx * t->strides[d]);
 }
 
 mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
     const char *fn = "mft_slice";
     VIEW_CHECK_NULL(fn, t);
-    if (t->ndim == 0) {
-        mft__set_error(MFT_ERR_RANK, "%s: cannot slice a rank-0 tensor", fn);
-        return NULL;
-    }
-    int d = mft__wrap_dim(fn, dim, t->ndim);
+    int d = view_dim(fn, t, dim, "slice");
     if (d < 0) return NULL;
     if (step <= 0) {
         mft__set_error(MFT_ERR_INVALID, "%s: step %lld must be positive", fn, (long long)step);
@@ -184,14 +187,7 @@ mft_tensor *mft_squeeze(const mft_tensor *t, int dim) {
     int d = mft__wrap_dim(fn, dim, t->ndim);
     if (d < 0) return NULL;
     if (t->ndim == 0 || t->sizes[d] != 1) return view_make(fn, t, t->ndim, t->sizes, t->strides, t->offset);
-    int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
-    int n = 0;
-    for (int k = 0; k < t->ndim; k++) {
-        if (k == d) continue;
-        sizes[n] = t->sizes[k];
-        strides[n++] = t->strides[k];
-    }
-    return view_make(fn, t, n, sizes, strides, t->offset);
+    return view_drop_dim(fn, t, d, t->offset);
 }
 
 mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
