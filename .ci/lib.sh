@@ -31,7 +31,10 @@ mft_deps_present() {
         command -v pkg-config >/dev/null && [[ -f /usr/include/xxhash.h ]]
 }
 
+# mft_install_deps [EXTRA_PACKAGE...]: the build dependencies plus any extras
+# (e.g. python3-torch for the PyTorch comparison in .ci/bench.sh).
 mft_install_deps() {
+    MFT_APT_PACKAGES+=("$@")
     section "dependencies"
     if mft_deps_present; then
         echo "all present: ${MFT_APT_PACKAGES[*]}"
