@@ -18,7 +18,7 @@ static void copy_byte_range(const mft_tensor *t, uintptr_t *lo, uintptr_t *hi) {
 /* A destination must not write one memory location twice: no stride-0 dim of
  * size > 1, and (sufficient test) each stride, in increasing order, must
  * exceed the reach of all smaller ones. */
-static mft_status copy_check_dst(const char *fn, const mft_tensor *dst) {
+mft_status mft__check_writable(const char *fn, const mft_tensor *dst) {
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     if (dst->numel == 0 || (dst->flags & MFT__F_DENSE)) return MFT_OK;
     int perm[MFT_MAX_DIMS], n = 0;
@@ -84,7 +84,7 @@ static bool copy_interleaved_disjoint(const mft_tensor *a, const mft_tensor *b) 
 /* Identical element layouts on the same storage are a full overlap (allowed);
  * otherwise intersecting byte ranges are a partial overlap unless the views
  * interleave without sharing an element. */
-static mft_status copy_check_overlap(const char *fn, const mft_tensor *dst, const mft_tensor *src) {
+mft_status mft__check_overlap(const char *fn, const mft_tensor *dst, const mft_tensor *src) {
     if (dst->storage != src->storage || dst->numel == 0 || src->numel == 0) return MFT_OK;
     uintptr_t dl, dh, sl, sh;
     copy_byte_range(dst, &dl, &dh);
@@ -124,8 +124,8 @@ mft_status mft_copy_(mft_tensor *dst, const mft_tensor *src) {
                        mft__fmt_dims(b, sizeof b, dst->ndim, dst->sizes));
         return MFT_ERR_SHAPE;
     }
-    if ((st = copy_check_dst(fn, dst)) != MFT_OK) return st;
-    if ((st = copy_check_overlap(fn, dst, src)) != MFT_OK) return st;
+    if ((st = mft__check_writable(fn, dst)) != MFT_OK) return st;
+    if ((st = mft__check_overlap(fn, dst, src)) != MFT_OK) return st;
     if (dst == src || dst->numel == 0) return MFT_OK;
     mft__copy_kernel(dst, src);
     return MFT_OK;

@@ -187,10 +187,19 @@ void mft__iter_coalesce(mft__iter *it);
  * broadcastable to `shape`). */
 mft_status mft__iter_build(const char *fn, mft__iter *it, int nops, mft_tensor *const *ops,
                            int ndim, const int64_t *shape);
+/* Runs loop serially over linear elements [begin, end) of the iteration. */
+void mft__iter_run_range(const mft__iter *it, mft__loop2d loop, void *ctx, int64_t begin,
+                         int64_t end);
 /* Runs loop over the iteration, parallel above grain elements. */
 void mft__iter_run(const mft__iter *it, mft__loop2d loop, void *ctx, int64_t grain);
 
 /* ------------------------------------------------------------------ copy */
+/* A destination must not write one location twice: no stride-0 dim of size
+ * > 1, no (possible) internal overlap. Sets MFT_ERR_OVERLAP naming fn. */
+mft_status mft__check_writable(const char *fn, const mft_tensor *dst);
+/* dst and src on one storage must be identical views or provably disjoint
+ * (byte ranges or interleaving). Sets MFT_ERR_OVERLAP naming fn. */
+mft_status mft__check_overlap(const char *fn, const mft_tensor *dst, const mft_tensor *src);
 /* Copies src into dst (validated: dst of the broadcast shape, no overlap). */
 void mft__copy_kernel(mft_tensor *dst, const mft_tensor *src);
 

@@ -191,6 +191,12 @@ static void iter_run_range(void *vctx, int64_t begin, int64_t end) {
     }
 }
 
+void mft__iter_run_range(const mft__iter *it, mft__loop2d loop, void *ctx, int64_t begin,
+                         int64_t end) {
+    iter_run_ctx rc = {it, loop, ctx};
+    iter_run_range(&rc, begin, end);
+}
+
 void mft__iter_run(const mft__iter *it, mft__loop2d loop, void *ctx, int64_t grain) {
     if (it->numel == 0) return;
     iter_run_ctx rc = {it, loop, ctx};

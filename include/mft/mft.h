@@ -12,6 +12,7 @@
 #include "mft/status.h"
 #include "mft/types.h"
 #include "mft/tensor.h"
+#include "mft/ops.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,112 @@
+/* ops/ops_internal.h — what the op families share: the elementwise op
+ * descriptor and its driver (validate -> promote -> allocate by the layout
+ * rule -> iterate), dtype promotion helpers, and the per-dtype type/math
+ * macros the kernel files use to stamp out loops. */
+#ifndef MFT_OPS_INTERNAL_H
+#define MFT_OPS_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+#include "internal.h"
+#include "mft/ops.h"
+
+/* How an elementwise op derives its compute and result dtypes from the
+ * promoted type of its inputs (and scalar). */
+typedef enum mft__ew_rule {
+    MFT__EW_SAME,     /* compute and result in the promoted type */
+    MFT__EW_FLOAT,    /* integer promoted types compute in F32 */
+    MFT__EW_COMPARE,  /* compute in the promoted type, result U8 */
+    MFT__EW_WHERE,    /* input 0 (cond) is excluded from promotion */
+} mft__ew_rule;
+
+/* One elementwise op: its public name (for messages), tensor arity, dtype
+ * rule, how many scalar parameters take part in promotion, and one
+ * 2-D loop per compute dtype (NULL: dtype unsupported). Loops get data[0] =
+ * result, data[1..] = inputs (already in the compute dtype; cond of where is
+ * U8), strides as mft__loop2d documents, and ctx = const double params[2]. */
+typedef struct mft__ew_op {
+    const char *name;
+    int ninputs;
+    mft__ew_rule rule;
+    int scalar_promotes; /* how many of params[] take part in promotion (0-2) */
+    bool float_only; /* integer promoted types are MFT_ERR_DTYPE (e.g. leaky_relu) */
+    mft__loop2d loops[MFT_DTYPE_COUNT];
+} mft__ew_op;
+
+/* Runs op on inputs. out == NULL allocates the result by the SPEC §4 rule and
+ * returns it; otherwise writes into out (in-place when out is inputs[0]) and
+ * returns out without a new reference (callers of _ and _out variants only
+ * look at the status). NULL on error with the message set. */
+mft_tensor *mft__ew_run(const mft__ew_op *op, mft_tensor *out, const mft_tensor *const *inputs,
+                        const double *params);
+/* Status-returning wrapper for the _ and _out variants. */
+mft_status mft__ew_run_into(const mft__ew_op *op, mft_tensor *out,
+                            const mft_tensor *const *inputs, const double *params);
+
+/* Layout of a fresh elementwise result (SPEC §4): strides for `shape` given
+ * the inputs (fast setup or stride-order reorder). */
+void mft__ew_result_strides(int nin, const mft_tensor *const *inputs, int ndim,
+                            const int64_t *shape, int64_t *strides);
+
+/* Promotion */
+mft_dtype mft__promote(mft_dtype a, mft_dtype b);
+bool mft__is_float(mft_dtype dt);
+/* Scalar category: integral finite values act as Python ints. */
+bool mft__scalar_is_int(double s);
+
+/* ------------------------------------------------------------------ kernel macros
+ * Per dtype: C type, unsigned twin (for wrapping integer arithmetic), and
+ * the math-function suffix. */
+#define MFT__T_F32 float
+#define MFT__T_F64 double
+#define MFT__T_I32 int32_t
+#define MFT__T_I64 int64_t
+#define MFT__T_U8 uint8_t
+#define MFT__UT_F32 float
+#define MFT__UT_F64 double
+#define MFT__UT_I32 uint32_t
+#define MFT__UT_I64 uint64_t
+#define MFT__UT_U8 uint8_t
+#define MFT__ISF_F32 1
+#define MFT__ISF_F64 1
+#define MFT__ISF_I32 0
+#define MFT__ISF_I64 0
+#define MFT__ISF_U8 0
+#define MFT__MF_F32(fn) fn##f
+#define MFT__MF_F64(fn) fn
+
+/* Converts a double parameter to an integer type without undefined
+ * behaviour (saturating to int64, then wrapping like a C cast). */
+static inline int64_t mft__param_i64(double v) {
+    if (v != v) return 0;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    if (v >= 9223372036854775807.0) return INT64_MAX;
+    return (int64_t)v;
+}
+#define MFT__PARAM_F32(v) ((float)(v))
+#define MFT__PARAM_F64(v) ((double)(v))
+#define MFT__PARAM_I32(v) ((int32_t)(uint32_t)(uint64_t)mft__param_i64(v))
+#define MFT__PARAM_I64(v) (mft__param_i64(v))
+#define MFT__PARAM_U8(v) ((uint8_t)(uint64_t)mft__param_i64(v))
+
+/* The integer dtypes and the floating dtypes, for stamping loops. */
+#define MFT__FOR_FLOAT(M, ...) M(F32, __VA_ARGS__) M(F64, __VA_ARGS__)
+#define MFT__FOR_INT(M, ...) M(I32, __VA_ARGS__) M(I64, __VA_ARGS__) M(U8, __VA_ARGS__)
+
+/* Integer power by squaring, wrapping; negative exponents give 0 except for
+ * bases 1 and -1 (PyTorch's integer pow). */
+static inline int64_t mft__ipow(int64_t base, int64_t e) {
+    if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)base;
+    while (e) {
+        if (e & 1) r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return (int64_t)r;
+}
+
+/* Grain of the elementwise parallel split (elements). */
+#define MFT__EW_GRAIN 32768
+
+#endif

@@ -1,0 +1,486 @@
+/* ops/reduce.c — reductions over a set of dims: sum, mean, amax, amin,
+ * var, std, argmax, and sum_to_size (the gradient of a broadcast).
+ *
+ * Note [Deterministic parallel reductions]
+ * A reduction runs through the elementwise iterator with two operands: the
+ * accumulator, broadcast (stride 0) over the reduced dims, and the input.
+ * The linear iteration range is cut into one chunk per thread; each chunk
+ * accumulates into its own zero/identity-initialised copy of the
+ * accumulator, and the copies are then combined in chunk order. The result
+ * therefore depends only on the thread count, never on scheduling. Sums of
+ * F32 accumulate in F64. Results with keepdim are packed in the input's tag
+ * (SPEC §4), others contiguous. */
+#include <string.h>
+#include "ops_internal.h"
+
+typedef enum reduce_kind { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_VAR, R_STD } reduce_kind;
+
+/* ---------------------------------------------------------------- loops
+ * data[0] = accumulator (stride 0 along reduced dims), data[1] = input
+ * (data[2] = input and data[1] = mean for var). */
+#define SUM_LOOP(AD, ID)                                                                       \
+    static void loop_sum_##AD##_##ID(void *ctx, char **data, const int64_t *st, int64_t n0,     \
+                                     int64_t n1) {                                             \
+        typedef MFT__T_##AD A;                                                                 \
+        typedef MFT__T_##ID T;                                                                 \
+        (void)ctx;                                                                             \
+        for (int64_t j = 0; j < n1; j++) {                                                     \
+            char *a = data[0] + j * st[2];                                                     \
+            const char *x = data[1] + j * st[3];                                               \
+            if (st[0] == 0) { /* inner reduction: four independent partial sums */            \
+                A s[4] = {0, 0, 0, 0};                                                         \
+                int64_t i = 0;                                                                 \
+                for (; i + 4 <= n0; i += 4)                                                    \
+                    for (int k = 0; k < 4; k++)                                                \
+                        s[k] += (A) * (const T *)(const void *)(x + (i + k) * st[1]);          \
+                for (; i < n0; i++) s[0] += (A) * (const T *)(const void *)(x + i * st[1]);    \
+                *(A *)(void *)a += (s[0] + s[1]) + (s[2] + s[3]);                              \
+            } else if (st[0] == (int64_t)sizeof(A) && st[1] == (int64_t)sizeof(T)) {           \
+                A *ar = (A *)(void *)a;                                                        \
+                const T *xr = (const T *)(const void *)x;                                      \
+                for (int64_t i = 0; i < n0; i++) ar[i] += (A)xr[i];                            \
+            } else {                                                                           \
+                for (int64_t i = 0; i < n0; i++)                                               \
+                    *(A *)(void *)(a + i * st[0]) += (A) * (const T *)(const void *)(x + i * st[1]); \
+            }                                                                                  \
+        }                                                                                      \
+    }
+SUM_LOOP(F64, F32)
+SUM_LOOP(F64, F64)
+SUM_LOOP(I64, I32)
+SUM_LOOP(I64, I64)
+SUM_LOOP(I64, U8)
+
+/* amax / amin: a NaN input makes the accumulator NaN for good. */
+#define EXT_LOOP(name, D, CMP)                                                                 \
+    static void loop_##name##_##D(void *ctx, char **data, const int64_t *st, int64_t n0,        \
+                                  int64_t n1) {                                                \
+        typedef MFT__T_##D T;                                                                  \
+        (void)ctx;                                                                             \
+        for (int64_t j = 0; j < n1; j++) {                                                     \
+            char *a = data[0] + j * st[2];                                                     \
+            const char *x = data[1] + j * st[3];                                               \
+            for (int64_t i = 0; i < n0; i++) {                                                 \
+                T *ap = (T *)(void *)(a + i * st[0]);                                          \
+                const T v = *(const T *)(const void *)(x + i * st[1]);                         \
+                if (v != v || (*ap == *ap && v CMP * ap)) *ap = v;                             \
+            }                                                                                  \
+        }                                                                                      \
+    }
+#define EXT_ALL(name, CMP) \
+    EXT_LOOP(name, F32, CMP) EXT_LOOP(name, F64, CMP) EXT_LOOP(name, I32, CMP) \
+    EXT_LOOP(name, I64, CMP) EXT_LOOP(name, U8, CMP)
+EXT_ALL(amax, >)
+EXT_ALL(amin, <)
+
+/* var: acc += (x - mean)^2, mean in F64 broadcast like acc */
+#define VAR_LOOP(ID)                                                                           \
+    static void loop_var_##ID(void *ctx, char **data, const int64_t *st, int64_t n0,            \
+                              int64_t n1) {                                                    \
+        typedef MFT__T_##ID T;                                                                 \
+        (void)ctx;                                                                             \
+        for (int64_t j = 0; j < n1; j++) {                                                     \
+            char *a = data[0] + j * st[3];                                                     \
+            const char *m = data[1] + j * st[4], *x = data[2] + j * st[5];                     \
+            for (int64_t i = 0; i < n0; i++) {                                                 \
+                double d = (double)*(const T *)(const void *)(x + i * st[2]) -                 \
+                           *(const double *)(const void *)(m + i * st[1]);                     \
+                *(double *)(void *)(a + i * st[0]) += d * d;                                   \
+            }                                                                                  \
+        }                                                                                      \
+    }
+VAR_LOOP(F32)
+VAR_LOOP(F64)
+
+/* Adds partial src into dst elementwise (same packed layout, dtype dt). */
+static void reduce_combine(reduce_kind kind, mft_dtype dt, char *dst, const char *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (kind) {
+        case R_AMAX:
+        case R_AMIN: {
+            double a = mft__load(dt, dst + i * (int64_t)mft__elem_size(dt));
+            double b = mft__load(dt, src + i * (int64_t)mft__elem_size(dt));
+            bool take = b != b || (a == a && (kind == R_AMAX ? b > a : b < a));
+            if (take) memcpy(dst + i * (int64_t)mft__elem_size(dt), src + i * (int64_t)mft__elem_size(dt), mft__elem_size(dt));
+            break;
+        }
+        default:
+            if (dt == MFT_I64)
+                ((int64_t *)(void *)dst)[i] += ((const int64_t *)(const void *)src)[i];
+            else
+                ((double *)(void *)dst)[i] += ((const double *)(const void *)src)[i];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- driver */
+typedef struct reduce_plan {
+    const char *fn;
+    int ndim;
+    bool mask[MFT_MAX_DIMS];
+    int64_t keep_sizes[MFT_MAX_DIMS]; /* keepdim shape */
+    int64_t count;                    /* elements folded into each result */
+} reduce_plan;
+
+static bool reduce_parse_dims(const char *fn, const mft_tensor *x, int ndims, const int *dims,
+                              reduce_plan *p) {
+    p->fn = fn;
+    p->ndim = x->ndim;
+    memset(p->mask, 0, sizeof p->mask);
+    if (ndims < 0 || ndims > MFT_MAX_DIMS || (ndims > 0 && !dims)) {
+        mft__set_error(ndims > 0 && !dims ? MFT_ERR_NULL : MFT_ERR_INVALID,
+                       "%s: %d dims%s", fn, ndims, ndims > 0 && !dims ? " but dims is NULL" : " is invalid");
+        return false;
+    }
+    for (int i = 0; i < ndims; i++) {
+        int d = mft__wrap_dim(fn, dims[i], x->ndim);
+        if (d < 0) return false;
+        if (p->mask[d]) {
+            char buf[MFT__DIMS_BUF];
+            mft__set_error(MFT_ERR_DIM, "%s: dim %d appears more than once in dims %s", fn, d,
+                           mft__fmt_ints(buf, sizeof buf, ndims, dims));
+            return false;
+        }
+        p->mask[d] = true;
+    }
+    p->count = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (ndims == 0) p->mask[d] = true;
+        p->keep_sizes[d] = p->mask[d] ? 1 : x->sizes[d];
+        if (p->mask[d]) p->count *= x->sizes[d];
+    }
+    return true;
+}
+
+/* The user's result: keepdim shape packed in x's tag, or the squeezed shape
+ * contiguous; *keep_view receives a keepdim-shaped internal view of it. */
+static mft_tensor *reduce_alloc_result(const reduce_plan *p, const mft_tensor *x, bool keepdim,
+                                       mft_dtype dt, mft_tensor **keep_view) {
+    mft_tensor *res;
+    if (keepdim) {
+        mft_format f = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
+        res = mft__tensor_alloc(p->fn, p->ndim, p->keep_sizes, dt, f);
+        if (res) mft__tensor_set_tag_from(res, x->tag);
+        *keep_view = mft_tensor_retain(res);
+        return res;
+    }
+    int64_t sq[MFT_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < p->ndim; d++)
+        if (!p->mask[d]) sq[n++] = p->keep_sizes[d];
+    res = mft__tensor_alloc(p->fn, n, sq, dt, MFT_CONTIGUOUS);
+    if (!res) return NULL;
+    mft__scope_suspend();
+    *keep_view = mft_view(res, p->ndim, p->keep_sizes);
+    mft__scope_resume();
+    if (!*keep_view) {
+        mft_tensor_release(res);
+        mft__relabel_error(p->fn);
+        return NULL;
+    }
+    return res;
+}
+
+typedef struct reduce_job {
+    mft__iter it;
+    mft__loop2d loop;
+    reduce_kind kind;
+    mft_dtype acc_dtype;
+    int64_t acc_bytes, chunk, total;
+    char *partials; /* one accumulator copy per chunk after the first */
+    const mft_tensor *acc;
+} reduce_job;
+
+static void reduce_chunk(void *vctx, int64_t begin, int64_t end) {
+    reduce_job *job = vctx;
+    for (int64_t c = begin; c < end; c++) {
+        mft__iter it = job->it;
+        if (c > 0) it.data[0] = job->partials + (c - 1) * job->acc_bytes;
+        int64_t b = c * job->chunk, e = b + job->chunk < job->total ? b + job->chunk : job->total;
+        if (b < e) mft__iter_run_range(&it, job->loop, NULL, b, e);
+    }
+}
+
+/* Runs loop over [acc broadcast over the reduced dims, extra..., x] with
+ * per-chunk partial accumulators (Note [Deterministic parallel reductions]).
+ * acc is packed (contiguous storage of acc->numel elements) and initialised. */
+static bool reduce_run(const reduce_plan *p, mft_tensor *acc, int nextra, mft_tensor *const *extra,
+                       const mft_tensor *x, mft__loop2d loop, reduce_kind kind, double identity) {
+    mft_tensor *ops[4];
+    mft__scope_suspend();
+    ops[0] = mft_expand(acc, x->ndim, x->sizes);
+    mft__scope_resume();
+    if (!ops[0]) return mft__relabel_error(p->fn), false;
+    for (int k = 0; k < nextra; k++) ops[1 + k] = extra[k];
+    ops[1 + nextra] = (mft_tensor *)x;
+    reduce_job job;
+    memset(&job, 0, sizeof job);
+    mft__iter_build(p->fn, &job.it, 2 + nextra, ops, x->ndim, x->sizes);
+    mft_tensor_release(ops[0]);
+    job.loop = loop;
+    job.kind = kind;
+    job.acc_dtype = acc->dtype;
+    job.acc_bytes = acc->numel * (int64_t)mft__elem_size(acc->dtype);
+    job.total = job.it.numel;
+    job.acc = acc;
+    int nchunks = job.total >= 2 * MFT__EW_GRAIN ? mft_get_num_threads() : 1;
+    if (nchunks < 1) nchunks = 1;
+    job.chunk = (job.total + nchunks - 1) / nchunks;
+    if (job.chunk == 0) job.chunk = 1;
+    if (nchunks > 1) {
+        job.partials = mft__alloc_or_err(p->fn, (size_t)(job.acc_bytes * (nchunks - 1)), 64);
+        if (!job.partials) return false;
+        /* each partial starts as a copy of the initialised accumulator */
+        for (int c = 1; c < nchunks; c++) {
+            char *part = job.partials + (c - 1) * job.acc_bytes;
+            for (int64_t i = 0; i < acc->numel; i++)
+                mft__store(acc->dtype, part + i * (int64_t)mft__elem_size(acc->dtype), identity);
+        }
+    }
+    mft__parallel_for(0, nchunks, 1, reduce_chunk, &job);
+    for (int c = 1; c < nchunks; c++)
+        reduce_combine(kind, acc->dtype, mft__tensor_ptr(acc), job.partials + (c - 1) * job.acc_bytes,
+                       acc->numel);
+    mft__free(job.partials);
+    atomic_fetch_add(&acc->storage->version, 1);
+    return true;
+}
+
+static mft_tensor *reduce_impl(const char *fn, const mft_tensor *x, int ndims, const int *dims,
+                               bool keepdim, reduce_kind kind, double correction) {
+    if (!x) {
+        mft__null_arg(fn, "x");
+        return NULL;
+    }
+    reduce_plan p;
+    if (!reduce_parse_dims(fn, x, ndims, dims, &p)) return NULL;
+    bool is_float = mft__is_float(x->dtype);
+    if ((kind == R_MEAN || kind == R_VAR || kind == R_STD) && !is_float) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: dtype %s is not supported (floating types only)", fn,
+                       mft_dtype_name(x->dtype));
+        return NULL;
+    }
+    if ((kind == R_AMAX || kind == R_AMIN) && p.count == 0) {
+        char a[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_SHAPE, "%s: cannot reduce over a size-0 dim of sizes %s (no identity)",
+                       fn, mft__fmt_dims(a, sizeof a, x->ndim, x->sizes));
+        return NULL;
+    }
+    mft_dtype res_dt = kind == R_SUM && !is_float ? MFT_I64 : x->dtype;
+    mft_dtype acc_dt = (kind == R_AMAX || kind == R_AMIN) ? x->dtype : is_float ? MFT_F64 : MFT_I64;
+    double identity = 0.0;
+    if (kind == R_AMAX) identity = is_float ? -INFINITY : x->dtype == MFT_U8 ? 0.0 : -9.3e18;
+    if (kind == R_AMIN) identity = is_float ? INFINITY : x->dtype == MFT_U8 ? 255.0 : 9.3e18;
+
+    mft_tensor *keep = NULL, *acc = NULL, *mean = NULL;
+    mft_tensor *res = reduce_alloc_result(&p, x, keepdim, res_dt, &keep);
+    if (!res) return NULL;
+    mft__scope_suspend();
+    bool ok = true;
+    if (acc_dt == res_dt && (keep->flags & MFT__F_CONTIG || keep->flags & MFT__F_CL_CONTIG) &&
+        kind != R_MEAN && kind != R_VAR && kind != R_STD) {
+        acc = mft_tensor_retain(keep); /* accumulate straight into the result */
+    } else {
+        mft_format f = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
+        acc = mft__tensor_alloc(fn, p.ndim, p.keep_sizes, acc_dt, f);
+        ok = acc != NULL;
+    }
+    if (ok && acc->numel) mft__fill(acc, identity);
+    if (ok && x->numel) {
+        if (kind == R_VAR || kind == R_STD) {
+            /* pass 1: mean in F64; pass 2: sum of squared deviations */
+            mean = mft__tensor_alloc(fn, p.ndim, p.keep_sizes, MFT_F64, MFT_CONTIGUOUS);
+            ok = mean != NULL;
+            if (ok) {
+                mft__fill(mean, 0.0);
+                ok = reduce_run(&p, mean, 0, NULL, x, x->dtype == MFT_F32 ? loop_sum_F64_F32 : loop_sum_F64_F64,
+                                R_SUM, 0.0);
+            }
+            if (ok) {
+                double *m = mft_tensor_data(mean);
+                for (int64_t i = 0; i < mean->numel; i++) m[i] /= (double)p.count;
+                mft_tensor *mv = NULL;
+                mv = mft_expand(mean, x->ndim, x->sizes);
+                ok = mv != NULL;
+                if (ok)
+                    ok = reduce_run(&p, acc, 1, &mv, x, x->dtype == MFT_F32 ? loop_var_F32 : loop_var_F64,
+                                    R_SUM, 0.0);
+                mft_tensor_release(mv);
+            }
+        } else {
+            mft__loop2d loop = NULL;
+            if (kind == R_SUM || kind == R_MEAN) {
+                static const mft__loop2d sums[MFT_DTYPE_COUNT] = {
+                    [MFT_F32] = loop_sum_F64_F32, [MFT_F64] = loop_sum_F64_F64, [MFT_I32] = loop_sum_I64_I32,
+                    [MFT_I64] = loop_sum_I64_I64, [MFT_U8] = loop_sum_I64_U8};
+                loop = sums[x->dtype];
+            } else {
+                static const mft__loop2d maxs[MFT_DTYPE_COUNT] = {
+                    [MFT_F32] = loop_amax_F32, [MFT_F64] = loop_amax_F64, [MFT_I32] = loop_amax_I32,
+                    [MFT_I64] = loop_amax_I64, [MFT_U8] = loop_amax_U8};
+                static const mft__loop2d mins[MFT_DTYPE_COUNT] = {
+                    [MFT_F32] = loop_amin_F32, [MFT_F64] = loop_amin_F64, [MFT_I32] = loop_amin_I32,
+                    [MFT_I64] = loop_amin_I64, [MFT_U8] = loop_amin_U8};
+                loop = kind == R_AMAX ? maxs[x->dtype] : mins[x->dtype];
+            }
+            ok = reduce_run(&p, acc, 0, NULL, x, loop, kind == R_MEAN ? R_SUM : kind, identity);
+        }
+    }
+    if (ok && acc != keep) {
+        /* finalise in F64 (mean, var, std), then convert into the result */
+        if (kind == R_MEAN || kind == R_VAR || kind == R_STD) {
+            double div = kind == R_MEAN ? (double)p.count : (double)p.count - correction;
+            if (div < 0) div = 0;
+            double *a = mft_tensor_data(acc);
+            for (int64_t i = 0; i < acc->numel; i++) {
+                a[i] = a[i] / div;
+                if (kind == R_STD) a[i] = sqrt(a[i]);
+            }
+        }
+        if (keep->numel) mft__copy_kernel(keep, acc);
+    }
+    mft__scope_resume();
+    mft_tensor_release(mean);
+    mft_tensor_release(acc);
+    mft_tensor_release(keep);
+    if (!ok) {
+        mft_tensor_release(res);
+        return NULL;
+    }
+    atomic_fetch_add(&res->storage->version, 1);
+    return res;
+}
+
+mft_tensor *mft_sum(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
+    return reduce_impl("mft_sum", x, ndims, dims, keepdim, R_SUM, 0);
+}
+mft_tensor *mft_mean(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
+    return reduce_impl("mft_mean", x, ndims, dims, keepdim, R_MEAN, 0);
+}
+mft_tensor *mft_amax(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
+    return reduce_impl("mft_amax", x, ndims, dims, keepdim, R_AMAX, 0);
+}
+mft_tensor *mft_amin(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
+    return reduce_impl("mft_amin", x, ndims, dims, keepdim, R_AMIN, 0);
+}
+mft_tensor *mft_var(const mft_tensor *x, int ndims, const int *dims, double correction,
+                    bool keepdim) {
+    return reduce_impl("mft_var", x, ndims, dims, keepdim, R_VAR, correction);
+}
+mft_tensor *mft_std(const mft_tensor *x, int ndims, const int *dims, double correction,
+                    bool keepdim) {
+    return reduce_impl("mft_std", x, ndims, dims, keepdim, R_STD, correction);
+}
+
+/* ---------------------------------------------------------------- argmax */
+typedef struct argmax_ctx {
+    int64_t len, stride; /* along the reduced dim, bytes */
+    mft_dtype dt;
+} argmax_ctx;
+
+static void argmax_loop(void *vctx, char **data, const int64_t *st, int64_t n0, int64_t n1) {
+    const argmax_ctx *c = vctx;
+    for (int64_t j = 0; j < n1; j++)
+        for (int64_t i = 0; i < n0; i++) {
+            const char *x = data[1] + j * st[3] + i * st[1];
+            int64_t best = 0;
+            double bv = mft__load(c->dt, x);
+            for (int64_t k = 1; k < c->len && bv == bv; k++) {
+                double v = mft__load(c->dt, x + k * c->stride);
+                if (v != v || v > bv) {
+                    bv = v;
+                    best = k;
+                }
+            }
+            *(int64_t *)(void *)(data[0] + j * st[2] + i * st[0]) = best;
+        }
+}
+
+mft_tensor *mft_argmax(const mft_tensor *x, int dim, bool keepdim) {
+    const char *fn = "mft_argmax";
+    if (!x) {
+        mft__null_arg(fn, "x");
+        return NULL;
+    }
+    reduce_plan p;
+    if (x->ndim == 0) {
+        mft__set_error(MFT_ERR_RANK, "%s: cannot take argmax along a dim of a rank-0 tensor", fn);
+        return NULL;
+    }
+    if (!reduce_parse_dims(fn, x, 1, &dim, &p)) return NULL;
+    int d = mft__wrap_dim(fn, dim, x->ndim);
+    if (x->sizes[d] == 0) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: dim %d has size 0 (no maximum)", fn, d);
+        return NULL;
+    }
+    mft_tensor *keep = NULL;
+    mft_tensor *res = reduce_alloc_result(&p, x, keepdim, MFT_I64, &keep);
+    if (!res) return NULL;
+    mft__scope_suspend();
+    mft_tensor *xs = mft_select(x, d, 0), *rs = mft_select(keep, d, 0);
+    mft__scope_resume();
+    if (xs && rs && rs->numel) {
+        argmax_ctx c = {x->sizes[d], x->strides[d] * (int64_t)mft__elem_size(x->dtype), x->dtype};
+        mft__iter it;
+        mft_tensor *ops[2] = {rs, xs};
+        mft__iter_build(fn, &it, 2, ops, rs->ndim, rs->sizes);
+        mft__iter_run(&it, argmax_loop, &c, MFT__EW_GRAIN / 16);
+    }
+    bool ok = xs && rs;
+    mft_tensor_release(xs);
+    mft_tensor_release(rs);
+    mft_tensor_release(keep);
+    if (!ok) {
+        mft_tensor_release(res);
+        mft__relabel_error(fn);
+        return NULL;
+    }
+    return res;
+}
+
+/* ---------------------------------------------------------------- sum_to_size */
+mft_tensor *mft_sum_to_size(const mft_tensor *x, int ndim, const int64_t *sizes) {
+    const char *fn = "mft_sum_to_size";
+    if (!x) {
+        mft__null_arg(fn, "x");
+        return NULL;
+    }
+    char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+    if (ndim < 0 || ndim > x->ndim || (ndim > 0 && !sizes)) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: cannot sum sizes %s to %d dims", fn,
+                       mft__fmt_dims(a, sizeof a, x->ndim, x->sizes), ndim);
+        return NULL;
+    }
+    int dims[MFT_MAX_DIMS], n = 0, off = x->ndim - ndim;
+    for (int d = 0; d < x->ndim; d++) {
+        int td = d - off;
+        if (td < 0) {
+            dims[n++] = d;
+        } else if (sizes[td] != x->sizes[d]) {
+            if (sizes[td] != 1) {
+                mft__set_error(MFT_ERR_SHAPE, "%s: sizes %s do not broadcast to %s (dim %d)", fn,
+                               mft__fmt_dims(a, sizeof a, ndim, sizes),
+                               mft__fmt_dims(b, sizeof b, x->ndim, x->sizes), d);
+                return NULL;
+            }
+            dims[n++] = d;
+        }
+    }
+    if (n == 0) return mft__retain_result(fn, (mft_tensor *)x);
+    mft__scope_suspend();
+    mft_tensor *s = reduce_impl(fn, x, n, dims, true, R_SUM, 0);
+    mft__scope_resume();
+    if (!s) return NULL;
+    if (off == 0) { /* s is the result: hand it to the scope like any result */
+        if (mft__scope_register(s) != MFT_OK) {
+            mft_tensor_release(s);
+            mft__set_error(MFT_ERR_NOMEM, "%s: out of memory registering the result", fn);
+            return NULL;
+        }
+        return s;
+    }
+    mft_tensor *v = mft_view(s, ndim, sizes);
+    mft_tensor_release(s);
+    if (!v) mft__relabel_error(fn);
+    return v;
+}
