@@ -84,9 +84,11 @@ void mft__ew_result_strides(int nin, const mft_tensor *const *inputs, int ndim,
         same = same && ew_same_sizes(t, ndim, shape);
         contig = contig && (t->flags & MFT__F_CONTIG);
         cl = cl && (t->flags & MFT__F_CL_CONTIG);
-        dense_same = dense_same && (t->flags & MFT__F_DENSE) &&
-                     memcmp(t->strides, inputs[0]->strides, sizeof(int64_t) * (size_t)ndim) == 0;
+        dense_same = dense_same && (t->flags & MFT__F_DENSE);
     }
+    for (int k = 1; same && !contig && !cl && dense_same && k < nin; k++)
+        for (int i = 0; dense_same && i < ndim; i++)
+            dense_same = inputs[k]->strides[i] == inputs[0]->strides[i];
     if (same && contig) {
         mft__format_strides(ndim, shape, MFT_CONTIGUOUS, strides);
         return;
@@ -150,7 +152,9 @@ static bool ew_plan_make(const mft__ew_op *op, const mft_tensor *const *in, cons
         nd[k] = in[k]->ndim;
         sz[k] = in[k]->sizes;
     }
-    return mft__broadcast_shape(fn, op->ninputs, nd, sz, &p->ndim, p->shape) == MFT_OK;
+    if (mft__broadcast_shape(fn, op->ninputs, nd, sz, &p->ndim, p->shape) != MFT_OK) return false;
+    /* the broadcast result may hold more elements than any input */
+    return mft__check_geometry(fn, p->ndim, p->shape, NULL, p->result) == MFT_OK;
 }
 
 /* Destination checks for in-place / _out (SPEC §4 row 2, §6). */

@@ -170,6 +170,7 @@ static mft_tensor *reduce_alloc_result(const reduce_plan *p, const mft_tensor *x
         if (!p->mask[d]) sq[n++] = p->keep_sizes[d];
     res = mft__tensor_alloc(p->fn, n, sq, dt, MFT_CONTIGUOUS);
     if (!res) return NULL;
+    mft__tensor_set_tag_from(res, MFT_CONTIGUOUS); /* the op's rule, not a declaration */
     mft__scope_suspend();
     *keep_view = mft_view(res, p->ndim, p->keep_sizes);
     mft__scope_resume();

@@ -1,21 +1,30 @@
 /* tensor/alloc.c — every allocation of the library goes through the
  * replaceable allocator hook here; live-object counters for leak checks. */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "internal.h"
 
 atomic_llong mft__live_tensor_count = 0;
 atomic_llong mft__live_storage_count = 0;
 
+/* The default allocator over-allocates with malloc and aligns by hand,
+ * keeping malloc's pointer in the word before the block: glibc's
+ * aligned_alloc splits and re-merges chunks, which doubled the cost of a
+ * small tensor (measured with callgrind on 1x4x4x4 adds). */
 static void *default_alloc(size_t size, size_t align, void *ctx) {
     (void)ctx;
-    if (size == 0) size = 1;
-    size_t rounded = (size + align - 1) / align * align; /* aligned_alloc needs a multiple */
-    if (rounded < size) return NULL;
-    return aligned_alloc(align, rounded);
+    if (align < sizeof(void *)) align = sizeof(void *);
+    if (size > SIZE_MAX - align - sizeof(void *)) return NULL;
+    char *raw = malloc(size + align + sizeof(void *));
+    if (!raw) return NULL;
+    uintptr_t p = ((uintptr_t)raw + sizeof(void *) + align - 1) & ~(uintptr_t)(align - 1);
+    ((void **)p)[-1] = raw;
+    return (void *)p;
 }
 static void default_free(void *p, void *ctx) {
     (void)ctx;
-    free(p);
+    free(((void **)p)[-1]);
 }
 
 static mft_allocator g_alloc = {default_alloc, default_free, NULL};

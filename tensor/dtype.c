@@ -4,16 +4,6 @@
 #include <string.h>
 #include "internal.h"
 
-size_t mft__elem_size(mft_dtype dt) {
-    switch (dt) {
-    case MFT_F32: return 4;
-    case MFT_F64: return 8;
-    case MFT_I32: return 4;
-    case MFT_I64: return 8;
-    case MFT_U8: return 1;
-    default: return 0;
-    }
-}
 size_t mft_dtype_size(mft_dtype dt) { return mft__elem_size(dt); }
 
 const char *mft_dtype_name(mft_dtype dt) {

@@ -42,7 +42,7 @@ typedef struct mft_storage {
     size_t nbytes;
     void (*deleter)(void *data, void *ctx); /* NULL: owned by the allocator hook */
     void *deleter_ctx;
-    bool owns_data;          /* data was allocated by mft__alloc */
+    bool owns_data;          /* data lives in the same allocation as this header */
     atomic_llong version;    /* bumped by in-place writes (SPEC §5) */
 } mft_storage;
 
@@ -111,7 +111,11 @@ void mft__tensor_refresh(mft_tensor *t);
  * origin INHERITED (SPEC §3). */
 void mft__tensor_set_tag_from(mft_tensor *t, mft_format source_tag);
 void mft__tensor_declare(mft_tensor *t, mft_format fmt);
-size_t mft__elem_size(mft_dtype dt);
+static inline size_t mft__elem_size(mft_dtype dt) {
+    static const size_t sizes[MFT_DTYPE_COUNT] = {[MFT_F32] = 4, [MFT_F64] = 8, [MFT_I32] = 4,
+                                                  [MFT_I64] = 8, [MFT_U8] = 1};
+    return (unsigned)dt < MFT_DTYPE_COUNT ? sizes[dt] : 0;
+}
 static inline char *mft__tensor_ptr(const mft_tensor *t) {
     return (char *)t->storage->data + (size_t)t->offset * mft__elem_size(t->dtype);
 }

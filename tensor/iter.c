@@ -10,8 +10,17 @@
 mft_status mft__broadcast_shape(const char *fn, int nops, const int *ndims,
                                 const int64_t *const *sizes, int *out_ndim, int64_t *out) {
     int nd = 0;
-    for (int k = 0; k < nops; k++)
+    bool equal = true; /* common case: identical sizes, nothing to broadcast */
+    for (int k = 0; k < nops; k++) {
         if (ndims[k] > nd) nd = ndims[k];
+        equal = equal && ndims[k] == ndims[0];
+        for (int i = 0; equal && i < ndims[k]; i++) equal = sizes[k][i] == sizes[0][i];
+    }
+    if (equal) {
+        for (int i = 0; i < nd; i++) out[i] = sizes[0][i];
+        *out_ndim = nd;
+        return MFT_OK;
+    }
     for (int i = 0; i < nd; i++) out[i] = 1;
     for (int k = 0; k < nops; k++) {
         int off = nd - ndims[k];
@@ -106,8 +115,32 @@ void mft__iter_coalesce(mft__iter *it) {
 mft_status mft__iter_build(const char *fn, mft__iter *it, int nops, mft_tensor *const *ops,
                            int ndim, const int64_t *shape) {
     (void)fn;
-    memset(it, 0, sizeof *it);
     it->nops = nops;
+    /* fast path: every operand has the full shape and one common dense
+     * layout (all contiguous, all channels-last contiguous, or identical dense
+     * strides): one flat loop over storage order */
+    bool flat = true, contig = true, cl = true, same = true;
+    for (int k = 0; k < nops && flat; k++) {
+        const mft_tensor *t = ops[k];
+        flat = t->ndim == ndim && (t->flags & MFT__F_DENSE);
+        for (int i = 0; flat && i < ndim; i++) flat = t->sizes[i] == shape[i];
+        contig = contig && (t->flags & MFT__F_CONTIG);
+        cl = cl && (t->flags & MFT__F_CL_CONTIG);
+    }
+    for (int k = 1; flat && !contig && !cl && same && k < nops; k++)
+        for (int i = 0; same && i < ndim; i++) same = ops[k]->strides[i] == ops[0]->strides[i];
+    if (flat && (contig || cl || same)) {
+        int64_t n = 1;
+        for (int i = 0; i < ndim; i++) n *= shape[i];
+        it->ndim = 1;
+        it->shape[0] = n;
+        it->numel = n;
+        for (int k = 0; k < nops; k++) {
+            it->data[k] = mft__tensor_ptr(ops[k]);
+            it->strides[k][0] = (int64_t)mft__elem_size(ops[k]->dtype);
+        }
+        return MFT_OK;
+    }
     int64_t est[MFT__ITER_MAX_OPERANDS][MFT_MAX_DIMS]; /* element strides, logical */
     for (int k = 0; k < nops; k++) {
         const mft_tensor *t = ops[k];
