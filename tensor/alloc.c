@@ -39,10 +39,32 @@ void mft_set_allocator(const mft_allocator *a) {
     }
 }
 
-void *mft__alloc(size_t size, size_t align) { return g_alloc.alloc(size, align, g_alloc.ctx); }
+/* Every block remembers the allocator that made it (a small head just before
+ * the returned pointer), so objects made before mft_set_allocator switched
+ * hooks are still freed by their own allocator. */
+typedef struct alloc_head {
+    void (*free)(void *ptr, void *ctx);
+    void *ctx;
+    void *raw;
+} alloc_head;
+
+void *mft__alloc(size_t size, size_t align) {
+    if (align < _Alignof(alloc_head)) align = _Alignof(alloc_head);
+    size_t pad = (sizeof(alloc_head) + align - 1) / align * align;
+    if (size > SIZE_MAX - pad) return NULL;
+    char *raw = g_alloc.alloc(size + pad, align, g_alloc.ctx);
+    if (!raw) return NULL;
+    alloc_head *h = (alloc_head *)(void *)(raw + pad) - 1;
+    h->free = g_alloc.free;
+    h->ctx = g_alloc.ctx;
+    h->raw = raw;
+    return raw + pad;
+}
 
 void mft__free(void *p) {
-    if (p) g_alloc.free(p, g_alloc.ctx);
+    if (!p) return;
+    const alloc_head *h = (const alloc_head *)p - 1;
+    h->free(h->raw, h->ctx);
 }
 
 void *mft__alloc_or_err(const char *fn, size_t size, size_t align) {
