@@ -90,7 +90,7 @@ STAMP_FI(add) STAMP_FI(sub) STAMP_FI(mul) STAMP_F(div) STAMP_FI(maximum) STAMP_F
 STAMP_FI(pow) STAMP_FI(add_alpha)
 STAMP_CMP(eq) STAMP_CMP(ne) STAMP_CMP(lt) STAMP_CMP(le) STAMP_CMP(gt) STAMP_CMP(ge)
 
-#define OP(op, rule, loops) static const mft__ew_op op_##op = {"mft_" #op, 2, rule, 0, false, loops};
+#define OP(op, rule, loops) static const mft__ew_op op_##op = {"mft_" #op, 2, rule, 0, false, false, loops};
 OP(add, MFT__EW_SAME, LOOPS_FI(add))
 OP(sub, MFT__EW_SAME, LOOPS_FI(sub))
 OP(mul, MFT__EW_SAME, LOOPS_FI(mul))

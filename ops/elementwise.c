@@ -75,10 +75,10 @@ static bool ew_same_sizes(const mft_tensor *t, int ndim, const int64_t *shape) {
     return true;
 }
 
-void mft__ew_result_strides(int nin, const mft_tensor *const *inputs, int ndim,
-                            const int64_t *shape, int64_t *strides) {
+void mft__ew_result_strides(int nin, const mft_tensor *const *inputs, bool scalar_operand,
+                            int ndim, const int64_t *shape, int64_t *strides) {
     /* fast setup: no broadcasting and one common packed/dense layout */
-    bool same = true, contig = true, cl = true, dense_same = true;
+    bool same = !scalar_operand, contig = true, cl = true, dense_same = true;
     for (int k = 0; k < nin; k++) {
         const mft_tensor *t = inputs[k];
         same = same && ew_same_sizes(t, ndim, shape);
@@ -113,10 +113,10 @@ void mft__ew_result_strides(int nin, const mft_tensor *const *inputs, int ndim,
     }
     int perm[MFT_MAX_DIMS];
     mft__iter_reorder(nin, ndim, shape, &est[0][0], perm);
-    int64_t acc = 1;
+    int64_t acc = 1; /* plain products, as PyTorch: a size-0 dim zeroes the outer strides */
     for (int i = 0; i < ndim; i++) {
         strides[perm[i]] = acc;
-        acc *= shape[perm[i]] > 1 ? shape[perm[i]] : 1;
+        acc *= shape[perm[i]];
     }
 }
 
@@ -228,10 +228,9 @@ static void ew_execute(const mft__ew_op *op, mft_tensor *dst, mft_tensor *const 
 static mft_tensor *ew_alloc_result(const mft__ew_op *op, const mft_tensor *const *in,
                                    const ew_plan *p, mft_dtype dt) {
     int64_t strides[MFT_MAX_DIMS];
-    int first = op->rule == MFT__EW_WHERE ? 1 : 0; /* cond does not shape the layout */
-    mft__ew_result_strides(op->ninputs - first, in + first, p->ndim, p->shape, strides);
+    mft__ew_result_strides(op->ninputs, in, op->scalar_operand, p->ndim, p->shape, strides);
     mft_tensor *r = mft__tensor_alloc_strided(op->name, p->ndim, p->shape, strides, dt);
-    if (r) mft__tensor_set_tag_from(r, in[first]->tag);
+    if (r) mft__tensor_set_tag_from(r, in[0]->tag);
     return r;
 }
 

@@ -30,6 +30,10 @@ typedef struct mft__ew_op {
     mft__ew_rule rule;
     int scalar_promotes; /* how many of params[] take part in promotion (0-2) */
     bool float_only; /* integer promoted types are MFT_ERR_DTYPE (e.g. leaky_relu) */
+    /* params[0] acts as a 0-dim tensor operand (PyTorch's wrapped number in
+     * x + 2, x < 2, ...): the operands then never share one shape, so the
+     * result layout always comes from the stride-order rule. */
+    bool scalar_operand;
     mft__loop2d loops[MFT_DTYPE_COUNT];
 } mft__ew_op;
 
@@ -45,8 +49,8 @@ mft_status mft__ew_run_into(const mft__ew_op *op, mft_tensor *out,
 
 /* Layout of a fresh elementwise result (SPEC §4): strides for `shape` given
  * the inputs (fast setup or stride-order reorder). */
-void mft__ew_result_strides(int nin, const mft_tensor *const *inputs, int ndim,
-                            const int64_t *shape, int64_t *strides);
+void mft__ew_result_strides(int nin, const mft_tensor *const *inputs, bool scalar_operand,
+                            int ndim, const int64_t *shape, int64_t *strides);
 
 /* Promotion */
 mft_dtype mft__promote(mft_dtype a, mft_dtype b);

@@ -65,10 +65,12 @@ LERP_SCALAR_LOOP(F64)
      [MFT_I64] = loop_##op##_I64, [MFT_U8] = loop_##op##_U8}
 #define LOOPS_F(op) {[MFT_F32] = loop_##op##_F32, [MFT_F64] = loop_##op##_F64}
 
-static const mft__ew_op op_where = {"mft_where", 3, MFT__EW_WHERE, 0, false, LOOPS_FI(where)};
-static const mft__ew_op op_addcmul = {"mft_addcmul", 3, MFT__EW_SAME, 0, false, LOOPS_FI(addcmul)};
-static const mft__ew_op op_lerp = {"mft_lerp", 3, MFT__EW_SAME, 0, true, LOOPS_F(lerp)};
-static const mft__ew_op op_lerp_scalar = {"mft_lerp_scalar", 2, MFT__EW_SAME, 0, true,
+static const mft__ew_op op_where = {"mft_where", 3, MFT__EW_WHERE, 0, false, false,
+                                   LOOPS_FI(where)};
+static const mft__ew_op op_addcmul = {"mft_addcmul", 3, MFT__EW_SAME, 0, false, false,
+                                     LOOPS_FI(addcmul)};
+static const mft__ew_op op_lerp = {"mft_lerp", 3, MFT__EW_SAME, 0, true, false, LOOPS_F(lerp)};
+static const mft__ew_op op_lerp_scalar = {"mft_lerp_scalar", 2, MFT__EW_SAME, 0, true, false,
                                           LOOPS_F(lerp_scalar)};
 
 mft_tensor *mft_where(const mft_tensor *cond, const mft_tensor *a, const mft_tensor *b) {
@@ -116,21 +118,37 @@ mft_status mft_addcmul_out(mft_tensor *out, const mft_tensor *x, const mft_tenso
     return mft__ew_run_into(&op_addcmul, out, in, prm);
 }
 
+/* lerp does not promote: every tensor must have start's dtype (PyTorch). */
+static bool ternary_same_dtype(const char *fn, int n, const mft_tensor *const *in) {
+    for (int k = 1; k < n; k++) {
+        if (in[0] && in[k] && in[k]->dtype != in[0]->dtype) {
+            mft__set_error(MFT_ERR_DTYPE, "%s: input %d has dtype %s, expected %s like start", fn,
+                           k, mft_dtype_name(in[k]->dtype), mft_dtype_name(in[0]->dtype));
+            return false;
+        }
+    }
+    return true;
+}
+
 mft_tensor *mft_lerp(const mft_tensor *start, const mft_tensor *end, const mft_tensor *weight) {
     const mft_tensor *in[3] = {start, end, weight};
+    if (!ternary_same_dtype("mft_lerp", 3, in)) return NULL;
     return mft__ew_run(&op_lerp, NULL, in, NULL);
 }
 mft_status mft_lerp_(mft_tensor *start, const mft_tensor *end, const mft_tensor *weight) {
     const mft_tensor *in[3] = {start, end, weight};
+    if (!ternary_same_dtype("mft_lerp_", 3, in)) return MFT_ERR_DTYPE;
     return mft__ew_run_into(&op_lerp, start, in, NULL);
 }
 mft_tensor *mft_lerp_scalar(const mft_tensor *start, const mft_tensor *end, double weight) {
     const mft_tensor *in[2] = {start, end};
     const double prm[2] = {weight, 0};
+    if (!ternary_same_dtype("mft_lerp_scalar", 2, in)) return NULL;
     return mft__ew_run(&op_lerp_scalar, NULL, in, prm);
 }
 mft_status mft_lerp_scalar_(mft_tensor *start, const mft_tensor *end, double weight) {
     const mft_tensor *in[2] = {start, end};
     const double prm[2] = {weight, 0};
+    if (!ternary_same_dtype("mft_lerp_scalar_", 2, in)) return MFT_ERR_DTYPE;
     return mft__ew_run_into(&op_lerp_scalar, start, in, prm);
 }

@@ -115,8 +115,9 @@ static inline bool unary_is_neg(int64_t v) { return v < 0; }
 #define E_pow_scalar_F(D, x) MF(D, pow)((x), p0)
 #define E_pow_scalar_I(D, x) mft__ipow((int64_t)(x), mft__param_i64(prm[0]))
 #define E_leaky_relu_F(D, x) ((x) > 0 ? (x) : (x) * p0)
-#define E_clamp_F(D, x) ((x) < p0 ? p0 : ((x) > p1 ? p1 : (x))) /* lo > hi gives hi */
-#define E_clamp_I(D, x) ((x) > p1 ? p1 : ((x) < p0 ? p0 : (x)))
+/* min(max(x, lo), hi): lo > hi gives hi, NaN stays NaN (as PyTorch) */
+#define E_clamp_F(D, x) ((((x) < p0) ? p0 : (x)) > p1 ? p1 : (((x) < p0) ? p0 : (x)))
+#define E_clamp_I E_clamp_F
 #define E_hardtanh_F E_clamp_F
 #define E_eq_scalar_F(D, x) ((x) == p0)
 #define E_eq_scalar_I E_eq_scalar_F
@@ -146,7 +147,10 @@ STAMP_CMP(gt_scalar) STAMP_CMP(ge_scalar)
 
 /* ---------------------------------------------------------------- op table */
 #define OP(op, rule, nsc, fonly, loops) \
-    static const mft__ew_op op_##op = {"mft_" #op, 1, rule, nsc, fonly, loops};
+    static const mft__ew_op op_##op = {"mft_" #op, 1, rule, nsc, fonly, false, loops};
+/* x op s where PyTorch wraps s as a 0-dim tensor operand */
+#define OPS(op, rule, loops) \
+    static const mft__ew_op op_##op = {"mft_" #op, 1, rule, 1, false, true, loops};
 OP(neg, MFT__EW_SAME, 0, false, LOOPS_FI(neg))
 OP(abs, MFT__EW_SAME, 0, false, LOOPS_FI(abs))
 OP(sqrt, MFT__EW_FLOAT, 0, false, LOOPS_F(sqrt))
@@ -166,23 +170,23 @@ OP(sign, MFT__EW_SAME, 0, false, LOOPS_FI(sign))
 OP(floor, MFT__EW_SAME, 0, false, LOOPS_FI(floor))
 OP(ceil, MFT__EW_SAME, 0, false, LOOPS_FI(ceil))
 OP(round, MFT__EW_SAME, 0, false, LOOPS_FI(round))
-OP(add_scalar, MFT__EW_SAME, 1, false, LOOPS_FI(add_scalar))
-OP(sub_scalar, MFT__EW_SAME, 1, false, LOOPS_FI(sub_scalar))
-OP(rsub_scalar, MFT__EW_SAME, 1, false, LOOPS_FI(rsub_scalar))
-OP(mul_scalar, MFT__EW_SAME, 1, false, LOOPS_FI(mul_scalar))
-OP(div_scalar, MFT__EW_FLOAT, 1, false, LOOPS_F(div_scalar))
-OP(maximum_scalar, MFT__EW_SAME, 1, false, LOOPS_FI(maximum_scalar))
-OP(minimum_scalar, MFT__EW_SAME, 1, false, LOOPS_FI(minimum_scalar))
+OPS(add_scalar, MFT__EW_SAME, LOOPS_FI(add_scalar))
+OPS(sub_scalar, MFT__EW_SAME, LOOPS_FI(sub_scalar))
+OPS(rsub_scalar, MFT__EW_SAME, LOOPS_FI(rsub_scalar))
+OPS(mul_scalar, MFT__EW_SAME, LOOPS_FI(mul_scalar))
+OPS(div_scalar, MFT__EW_FLOAT, LOOPS_F(div_scalar))
+OPS(maximum_scalar, MFT__EW_SAME, LOOPS_FI(maximum_scalar))
+OPS(minimum_scalar, MFT__EW_SAME, LOOPS_FI(minimum_scalar))
 OP(pow_scalar, MFT__EW_SAME, 1, false, LOOPS_FI(pow_scalar))
 OP(leaky_relu, MFT__EW_SAME, 0, true, LOOPS_F(leaky_relu))
 OP(clamp, MFT__EW_SAME, 2, false, LOOPS_FI(clamp))
 OP(hardtanh, MFT__EW_SAME, 0, true, LOOPS_F(hardtanh))
-OP(eq_scalar, MFT__EW_COMPARE, 1, false, LOOPS_FI(eq_scalar))
-OP(ne_scalar, MFT__EW_COMPARE, 1, false, LOOPS_FI(ne_scalar))
-OP(lt_scalar, MFT__EW_COMPARE, 1, false, LOOPS_FI(lt_scalar))
-OP(le_scalar, MFT__EW_COMPARE, 1, false, LOOPS_FI(le_scalar))
-OP(gt_scalar, MFT__EW_COMPARE, 1, false, LOOPS_FI(gt_scalar))
-OP(ge_scalar, MFT__EW_COMPARE, 1, false, LOOPS_FI(ge_scalar))
+OPS(eq_scalar, MFT__EW_COMPARE, LOOPS_FI(eq_scalar))
+OPS(ne_scalar, MFT__EW_COMPARE, LOOPS_FI(ne_scalar))
+OPS(lt_scalar, MFT__EW_COMPARE, LOOPS_FI(lt_scalar))
+OPS(le_scalar, MFT__EW_COMPARE, LOOPS_FI(le_scalar))
+OPS(gt_scalar, MFT__EW_COMPARE, LOOPS_FI(gt_scalar))
+OPS(ge_scalar, MFT__EW_COMPARE, LOOPS_FI(ge_scalar))
 
 /* ---------------------------------------------------------------- entry points */
 #define DEFINE_UNARY(op)                                                                 \
