@@ -3,8 +3,10 @@
 # installs the build dependencies plus python3-torch (Debian's PyTorch, the
 # speed peer; never a runtime dependency of the library), builds build/
 # (Release, -march=native) and runs bench/compare_pytorch.py, which interleaves
-# PyTorch timings with runs of the C benchmarks and prints medians and ratios.
-# Extra arguments go to compare_pytorch.py (e.g. --rounds 9).
+# PyTorch timings with runs of the C benchmarks -- bench_copy (copy, NCHW<->NHWC
+# conversion) and bench_elementwise (relu, x*2.5, x+y, x+bias, in-place/out,
+# non-dense operands, sums, per-call time) -- and prints medians and ratios.
+# Extra arguments go to compare_pytorch.py (e.g. --rounds 9, --benches copy).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source .ci/lib.sh
@@ -18,4 +20,6 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMFT_BUILD_BENCH=ON >/dev
 cmake --build "$BUILD_DIR" -j "$MFT_JOBS"
 
 section "mft vs PyTorch 1.13"
-/usr/bin/python3 bench/compare_pytorch.py --bench "$BUILD_DIR/bench/bench_copy" "$@"
+/usr/bin/python3 bench/compare_pytorch.py \
+    --bench "$BUILD_DIR/bench/bench_copy" \
+    --bench "$BUILD_DIR/bench/bench_elementwise" "$@"

@@ -8,8 +8,9 @@
  *   - optimiser barriers: bench_clobber(), bench_escape(p);
  *   - statistics: bench_summarize() (median, min, max, quartiles) of samples;
  *   - reference loops: bench_memcpy_par() (memcpy split over T threads) and
- *     STREAM-style kernels written here (copy, scale, add, triad), OpenMP
- *     parallel with an explicit thread count and vectorisable;
+ *     STREAM-style kernels written here (copy, scale, add, triad, and a read
+ *     loop "sum"), OpenMP parallel with an explicit thread count and
+ *     vectorisable;
  *   - the measurement driver bench_run(): warm-up, then `reps` repetitions in
  *     which every case is timed once, round-robin (the starting case rotates
  *     each repetition), so drift of the machine hits every case alike;
@@ -221,9 +222,9 @@ static inline void bench_fill_f32(float *p, size_t n, uint32_t seed) {
 }
 
 /* ------------------------------------------------------------------ reference loops
- * The machine's copy bandwidth, measured with the same thread count as the
- * kernel under test. Each thread gets one contiguous chunk (static schedule),
- * as a well-written copy kernel would. The STREAM-style loops are plain
+ * The machine's copy (add, read) bandwidth, measured with the same thread
+ * count as the kernel under test. Each thread gets one contiguous chunk
+ * (static schedule), as a well-written copy kernel would. The STREAM-style loops are plain
  * indexed loops over restrict pointers marked `omp simd`, so with -O2/-O3
  * they compile to vector loads/stores. */
 
@@ -281,6 +282,41 @@ static inline void bench_stream_triad_f32(float *restrict a, const float *restri
 #pragma omp parallel for simd schedule(static) num_threads(threads)
 #endif
     for (size_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+}
+/* STREAM-style read ("sum"): returns the sum of b[0..n) -- the machine's read
+ * bandwidth, the reference for a reduction (reads n floats, writes nothing).
+ * Each thread sums one contiguous chunk (static, as bench_memcpy_par) into 32
+ * independent f32 lanes (4 AVX vectors: the adds' latency is hidden without
+ * -ffast-math or an `omp simd reduction`); the partials are added in f64.
+ * The result is only for verification and to keep the loads alive: its
+ * rounding differs from a sequential sum. */
+static inline double bench_stream_sum_f32(const float *restrict b, size_t n, int threads) {
+    double total = 0.0;
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+#endif
+    {
+        size_t nt = 1, id = 0;
+#ifdef _OPENMP
+        nt = (size_t)omp_get_num_threads();
+        id = (size_t)omp_get_thread_num();
+#endif
+        size_t chunk = (n / nt + 15) / 16 * 16; /* 64-byte multiples */
+        size_t lo = id * chunk, hi = lo + chunk;
+        if (hi > n) hi = n;
+        if (lo > n) lo = n;
+        float acc[32];
+        for (int j = 0; j < 32; j++) acc[j] = 0.0f;
+        size_t i = lo;
+        for (; i + 32 <= hi; i += 32)
+            for (int j = 0; j < 32; j++) acc[j] += b[i + j];
+        double s = 0.0;
+        for (; i < hi; i++) s += (double)b[i];
+        for (int j = 0; j < 32; j++) s += (double)acc[j];
+        total += s;
+    }
+    return total;
 }
 
 /* ------------------------------------------------------------------ the driver */

@@ -3,26 +3,40 @@
 
 Run it with Debian's Python, which has PyTorch 1.13 (python3-torch):
 
-    /usr/bin/python3 bench/compare_pytorch.py [--bench build/bench/bench_copy]
-        [--threads 1,2] [--rounds 5] [--reps 15] [--size 32x64x112x112] [--json-out FILE]
+    /usr/bin/python3 bench/compare_pytorch.py
+        [--bench build/bench/bench_copy] [--bench build/bench/bench_elementwise]
+        [--benches copy,elementwise] [--threads 1,2] [--rounds 5] [--reps 15]
+        [--calls 10000] [--size 32x64x112x112] [--json-out FILE]
+
+Two C benchmarks are known (C_BENCHES): bench_copy (copy and NCHW<->NHWC
+conversion) and bench_elementwise (relu, x*2.5, x+y, x+bias, in-place/_out
+variants, non-dense operands, sums, and the per-call time on a 1x4x4x4
+tensor). --bench may be given once per binary (its file name says which
+bench it is); without --bench/--benches every known bench found under
+build*/bench/ is run.
 
 One run = several rounds. In each round, for every tensor size and thread
 count (torch.set_num_threads), every PyTorch entry is timed (round-robin inside
 each repetition, one untimed call right before each sample, median of --reps),
-and the C benchmark is run once as a subprocess with --json (same reps, sizes
-and thread counts). Rounds alternate which side goes first. The table shows,
+and each C benchmark is run once as a subprocess with --json (same reps, sizes
+and thread counts). Rounds alternate which side goes first. The tables show,
 per entry, the median over rounds of: our time, PyTorch's time, and the ratios
-measured within one round -- ours/STREAM and torch/STREAM (STREAM copy
-bandwidth of that thread count, from the C run of the same round; 1.00 = as
-fast as a plain copy of the same bytes), ours/memcpy, and torch_time/our_time
-(> 1: mft is faster).
+measured within one round -- ours/ref and torch/ref (bandwidth relative to the
+entry's STREAM reference loop at that thread count, from the C run of the same
+round: STREAM copy for copy-like work, STREAM add for x+y, STREAM read for
+sums; 1.00 = as fast as the plain loop moving the same bytes), ours/memcpy
+(copy bench), and torch_time/our_time (> 1: mft is faster). Per-call entries
+(1x4x4x4) time --calls calls per sample on both sides (PyTorch from a Python
+loop) and report the median time per call.
 
 Extending it: a later benchmark adds a CBench (its binary and reference keys)
 to C_BENCHES and Entry objects to ENTRIES; each Entry names the C bench and
 the key of its matching case in that bench's JSON, plus a setup function that
-builds the PyTorch inputs once and returns the callable to time.
+builds the PyTorch inputs once and returns the callable to time (optional
+fields: the reference case and bytes moved, a related case to divide by, a
+fixed size and per-call timing).
 
-Exit status: 0 ok, 1 the C benchmark failed (or verified a wrong result),
+Exit status: 0 ok, 1 a C benchmark failed (or verified a wrong result),
 2 usage / PyTorch missing / C benchmark not found.
 """
 
@@ -53,18 +67,31 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SIZE = (8, 64, 56, 56)
 TARGET_RATIO = 0.70
 BUSY_THRESHOLD = 0.25   # as BENCH_BUSY_THRESHOLD in bench_util.h
+# bench_elementwise targets (as in bench_elementwise.c)
+EW_TARGET_RATIO = 0.90  # relu / x*2.5 / x+y / x+bias >= 90% of STREAM copy|add
+EW_TORCH_NOISE = 0.03   # ... and no slower than PyTorch beyond this noise
+EW_NONDENSE_MAX = 2.0   # a non-dense operand costs <= 2 x the dense time
+EW_CALL_MAX_S = 0.5e-6  # per call on the tiny tensor
+TINY_SIZE = (1, 4, 4, 4)
+DEFAULT_CALLS = 10000
 
 
 # --------------------------------------------------------------------------- C benchmarks
 @dataclass
 class CBench:
     binary: str          # executable name under <build>/bench/
-    stream_key: str      # case key of the STREAM reference loop in its JSON
+    stream_key: str      # case key of the STREAM (copy) reference loop in its JSON
     memcpy_key: str      # case key of the memcpy reference in its JSON
+    # bytes each reference case moves per call, in tensor sizes (copy: read + write)
+    ref_traffic: Optional[Dict[str, float]] = None
+    per_call: bool = False   # takes --calls/--tiny and has a per-call block
 
 
 C_BENCHES: Dict[str, CBench] = {
     "copy": CBench("bench_copy", "stream_copy", "memcpy"),
+    "elementwise": CBench("bench_elementwise", "stream_copy", "memcpy",
+                          {"memcpy": 2.0, "stream_copy": 2.0, "stream_add": 3.0,
+                           "stream_sum": 1.0}, per_call=True),
 }
 
 
@@ -133,10 +160,19 @@ def setup_copy(src: str, dst: str):
 class Entry:
     key: str                                   # matching case key in the C bench's JSON
     label: str                                 # human label
-    setup: Callable[[Sequence[int]], Callable[[], object]]
+    setup: Callable[..., Callable[[], object]]
     bench: str = "copy"                        # which C bench (C_BENCHES)
-    target: bool = False                       # under the >= 70%-of-copy requirement
+    target: bool = False                       # copy: >= 70% of STREAM; elementwise: >= 90%
+                                               # of its reference and not slower than torch
     needs_channels_last: bool = True           # skip for ranks torch has no format for
+    ref: Optional[str] = None                  # reference case key (None: the bench's
+                                               # stream_key)
+    traffic: float = 2.0                       # bytes per call, in tensor sizes
+    rel: Optional[str] = None                  # key of the entry this one is divided by
+    rel_max: Optional[float] = None            # target: time / rel's time <= rel_max
+    sizes: Optional[Tuple[int, ...]] = None    # fixed size (default: every --size)
+    per_call: bool = False                     # setup(sizes, calls); the callable makes
+                                               # `calls` calls, times are per call
 
 
 ENTRIES: List[Entry] = [
@@ -158,12 +194,221 @@ ENTRIES: List[Entry] = [
 ]
 
 
+# --------------------------------------------------------------------------- elementwise
+# PyTorch counterparts of bench_elementwise.c's cases. Inputs are normal random
+# numbers (half negative, as in the C bench); "nhwc" tensors are made with
+# .contiguous(memory_format=torch.channels_last); non-dense inputs are built as
+# in the C bench: wstep2 = base[..., ::2] of a base twice as wide, padded =
+# base[..., :W] of a base whose last dim is round_up(W + 1, 16), the base in
+# the entry's format. Every setup checks that PyTorch's result has the layout
+# the C bench requires of mft's (packed in x's format).
+
+def memory_format(fmt: str, ndim: int):
+    return torch.contiguous_format if fmt == "nchw" else channels_last_format(ndim)
+
+
+def ew_input(src: str, fmt: str, sizes: Sequence[int]) -> torch.Tensor:
+    sizes = tuple(sizes)
+    mf = memory_format(fmt, len(sizes))
+    w = sizes[-1]
+    if src == "dense":
+        t = torch.randn(sizes).contiguous(memory_format=mf)
+        assert t.is_contiguous(memory_format=mf)
+    elif src == "wstep2":
+        t = torch.randn(sizes[:-1] + (2 * w,)).contiguous(memory_format=mf)[..., ::2]
+    elif src == "padded":
+        pitch = (w + 16) // 16 * 16
+        t = torch.randn(sizes[:-1] + (pitch,)).contiguous(memory_format=mf)[..., :w]
+    else:
+        raise ValueError(src)
+    assert tuple(t.shape) == sizes
+    assert (src == "dense") == t.is_contiguous(memory_format=mf)
+    return t
+
+
+def _check_layout(y: torch.Tensor, fmt: str, what: str):
+    mf = memory_format(fmt, y.dim())
+    if not y.is_contiguous(memory_format=mf):
+        sys.stderr.write("compare_pytorch.py: note: PyTorch's %s is not packed %s (strides %s)\n"
+                         % (what, fmt, tuple(y.stride())))
+
+
+def _mul_scalar(x):
+    return x * 2.5
+
+
+def setup_ew_unary(op: str, fmt: str, src: str = "dense"):
+    """torch.relu(x) / x * 2.5: allocates the result, dropped right away."""
+    fn = {"relu": torch.relu, "mul_scalar": _mul_scalar}[op]
+
+    def setup(sizes):
+        x = ew_input(src, fmt, sizes)
+        y = fn(x)
+        ref = x.clamp(min=0) if op == "relu" else x.double().mul(2.5).float()
+        assert torch.equal(y, ref)
+        _check_layout(y, fmt, "%s(%s %s)" % (op, src, fmt))
+        return lambda: fn(x)
+    return setup
+
+
+def setup_ew_add(fmt: str, src: str = "dense"):
+    """x + y, y dense in x's format."""
+    def setup(sizes):
+        x, y = ew_input(src, fmt, sizes), ew_input("dense", fmt, sizes)
+        _check_layout(x + y, fmt, "add(%s %s, dense)" % (src, fmt))
+        return lambda: x + y
+    return setup
+
+
+def setup_ew_bias(fmt: str):
+    """x + bias, bias of sizes (1,C,1,1) made in x's memory format."""
+    def setup(sizes):
+        x = ew_input("dense", fmt, sizes)
+        bsz = tuple(s if i == 1 else 1 for i, s in enumerate(sizes))
+        b = torch.randn(bsz).contiguous(memory_format=memory_format(fmt, len(sizes)))
+        _check_layout(x + b, fmt, "x + bias (%s)" % fmt)
+        return lambda: x + b
+    return setup
+
+
+def setup_ew_inplace(op: str, fmt: str):
+    """torch.relu_(x) / x.add_(y) on a private copy of x (no allocation)."""
+    def setup(sizes):
+        x, y = ew_input("dense", fmt, sizes), ew_input("dense", fmt, sizes)
+        if op == "relu":
+            return lambda: torch.relu_(x)
+        return lambda: x.add_(y)
+    return setup
+
+
+def setup_ew_out(op: str, fmt: str):
+    """Into a preallocated tensor of x's format: torch.add(x, y, out=o); for relu
+    (which has no out= in PyTorch 1.13) torch.clamp_min(x, 0.0, out=o)."""
+    def setup(sizes):
+        x, y = ew_input("dense", fmt, sizes), ew_input("dense", fmt, sizes)
+        o = torch.empty_like(x)
+        if op == "relu":
+            torch.clamp_min(x, 0.0, out=o)
+            assert torch.equal(o, torch.relu(x))
+            return lambda: torch.clamp_min(x, 0.0, out=o)
+        return lambda: torch.add(x, y, out=o)
+    return setup
+
+
+def setup_ew_sum(fmt: str, per_channel: bool):
+    """torch.sum(x) / x.sum(dim=(all but C), keepdim=True)."""
+    def setup(sizes):
+        x = ew_input("dense", fmt, sizes)
+        if not per_channel:
+            return lambda: torch.sum(x)
+        dims = tuple(d for d in range(len(sizes)) if d != 1)
+        return lambda: x.sum(dim=dims, keepdim=True)
+    return setup
+
+
+def setup_call(op: str, fmt: str):
+    """`calls` calls from a Python loop, as a user's code makes them."""
+    def setup(sizes, calls):
+        x, y = ew_input("dense", fmt, sizes), ew_input("dense", fmt, sizes)
+        o = torch.empty_like(x)
+        rng = range(calls)
+        relu, relu_, add = torch.relu, torch.relu_, torch.add
+
+        def run_relu():
+            for _ in rng:
+                relu(x)
+
+        def run_add():
+            for _ in rng:
+                x + y
+
+        def run_mul_scalar():
+            for _ in rng:
+                x * 2.5
+
+        def run_relu_inplace():
+            for _ in rng:
+                relu_(x)
+
+        def run_add_out():
+            for _ in rng:
+                add(x, y, out=o)
+        return {"relu": run_relu, "add": run_add, "mul_scalar": run_mul_scalar,
+                "relu_inplace": run_relu_inplace, "add_out": run_add_out}[op]
+    return setup
+
+
+def _ew_entries() -> List[Entry]:
+    E = []
+
+    def add(*a, **k):
+        E.append(Entry(*a, bench="elementwise", **k))
+    for fmt in ("nchw", "nhwc"):
+        F = fmt.upper()
+        cl = fmt == "nhwc"
+        add("relu_%s" % fmt, "relu %s" % F, setup_ew_unary("relu", fmt), target=True,
+            needs_channels_last=cl)
+        add("mul_scalar_%s" % fmt, "x * 2.5 %s" % F, setup_ew_unary("mul_scalar", fmt),
+            target=True, needs_channels_last=cl)
+        add("add_%s" % fmt, "x + y %s" % F, setup_ew_add(fmt), target=True,
+            needs_channels_last=cl, ref="stream_add", traffic=3.0)
+        add("bias_%s" % fmt, "x + bias(1,C,1,1) %s" % F, setup_ew_bias(fmt), target=True,
+            needs_channels_last=cl)
+    for fmt in ("nchw", "nhwc"):
+        F = fmt.upper()
+        cl = fmt == "nhwc"
+        add("relu_inplace_%s" % fmt, "relu_ (in place) %s" % F, setup_ew_inplace("relu", fmt),
+            needs_channels_last=cl, rel="relu_%s" % fmt)
+        add("relu_out_%s" % fmt, "relu out= %s [clamp_min]" % F, setup_ew_out("relu", fmt),
+            needs_channels_last=cl, rel="relu_%s" % fmt)
+        add("add_inplace_%s" % fmt, "x.add_(y) %s" % F, setup_ew_inplace("add", fmt),
+            needs_channels_last=cl, ref="stream_add", traffic=3.0, rel="add_%s" % fmt)
+        add("add_out_%s" % fmt, "add out= %s" % F, setup_ew_out("add", fmt),
+            needs_channels_last=cl, ref="stream_add", traffic=3.0, rel="add_%s" % fmt)
+    for fmt in ("nchw", "nhwc"):
+        F = fmt.upper()
+        cl = fmt == "nhwc"
+        for src, what in (("wstep2", "x[...,::2]"), ("padded", "padded x")):
+            add("relu_%s_%s" % (src, fmt), "relu %s %s" % (what, F),
+                setup_ew_unary("relu", fmt, src), needs_channels_last=cl,
+                rel="relu_%s" % fmt, rel_max=EW_NONDENSE_MAX)
+            add("add_%s_%s" % (src, fmt), "%s + y %s" % (what, F), setup_ew_add(fmt, src),
+                needs_channels_last=cl, ref="stream_add", traffic=3.0,
+                rel="add_%s" % fmt, rel_max=EW_NONDENSE_MAX)
+    for fmt in ("nchw", "nhwc"):
+        F = fmt.upper()
+        cl = fmt == "nhwc"
+        add("sum_all_%s" % fmt, "sum() %s" % F, setup_ew_sum(fmt, False),
+            needs_channels_last=cl, ref="stream_sum", traffic=1.0)
+        add("sum_nhw_%s" % fmt, "sum(N,H,W keepdim) %s" % F, setup_ew_sum(fmt, True),
+            needs_channels_last=cl, ref="stream_sum", traffic=1.0)
+    for key, op, fmt, tgt, rel in (
+            ("call_relu_nchw", "relu", "nchw", True, None),
+            ("call_relu_nhwc", "relu", "nhwc", True, None),
+            ("call_add_nchw", "add", "nchw", True, None),
+            ("call_add_nhwc", "add", "nhwc", True, None),
+            ("call_mul_scalar_nchw", "mul_scalar", "nchw", False, None),
+            ("call_relu_inplace_nchw", "relu_inplace", "nchw", False, "call_relu_nchw"),
+            ("call_add_out_nchw", "add_out", "nchw", False, "call_add_nchw")):
+        label = {"relu": "relu", "add": "x + y", "mul_scalar": "x * 2.5",
+                 "relu_inplace": "relu_", "add_out": "add out="}[op] + " " + fmt.upper()
+        add(key, label, setup_call(op, fmt), target=tgt, needs_channels_last=fmt == "nhwc",
+            rel=rel, sizes=TINY_SIZE, per_call=True)
+    return E
+
+
+ENTRIES += _ew_entries()
+
+
 # --------------------------------------------------------------------------- timing
 def time_round_robin(fns: List[Callable[[], object]], reps: int, warmup: int,
-                     pre: int) -> List[float]:
+                     pre: int, div: Optional[List[int]] = None) -> List[float]:
     """Median seconds of each fn: warmup calls each, then reps repetitions in
-    which every fn is timed once (start rotating), after `pre` untimed calls."""
+    which every fn is timed once (start rotating), after `pre` untimed calls.
+    div[i]: fn i makes that many calls of the operation; its samples are
+    divided by it (per-call time)."""
     n = len(fns)
+    div = div or [1] * n
     samples: List[List[float]] = [[] for _ in fns]
     for fn in fns:
         for _ in range(warmup):
@@ -178,7 +423,7 @@ def time_round_robin(fns: List[Callable[[], object]], reps: int, warmup: int,
             t0 = clock()
             fn()
             t1 = clock()
-            samples[i].append((t1 - t0) * 1e-9)
+            samples[i].append((t1 - t0) * 1e-9 / div[i])
     return [statistics.median(s) for s in samples]
 
 
@@ -277,12 +522,14 @@ def find_binary(name: str, explicit: Optional[str]) -> Optional[str]:
     return None
 
 
-def run_c_bench(path: str, args, extra_sizes) -> dict:
+def run_c_bench(path: str, cb: CBench, args, extra_sizes) -> dict:
     cmd = [path, "--json", "--reps", str(args.reps), "--warmup", str(args.warmup),
            "--pre", str(args.pre), "--retries", str(args.retries),
            "--threads", ",".join(str(t) for t in args.threads)]
     for s in extra_sizes:
         cmd += ["--size", dims_str(s)]
+    if cb.per_call:
+        cmd += ["--calls", str(args.calls), "--tiny", dims_str(args.tiny)]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         sys.stderr.write("compare_pytorch.py: %s exited %d:\n%s" %
@@ -294,11 +541,12 @@ def run_c_bench(path: str, args, extra_sizes) -> dict:
 
 
 def c_medians(doc: dict):
-    """({(sizes, threads): {case key: median seconds}}, {(sizes, threads): disturbed})
-    from a C bench's JSON."""
+    """({(block, sizes, threads): {case key: median seconds}},
+    {(block, sizes, threads): disturbed}) from a C bench's JSON (block
+    "bandwidth", or "call" for per-call results)."""
     meds, dist = {}, {}
     for r in doc["results"]:
-        k = (tuple(r["sizes"]), r["threads"])
+        k = (r.get("block", "bandwidth"), tuple(r["sizes"]), r["threads"])
         meds[k] = {name: v["median_s"] for name, v in r["variants"].items()}
         dist[k] = bool(r.get("disturbed", False))
     return meds, dist
@@ -309,13 +557,273 @@ def med(xs: List[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def block_of(e: Entry) -> str:
+    return "call" if e.per_call else "bandwidth"
+
+
+def clean_rounds(rounds, bench: str, k):
+    """(rounds in which neither PyTorch nor this C bench was disturbed at block
+    key k, or every round when none was clean; the clean count)."""
+    clean = [r for r in rounds if not r["torch_disturbed"][k]
+             and not r["c_disturbed"][bench].get(k)]
+    return clean or rounds, len(clean)
+
+
+# --------------------------------------------------------------------------- reports
+def report_copy(rounds, blocks, args, summary):
+    """bench_copy's table (unchanged since the copy bench came first)."""
+    print()
+    print("GB/s count 2 x tensor bytes per call. Ratios are computed within each round, then "
+          "the median over rounds is shown.")
+    print("x/STREAM = STREAM-copy time / x time (1.00 = copy speed); "
+          "torch_t/ours_t > 1: mft faster.")
+    cb = C_BENCHES["copy"]
+    for blk, s, ents in blocks:
+        ents = [(e, fn) for e, fn in ents if e.bench == "copy"]
+        if not ents:
+            continue
+        nbytes = 2.0 * 4 * float(math.prod(s))
+        for t in args.threads:
+            key_st = (blk, s, t)
+            used, nclean = clean_rounds(rounds, "copy", key_st)
+            ref = [r["c"]["copy"][key_st] for r in used]
+            stream_t = med([x[cb.stream_key] for x in ref])
+            memcpy_t = med([x[cb.memcpy_key] for x in ref])
+            print()
+            print("== %s f32 (%.2f MB per tensor), %d thread%s, %d of %d rounds undisturbed%s ==" %
+                  (dims_str(s), nbytes / 2e6, t, "" if t == 1 else "s", nclean, len(rounds),
+                   "" if nclean else " -- ALL DISTURBED, numbers unreliable"))
+            print("   memcpy %.4f ms (%.1f GB/s)   STREAM copy %.4f ms (%.1f GB/s)   "
+                  "memcpy/STREAM %.2f" %
+                  (memcpy_t * 1e3, nbytes / memcpy_t * 1e-9, stream_t * 1e3,
+                   nbytes / stream_t * 1e-9,
+                   med([x[cb.stream_key] / x[cb.memcpy_key] for x in ref])))
+            hdr = ("%-28s %9s %7s %9s %7s %9s %11s %9s %9s %9s  %s" %
+                   ("case", "ours ms", "GB/s", "torch ms", "GB/s", "ours/STRM", "(range)",
+                    "torch/STR", "ours/mcpy", "torch_t/", "target"))
+            print(hdr)
+            print("%-28s %9s %7s %9s %7s %9s %11s %9s %9s %9s" %
+                  ("", "", "", "", "", "", "", "", "", "ours_t"))
+            for e, _ in ents:
+                ours = [r["c"][e.bench][key_st].get(e.key) for r in used]
+                if any(o is None for o in ours):
+                    print("%-28s (no C case %r)" % (e.label, e.key))
+                    continue
+                tor = [r["torch"][key_st][e.key] for r in used]
+                refs = [r["c"][e.bench][key_st] for r in used]
+                o_stream = [x[cb.stream_key] / o for x, o in zip(refs, ours)]
+                t_stream = [x[cb.stream_key] / tt for x, tt in zip(refs, tor)]
+                o_memcpy = [x[cb.memcpy_key] / o for x, o in zip(refs, ours)]
+                speedup = [tt / o for tt, o in zip(tor, ours)]
+                ot, tt = med(ours), med(tor)
+                ros, rts = med(o_stream), med(t_stream)
+                mark = ""
+                if e.target:
+                    mark = "ok" if ros >= TARGET_RATIO else "BELOW %.2f" % TARGET_RATIO
+                print("%-28s %9.4f %7.1f %9.4f %7.1f %9.3f %11s %9.3f %9.3f %9.2f  %s" %
+                      (e.label, ot * 1e3, nbytes / ot * 1e-9, tt * 1e3, nbytes / tt * 1e-9,
+                       ros, "%.2f-%.2f" % (min(o_stream), max(o_stream)), rts, med(o_memcpy),
+                       med(speedup), mark))
+                summary.append({
+                    "bench": "copy", "block": blk,
+                    "sizes": list(s), "threads": t, "key": e.key, "label": e.label,
+                    "rounds_used": len(used), "rounds_undisturbed": nclean,
+                    "target": e.target, "ours_s": ot, "torch_s": tt,
+                    "stream_s": stream_t, "memcpy_s": memcpy_t,
+                    "ours_over_stream": ros,
+                    "ours_over_stream_range": [min(o_stream), max(o_stream)],
+                    "torch_over_stream": rts, "ours_over_memcpy": med(o_memcpy),
+                    "torch_time_over_ours": med(speedup)})
+
+    targets = [x for x in summary if x["target"] and x["bench"] == "copy"]
+    if targets:
+        worst = min(targets, key=lambda x: x["ours_over_stream"])
+        print()
+        print("NCHW<->NHWC conversions, ours/STREAM: lowest %.3f (%s, %d thread%s); torch/STREAM "
+              "%.3f-%.3f; target >= %.2f: %s" %
+              (worst["ours_over_stream"], worst["key"], worst["threads"],
+               "" if worst["threads"] == 1 else "s",
+               min(x["torch_over_stream"] for x in targets),
+               max(x["torch_over_stream"] for x in targets), TARGET_RATIO,
+               "MET" if worst["ours_over_stream"] >= TARGET_RATIO else "NOT MET"))
+
+
+def _ratio_str(x: float, fmt: str = "%.2f") -> str:
+    return "" if x is None or math.isnan(x) else fmt % x
+
+
+def report_elementwise(rounds, blocks, args, summary):
+    """bench_elementwise's tables: bandwidth blocks, then per-call blocks."""
+    b = "elementwise"
+    cb = C_BENCHES[b]
+    print()
+    print("elementwise: GB/s count the bytes an optimal kernel moves (T column, in tensor "
+          "sizes: copy-like 2, x+y 3, sums 1; non-dense as their dense twin).")
+    print("ours/ref, torch/ref = case GB/s / its STREAM reference's GB/s (ref column) in the "
+          "same round; torch_t/ours_t > 1: mft faster;")
+    print("xrel = time / time of the related case (non-dense: its dense twin, target <= %.1f; "
+          "in-place/out=: the allocating op)." % EW_NONDENSE_MAX)
+    mine = []
+    for blk, s, ents in blocks:
+        ents = [(e, fn) for e, fn in ents if e.bench == b]
+        if not ents:
+            continue
+        tbytes = 4.0 * float(math.prod(s))
+        for t in args.threads:
+            key_st = (blk, s, t)
+            used, nclean = clean_rounds(rounds, b, key_st)
+            cres = [r["c"][b][key_st] for r in used]
+            tres = [r["torch"][key_st] for r in used]
+            print()
+            if blk == "call":
+                print("== elementwise per call: %s f32, %d thread%s, %d calls per sample (PyTorch "
+                      "from a Python loop), %d of %d rounds undisturbed%s ==" %
+                      (dims_str(s), t, "" if t == 1 else "s", args.calls, nclean, len(rounds),
+                       "" if nclean else " -- ALL DISTURBED, numbers unreliable"))
+                if all("noop" in x for x in cres):
+                    print("   the C driver's own cost per call (noop): %.1f ns" %
+                          (med([x["noop"] for x in cres]) * 1e9))
+                print("%-24s %9s %9s %9s %7s %7s  %s" % ("case", "ours ns", "torch ns",
+                                                        "torch_t/", "ours", "torch", "target"))
+                print("%-24s %9s %9s %9s %7s %7s" % ("", "per call", "per call", "ours_t",
+                                                    "xrel", "xrel"))
+            else:
+                refs_line = []
+                for rk in ("stream_copy", "stream_add", "stream_sum", "memcpy"):
+                    rt = med([x.get(rk) for x in cres])
+                    refs_line.append("%s %.4f ms (%.1f GB/s)" %
+                                     (rk.replace("_", " ").replace("stream", "STREAM"), rt * 1e3,
+                                      cb.ref_traffic[rk] * tbytes / rt * 1e-9))
+                print("== elementwise: %s f32 (%.2f MB per tensor), %d thread%s, %d of %d rounds "
+                      "undisturbed%s ==" %
+                      (dims_str(s), tbytes * 1e-6, t, "" if t == 1 else "s", nclean, len(rounds),
+                       "" if nclean else " -- ALL DISTURBED, numbers unreliable"))
+                print("   " + "   ".join(refs_line))
+                print("%-28s %8s %6s %8s %6s %3s %-11s %8s %9s %9s %8s %6s %6s  %s" %
+                      ("case", "ours ms", "GB/s", "torch ms", "GB/s", "T", "ref", "ours/ref",
+                       "(range)", "torch/ref", "torch_t/", "ours", "torch", "target"))
+                print("%-28s %8s %6s %8s %6s %3s %-11s %8s %9s %9s %8s %6s %6s" %
+                      ("", "", "", "", "", "", "", "", "", "", "ours_t", "xrel", "xrel"))
+            for e, _ in ents:
+                ours = [x.get(e.key) for x in cres]
+                if any(o is None for o in ours):
+                    print("%-28s (no C case %r)" % (e.label, e.key))
+                    continue
+                tor = [x[e.key] for x in tres]
+                ot, tt = med(ours), med(tor)
+                speedup = med([a / o for a, o in zip(tor, ours)])
+                o_rel = t_rel = float("nan")
+                if e.rel:
+                    o_rel = med([x[e.key] / x[e.rel] for x in cres if e.rel in x])
+                    t_rel = med([x[e.key] / x[e.rel] for x in tres if e.rel in x])
+                row = {"bench": b, "block": blk, "sizes": list(s), "threads": t, "key": e.key,
+                       "label": e.label, "rounds_used": len(used), "rounds_undisturbed": nclean,
+                       "target": e.target, "ours_s": ot, "torch_s": tt,
+                       "torch_time_over_ours": speedup, "rel": e.rel,
+                       "ours_over_rel": o_rel, "torch_over_rel": t_rel}
+                marks = []
+                if blk == "call":
+                    if e.target:
+                        row["target_call_s"] = EW_CALL_MAX_S
+                        row["met"] = ot <= EW_CALL_MAX_S
+                        marks.append("ok (<=%.0f ns)" % (EW_CALL_MAX_S * 1e9) if row["met"]
+                                     else "ABOVE %.0f ns" % (EW_CALL_MAX_S * 1e9))
+                    print("%-24s %9.1f %9.1f %9.2f %7s %7s  %s" %
+                          (e.label, ot * 1e9, tt * 1e9, speedup, _ratio_str(o_rel),
+                           _ratio_str(t_rel), "; ".join(marks)))
+                else:
+                    rk = e.ref or cb.stream_key
+                    scale = e.traffic / cb.ref_traffic[rk]
+                    o_ref = [scale * x[rk] / o for x, o in zip(cres, ours)]
+                    t_ref = [scale * x[rk] / a for x, a in zip(cres, tor)]
+                    ror, rtr = med(o_ref), med(t_ref)
+                    row.update({"ref": rk, "ours_over_ref": ror,
+                                "ours_over_ref_range": [min(o_ref), max(o_ref)],
+                                "torch_over_ref": rtr})
+                    if e.target:
+                        ok_ref = ror >= EW_TARGET_RATIO
+                        ok_torch = speedup >= 1.0 - EW_TORCH_NOISE
+                        row["met"] = ok_ref and ok_torch
+                        marks.append("ok" if ok_ref else "BELOW %.2f" % EW_TARGET_RATIO)
+                        marks.append("~torch" if ok_torch else "SLOWER than torch")
+                    if e.rel_max is not None:
+                        row["met"] = o_rel <= e.rel_max
+                        marks.append("ok (<=%.1fx)" % e.rel_max if row["met"]
+                                     else "ABOVE %.1fx" % e.rel_max)
+                    print("%-28s %8.4f %6.1f %8.4f %6.1f %3.0f %-11s %8.3f %9s %9.3f %8.2f %6s "
+                          "%6s  %s" %
+                          (e.label, ot * 1e3, e.traffic * tbytes / ot * 1e-9, tt * 1e3,
+                           e.traffic * tbytes / tt * 1e-9, e.traffic, rk, ror,
+                           "%.2f-%.2f" % (min(o_ref), max(o_ref)), rtr, speedup,
+                           _ratio_str(o_rel), _ratio_str(t_rel), "; ".join(marks)))
+                summary.append(row)
+                mine.append((e, row))
+
+    def verdict(rows, value, worst_is_min, target, label, unit="", fmt="%.3f"):
+        if not rows:
+            return
+        w = (min if worst_is_min else max)(rows, key=value)
+        ok = all(r.get("met", True) for r in rows)
+        print("%s: %s %s%s (%s, %d thread%s); target %s: %s" %
+              (label, "lowest" if worst_is_min else "highest", fmt % value(w), unit, w["key"],
+               w["threads"], "" if w["threads"] == 1 else "s", target,
+               "MET" if ok else "NOT MET"))
+    tgt = [r for e, r in mine if e.target and r["block"] == "bandwidth"]
+    print()
+    verdict(tgt, lambda r: r["ours_over_ref"], True, ">= %.2f" % EW_TARGET_RATIO,
+            "elementwise relu / x*2.5 / x+y / x+bias, ours vs STREAM copy|add")
+    if tgt:
+        rows = [dict(r, met=r["torch_time_over_ours"] >= 1.0 - EW_TORCH_NOISE) for r in tgt]
+        verdict(rows, lambda r: r["torch_time_over_ours"], True,
+                ">= %.2f (no slower than PyTorch within %.0f%%)" %
+                (1.0 - EW_TORCH_NOISE, EW_TORCH_NOISE * 100),
+                "elementwise relu / x*2.5 / x+y / x+bias, torch_t/ours_t")
+    verdict([r for e, r in mine if e.rel_max is not None], lambda r: r["ours_over_rel"], False,
+            "<= %.1f" % EW_NONDENSE_MAX, "elementwise non-dense operand, time / dense time",
+            unit="x", fmt="%.2f")
+    verdict([r for e, r in mine if e.target and r["block"] == "call"],
+            lambda r: r["ours_s"] * 1e9, False, "<= %.0f ns" % (EW_CALL_MAX_S * 1e9),
+            "elementwise per call on %s (relu, x+y)" % dims_str(args.tiny), unit=" ns",
+            fmt="%.1f")
+    calls = [r for e, r in mine if r["block"] == "call" and e.target]
+    if calls:
+        print("   PyTorch from Python on the same calls: %.0f-%.0f ns per call" %
+              (min(r["torch_s"] for r in calls) * 1e9, max(r["torch_s"] for r in calls) * 1e9))
+
+
+REPORTS = {"copy": report_copy, "elementwise": report_elementwise}
+
+
+def parse_benches(s: str) -> List[str]:
+    names = [p for p in s.split(",") if p]
+    bad = [n for n in names if n not in C_BENCHES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError("unknown bench %r (known: %s)" %
+                                         (",".join(bad) or s, ",".join(C_BENCHES)))
+    return names
+
+
+def bench_of_path(path: str) -> Optional[str]:
+    base = os.path.basename(path)
+    for name, cb in C_BENCHES.items():
+        if base == cb.binary or base.startswith(cb.binary + "."):
+            return name
+    return None
+
+
 # --------------------------------------------------------------------------- main
 def main() -> int:
     ap = argparse.ArgumentParser(
-        description="mft vs PyTorch copy / NCHW<->NHWC conversion, side by side",
+        description="mft vs PyTorch side by side: copy / NCHW<->NHWC conversion "
+                    "(bench_copy) and elementwise ops (bench_elementwise)",
         epilog="Ratios are medians over rounds of ratios measured within one round.")
-    ap.add_argument("--bench", help="path of the bench_copy binary "
-                    "(default: build/bench/bench_copy, else the newest build*/bench/bench_copy)")
+    ap.add_argument("--bench", action="append", default=[], metavar="PATH",
+                    help="a C bench binary; repeat for several. Its file name (bench_copy, "
+                    "bench_elementwise) says which bench it is. Default for each bench: "
+                    "build/bench/NAME, else the newest build*/bench/NAME")
+    ap.add_argument("--benches", type=parse_benches,
+                    help="benches to run, e.g. copy,elementwise (default: those given with "
+                    "--bench, else every known bench that is built)")
     ap.add_argument("--threads", type=parse_threads, default=[1, 2],
                     help="thread counts, default 1,2")
     ap.add_argument("--rounds", type=int, default=5, help="rounds (torch block + C run), default 5")
@@ -328,22 +836,45 @@ def main() -> int:
                     "cores (default 3)" % BUSY_THRESHOLD)
     ap.add_argument("--size", type=parse_dims, action="append", default=[],
                     help="extra tensor size (e.g. 32x64x112x112); 8x64x56x56 is always measured")
+    ap.add_argument("--calls", type=int, default=DEFAULT_CALLS,
+                    help="calls per sample of the per-call entries, default %d" % DEFAULT_CALLS)
+    ap.add_argument("--tiny", type=parse_dims, default=TINY_SIZE,
+                    help="tensor size of the per-call entries, default %s" % dims_str(TINY_SIZE))
     ap.add_argument("--json-out", help="write every per-round median and the summary here")
     args = ap.parse_args()
-    if args.rounds < 1 or args.reps < 1 or min(args.warmup, args.pre, args.retries) < 0:
-        ap.error("--rounds/--reps must be >= 1, --warmup/--pre/--retries >= 0")
+    if args.rounds < 1 or args.reps < 1 or args.calls < 1 or \
+            min(args.warmup, args.pre, args.retries) < 0:
+        ap.error("--rounds/--reps/--calls must be >= 1, --warmup/--pre/--retries >= 0")
 
-    benches_needed = sorted({e.bench for e in ENTRIES})
-    binaries = {}
-    for b in benches_needed:
+    explicit: Dict[str, str] = {}
+    for p in args.bench:
+        b = bench_of_path(p)
+        if b is None and len(args.bench) == 1 and not args.benches:
+            b = "copy"      # one --bench of any name: the copy bench, as before
+        if b is None:
+            ap.error("--bench %s: file name is none of %s" %
+                     (p, ", ".join(cb.binary for cb in C_BENCHES.values())))
+        explicit[b] = p
+    wanted = args.benches or sorted(explicit, key=list(C_BENCHES).index) or list(C_BENCHES)
+    must = bool(args.benches or explicit)
+    binaries: Dict[str, str] = {}
+    for b in wanted:
         name = C_BENCHES[b].binary
-        path = find_binary(name, args.bench if b == "copy" else None)
+        path = find_binary(name, explicit.get(b))
         if not path:
-            sys.stderr.write("compare_pytorch.py: C benchmark %s not found (build it: "
-                             "cmake -S . -B build && cmake --build build -j2, "
-                             "or pass --bench PATH)\n" % name)
-            return 2
+            msg = ("C benchmark %s not found (build it: cmake -S . -B build && cmake --build "
+                   "build -j2, or pass --bench PATH)" % name)
+            if must:
+                sys.stderr.write("compare_pytorch.py: %s\n" % msg)
+                return 2
+            sys.stderr.write("compare_pytorch.py: note: %s; skipping it\n" % msg)
+            continue
         binaries[b] = path
+    if not binaries:
+        sys.stderr.write("compare_pytorch.py: no C benchmark found (build one: cmake -S . -B "
+                         "build && cmake --build build -j2, or pass --bench PATH)\n")
+        return 2
+    benches_needed = [b for b in C_BENCHES if b in binaries]
     for path in binaries.values():
         if not fit_for_timing(path):
             sys.stderr.write("compare_pytorch.py: warning: %s is not an optimised build without "
@@ -355,51 +886,65 @@ def main() -> int:
 
     sizes = [DEFAULT_SIZE] + [s for s in args.size]
     extra_sizes = args.size
+    entries = [e for e in ENTRIES if e.bench in binaries]
 
-    # inputs are built once; only the timed calls run inside the rounds
-    setups: Dict[Tuple[int, ...], List[Tuple[Entry, Callable]]] = {}
+    # inputs are built once; only the timed calls run inside the rounds.
+    # blocks: (block, size, [(entry, callable)]) -- one torch round-robin each
+    blocks: List[Tuple[str, Tuple[int, ...], List[Tuple[Entry, Callable]]]] = []
     for s in sizes:
         lst = []
-        for e in ENTRIES:
+        for e in entries:
+            if e.per_call or e.sizes is not None:
+                continue
             if e.needs_channels_last and channels_last_format(len(s)) is None:
                 continue
             lst.append((e, e.setup(s)))
-        setups[s] = lst
+        if lst:
+            blocks.append(("bandwidth", s, lst))
+    call_ents = [e for e in entries if e.per_call]
+    if call_ents:
+        s = tuple(args.tiny)
+        lst = [(e, e.setup(s, args.calls)) for e in call_ents
+               if not (e.needs_channels_last and channels_last_format(len(s)) is None)]
+        if lst:
+            blocks.append(("call", s, lst))
 
-    # per round: torch[(size, threads)][key] and ours[bench][(size, threads)][key]
+    # per round: torch[(block, size, threads)][key] and c[bench][(block, size, threads)][key]
     rounds = []
     for rnd in range(args.rounds):
         torch_first = rnd % 2 == 0
         rec = {"torch": {}, "torch_disturbed": {}, "c": {}, "c_disturbed": {}}
 
         def torch_block():
-            for s in sizes:
+            for blk, s, ents in blocks:
+                div = [args.calls if e.per_call else 1 for e, _ in ents]
                 for t in args.threads:
                     torch.set_num_threads(t)
-                    ents = setups[s]
                     best = None
                     for attempt in range(args.retries + 1):
                         with LoadMeter() as load:
                             meds = time_round_robin([fn for _, fn in ents], args.reps,
-                                                    args.warmup, args.pre)
+                                                    args.warmup, args.pre, div)
                         if best is None or load.other_cores < best[1].other_cores:
                             best = (meds, load)
                         if not load.disturbed:
                             break
-                        sys.stderr.write("torch %s, %d threads: other processes used %.2f cores; "
-                                         "%s\n" % (dims_str(s), t, load.other_cores,
-                                                   "measuring again in 1 s"
-                                                   if attempt < args.retries else "giving up"))
+                        sys.stderr.write("torch %s%s, %d threads: other processes used %.2f "
+                                         "cores; %s\n" %
+                                         ("per-call " if blk == "call" else "", dims_str(s), t,
+                                          load.other_cores,
+                                          "measuring again in 1 s"
+                                          if attempt < args.retries else "giving up"))
                         if attempt < args.retries:
                             time.sleep(1.0)
                     meds, load = best
-                    rec["torch"][(s, t)] = {e.key: m for (e, _), m in zip(ents, meds)}
-                    rec["torch_disturbed"][(s, t)] = load.disturbed
+                    rec["torch"][(blk, s, t)] = {e.key: m for (e, _), m in zip(ents, meds)}
+                    rec["torch_disturbed"][(blk, s, t)] = load.disturbed
 
         def c_block():
             for b in benches_needed:
                 rec["c"][b], rec["c_disturbed"][b] = c_medians(
-                    run_c_bench(binaries[b], args, extra_sizes))
+                    run_c_bench(binaries[b], C_BENCHES[b], args, extra_sizes))
 
         if torch_first:
             torch_block()
@@ -414,87 +959,18 @@ def main() -> int:
     print("mft vs PyTorch %s -- %s, %d processors, median of %d rounds x %d reps" %
           (torch.__version__, platform.machine(), os.cpu_count() or 0, args.rounds, args.reps))
     print("C bench: %s" % ", ".join(binaries.values()))
-    print("GB/s count 2 x tensor bytes per call. Ratios are computed within each round, then "
-          "the median over rounds is shown.")
-    print("x/STREAM = STREAM-copy time / x time (1.00 = copy speed); "
-          "torch_t/ours_t > 1: mft faster.")
-    summary = []
-    for s in sizes:
-        nbytes = 2.0 * 4 * float(math.prod(s))
-        for t in args.threads:
-            key_st = (s, t)
-            cb = C_BENCHES["copy"]
-            # rounds in which neither side was disturbed by other processes
-            clean = [r for r in rounds if not r["torch_disturbed"][key_st]
-                     and not any(d.get(key_st) for d in r["c_disturbed"].values())]
-            used = clean or rounds
-            ref = [r["c"]["copy"][key_st] for r in used]
-            stream_t = med([x[cb.stream_key] for x in ref])
-            memcpy_t = med([x[cb.memcpy_key] for x in ref])
-            print()
-            print("== %s f32 (%.2f MB per tensor), %d thread%s, %d of %d rounds undisturbed%s ==" %
-                  (dims_str(s), nbytes / 2e6, t, "" if t == 1 else "s", len(clean), len(rounds),
-                   "" if clean else " -- ALL DISTURBED, numbers unreliable"))
-            print("   memcpy %.4f ms (%.1f GB/s)   STREAM copy %.4f ms (%.1f GB/s)   "
-                  "memcpy/STREAM %.2f" %
-                  (memcpy_t * 1e3, nbytes / memcpy_t * 1e-9, stream_t * 1e3,
-                   nbytes / stream_t * 1e-9,
-                   med([x[cb.stream_key] / x[cb.memcpy_key] for x in ref])))
-            hdr = ("%-28s %9s %7s %9s %7s %9s %11s %9s %9s %9s  %s" %
-                   ("case", "ours ms", "GB/s", "torch ms", "GB/s", "ours/STRM", "(range)",
-                    "torch/STR", "ours/mcpy", "torch_t/", "target"))
-            print(hdr)
-            print("%-28s %9s %7s %9s %7s %9s %11s %9s %9s %9s" %
-                  ("", "", "", "", "", "", "", "", "", "ours_t"))
-            for e, _ in setups[s]:
-                cbe = C_BENCHES[e.bench]
-                ours = [r["c"][e.bench][key_st].get(e.key) for r in used]
-                if any(o is None for o in ours):
-                    print("%-28s (no C case %r)" % (e.label, e.key))
-                    continue
-                tor = [r["torch"][key_st][e.key] for r in used]
-                refs = [r["c"][e.bench][key_st] for r in used]
-                o_stream = [x[cbe.stream_key] / o for x, o in zip(refs, ours)]
-                t_stream = [x[cbe.stream_key] / tt for x, tt in zip(refs, tor)]
-                o_memcpy = [x[cbe.memcpy_key] / o for x, o in zip(refs, ours)]
-                speedup = [tt / o for tt, o in zip(tor, ours)]
-                ot, tt = med(ours), med(tor)
-                ros, rts = med(o_stream), med(t_stream)
-                mark = ""
-                if e.target:
-                    mark = "ok" if ros >= TARGET_RATIO else "BELOW %.2f" % TARGET_RATIO
-                print("%-28s %9.4f %7.1f %9.4f %7.1f %9.3f %11s %9.3f %9.3f %9.2f  %s" %
-                      (e.label, ot * 1e3, nbytes / ot * 1e-9, tt * 1e3, nbytes / tt * 1e-9,
-                       ros, "%.2f-%.2f" % (min(o_stream), max(o_stream)), rts, med(o_memcpy),
-                       med(speedup), mark))
-                summary.append({
-                    "sizes": list(s), "threads": t, "key": e.key, "label": e.label,
-                    "rounds_used": len(used), "rounds_undisturbed": len(clean),
-                    "target": e.target, "ours_s": ot, "torch_s": tt,
-                    "stream_s": stream_t, "memcpy_s": memcpy_t,
-                    "ours_over_stream": ros,
-                    "ours_over_stream_range": [min(o_stream), max(o_stream)],
-                    "torch_over_stream": rts, "ours_over_memcpy": med(o_memcpy),
-                    "torch_time_over_ours": med(speedup)})
-
-    targets = [x for x in summary if x["target"]]
-    if targets:
-        worst = min(targets, key=lambda x: x["ours_over_stream"])
-        print()
-        print("NCHW<->NHWC conversions, ours/STREAM: lowest %.3f (%s, %d thread%s); torch/STREAM "
-              "%.3f-%.3f; target >= %.2f: %s" %
-              (worst["ours_over_stream"], worst["key"], worst["threads"],
-               "" if worst["threads"] == 1 else "s",
-               min(x["torch_over_stream"] for x in targets),
-               max(x["torch_over_stream"] for x in targets), TARGET_RATIO,
-               "MET" if worst["ours_over_stream"] >= TARGET_RATIO else "NOT MET"))
+    summary: List[dict] = []
+    for b in benches_needed:
+        REPORTS[b](rounds, blocks, args, summary)
 
     if args.json_out:
         def keystr(k):
-            return "%s/t%d" % (dims_str(k[0]), k[1])
+            blk, s, t = k
+            return "%s%s/t%d" % ("" if blk == "bandwidth" else blk + "/", dims_str(s), t)
         doc = {
             "torch_version": torch.__version__, "rounds": args.rounds, "reps": args.reps,
             "threads": args.threads, "sizes": [list(s) for s in sizes],
+            "calls": args.calls, "tiny": list(args.tiny),
             "binaries": binaries, "summary": summary,
             "per_round": [{"torch": {keystr(k): v for k, v in r["torch"].items()},
                            "torch_disturbed": {keystr(k): v
