@@ -9,14 +9,17 @@
  * Output layout of a fresh result (SPEC §4, as PyTorch's TensorIterator):
  *   - if all tensor operands have the same sizes and are all contiguous, all
  *     channels-last contiguous, or all dense with identical strides: that
- *     layout;
+ *     layout. The scalar forms of binary ops (x + s, x < s, ...) count s as
+ *     a 0-dim operand (PyTorch's wrapped number), so they never take this
+ *     path; unary ops with parameters (clamp, leaky_relu, pow_scalar) do;
  *   - otherwise dims are ordered by the operands' strides (operands in
  *     argument order, broadcast dims skipped, the first operand that decides
  *     wins, ties put the larger dim outward) and the result is packed in
  *     that order. So NHWC ⊕ scalar / (1,C,1,1) / (H,W) stays NHWC, NHWC ⊕ NCHW
  *     is NHWC and NCHW ⊕ NHWC is NCHW.
  *   - the tag is read from the result's strides; when they fit both formats
- *     (C == 1, H == W == 1, ...) the first tensor operand's tag is kept.
+ *     (C == 1, H == W == 1, ...) the tag of the first tensor argument (in
+ *     argument order, 0-dim tensors included; cond for where) is kept.
  *
  * dtypes (as PyTorch's type promotion, over F32, F64, I32, I64, U8):
  *   - tensors with dims outrank 0-dim tensors, which outrank scalars; within
@@ -80,10 +83,13 @@ MFT_UNARY_OPS(MFT_DECLARE_UNARY_)
 #undef MFT_DECLARE_UNARY_
 
 /* Unary ops with parameters (same three variants each):
- *   leaky_relu(x, slope):  x > 0 ? x : slope * x
- *   clamp(x, lo, hi):      min(max(x, lo), hi) (NaN stays NaN; lo > hi gives hi, as PyTorch)
- *   hardtanh(x, lo, hi):   clamp with lo <= hi required
- *   pow_scalar(x, p):      x ** p (integer x with a non-integral p computes in F32)
+ *   leaky_relu(x, slope):  x > 0 ? x : slope * x (floating types only)
+ *   clamp(x, lo, hi):      min(max(x, lo), hi) (NaN stays NaN; lo > hi gives hi, as
+ *                          PyTorch); both bounds take part in promotion, so an
+ *                          integer x with a non-integral bound gives F32
+ *   hardtanh(x, lo, hi):   clamp with lo <= hi required (floating types only)
+ *   pow_scalar(x, p):      x ** p (integer x with a non-integral p computes in F32;
+ *                          integer x with a negative integral p is MFT_ERR_INVALID)
  * and the scalar forms of the binary ops (x op s): add/sub/mul/div/maximum/
  * minimum/pow/rsub (s - x), plus comparisons eq/ne/lt/le/gt/ge (U8 result). */
 #define MFT_SCALAR_OPS(X)                                                                 \
@@ -137,7 +143,8 @@ MFT_API mft_status mft_addcmul_(mft_tensor *x, const mft_tensor *a, const mft_te
                                 double value);
 MFT_API mft_status mft_addcmul_out(mft_tensor *out, const mft_tensor *x, const mft_tensor *a,
                                    const mft_tensor *b, double value);
-/* start + weight * (end - start); floating dtypes only. */
+/* start + weight * (end - start); floating dtypes only, and no promotion:
+ * end and weight must have start's dtype (as PyTorch). */
 MFT_API mft_tensor *mft_lerp(const mft_tensor *start, const mft_tensor *end,
                              const mft_tensor *weight);
 MFT_API mft_status mft_lerp_(mft_tensor *start, const mft_tensor *end, const mft_tensor *weight);
