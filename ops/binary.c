@@ -109,27 +109,28 @@ OP(ge, MFT__EW_COMPARE, LOOPS_FI(ge))
 #define DEFINE_BINARY(op)                                                                    \
     mft_tensor *mft_##op(const mft_tensor *a, const mft_tensor *b) {                         \
         const mft_tensor *in[2] = {a, b};                                                    \
-        return mft__ew_run(&op_##op, NULL, in, NULL);                                        \
+        return mft__ew_run(&op_##op, in, NULL);                                        \
     }                                                                                        \
     mft_status mft_##op##_(mft_tensor *a, const mft_tensor *b) {                             \
         const mft_tensor *in[2] = {a, b};                                                    \
-        return mft__ew_run_into(&op_##op, a, in, NULL);                                      \
+        return mft__ew_run_into(&op_##op, "mft_" #op "_", a, in, NULL);                      \
     }                                                                                        \
     mft_status mft_##op##_out(mft_tensor *out, const mft_tensor *a, const mft_tensor *b) {   \
         const mft_tensor *in[2] = {a, b};                                                    \
-        return mft__ew_run_into(&op_##op, out, in, NULL);                                    \
+        return mft__ew_run_into(&op_##op, "mft_" #op "_out", out, in, NULL);                 \
     }
 MFT_BINARY_OPS(DEFINE_BINARY)
 
 /* An integer result needs an integral alpha (PyTorch: "For integral input
  * tensors, argument alpha must not be a floating point number"). */
-static bool binary_check_alpha(const mft_tensor *a, const mft_tensor *b, double alpha) {
+static bool binary_check_alpha(const char *fn, const mft_tensor *a, const mft_tensor *b,
+                               double alpha) {
     if (!a || !b) return true; /* the driver reports the NULL */
     const mft_tensor *in[2] = {a, b};
     mft_dtype t = mft_result_type(2, in, false, 0.0);
     if (!mft__is_float(t) && !mft__scalar_is_int(alpha)) {
-        mft__set_error(MFT_ERR_INVALID, "mft_add_alpha: alpha %g must be integral for %s inputs",
-                       alpha, mft_dtype_name(t));
+        mft__set_error(MFT_ERR_INVALID, "%s: alpha %g must be integral for %s inputs", fn, alpha,
+                       mft_dtype_name(t));
         return false;
     }
     return true;
@@ -138,19 +139,19 @@ static bool binary_check_alpha(const mft_tensor *a, const mft_tensor *b, double 
 mft_tensor *mft_add_alpha(const mft_tensor *a, const mft_tensor *b, double alpha) {
     const mft_tensor *in[2] = {a, b};
     const double prm[2] = {alpha, 0};
-    if (!binary_check_alpha(a, b, alpha)) return NULL;
-    return mft__ew_run(&op_add_alpha, NULL, in, prm);
+    if (!binary_check_alpha("mft_add_alpha", a, b, alpha)) return NULL;
+    return mft__ew_run(&op_add_alpha, in, prm);
 }
 mft_status mft_add_alpha_(mft_tensor *a, const mft_tensor *b, double alpha) {
     const mft_tensor *in[2] = {a, b};
     const double prm[2] = {alpha, 0};
-    if (!binary_check_alpha(a, b, alpha)) return MFT_ERR_INVALID;
-    return mft__ew_run_into(&op_add_alpha, a, in, prm);
+    if (!binary_check_alpha("mft_add_alpha_", a, b, alpha)) return MFT_ERR_INVALID;
+    return mft__ew_run_into(&op_add_alpha, "mft_add_alpha_", a, in, prm);
 }
 mft_status mft_add_alpha_out(mft_tensor *out, const mft_tensor *a, const mft_tensor *b,
                              double alpha) {
     const mft_tensor *in[2] = {a, b};
     const double prm[2] = {alpha, 0};
-    if (!binary_check_alpha(a, b, alpha)) return MFT_ERR_INVALID;
-    return mft__ew_run_into(&op_add_alpha, out, in, prm);
+    if (!binary_check_alpha("mft_add_alpha_out", a, b, alpha)) return MFT_ERR_INVALID;
+    return mft__ew_run_into(&op_add_alpha, "mft_add_alpha_out", out, in, prm);
 }

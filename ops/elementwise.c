@@ -127,9 +127,8 @@ typedef struct ew_plan {
     int64_t shape[MFT_MAX_DIMS];
 } ew_plan;
 
-static bool ew_plan_make(const mft__ew_op *op, const mft_tensor *const *in, const double *params,
-                         ew_plan *p) {
-    const char *fn = op->name;
+static bool ew_plan_make(const char *fn, const mft__ew_op *op, const mft_tensor *const *in,
+                         const double *params, ew_plan *p) {
     int first = op->rule == MFT__EW_WHERE ? 1 : 0;
     static const double no_params[2] = {0, 0};
     mft_dtype t = ew_result_type(op->ninputs - first, in + first, op->scalar_promotes,
@@ -158,9 +157,8 @@ static bool ew_plan_make(const mft__ew_op *op, const mft_tensor *const *in, cons
 }
 
 /* Destination checks for in-place / _out (SPEC §4 row 2, §6). */
-static bool ew_check_dest(const mft__ew_op *op, const mft_tensor *out,
+static bool ew_check_dest(const char *fn, const mft__ew_op *op, const mft_tensor *out,
                           const mft_tensor *const *in, const ew_plan *p) {
-    const char *fn = op->name;
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     if (!ew_same_sizes(out, p->ndim, p->shape)) {
         mft__set_error(MFT_ERR_SHAPE,
@@ -192,19 +190,20 @@ static void ew_temps_release(ew_temps *tmp) {
 }
 
 /* Inputs converted to the compute dtype (cond of where to U8). */
-static bool ew_cast_inputs(const mft__ew_op *op, const mft_tensor *const *in, const ew_plan *p,
-                           mft_tensor **cast, ew_temps *tmp) {
+static bool ew_cast_inputs(const char *fn, const mft__ew_op *op, const mft_tensor *const *in,
+                           const ew_plan *p, mft_tensor **cast, ew_temps *tmp) {
     for (int k = 0; k < op->ninputs; k++) {
-        mft_dtype want = (op->rule == MFT__EW_WHERE && k == 0) ? MFT_U8 : p->compute;
+        bool cond = op->rule == MFT__EW_WHERE && k == 0;
+        mft_dtype want = cond ? MFT_U8 : p->compute;
         if (in[k]->dtype == want) {
             cast[k] = (mft_tensor *)in[k];
             continue;
         }
-        mft__scope_suspend();
-        mft_tensor *c = mft_to_dtype(in[k], want);
+        mft__scope_suspend(); /* a condition means "non-zero", not a cast (0.5 is true) */
+        mft_tensor *c = cond ? mft_ne_scalar(in[k], 0.0) : mft_to_dtype(in[k], want);
         mft__scope_resume();
         if (!c) {
-            mft__relabel_error(op->name);
+            mft__relabel_error(fn);
             return false;
         }
         tmp->t[tmp->n++] = c;
@@ -225,42 +224,47 @@ static void ew_execute(const mft__ew_op *op, mft_tensor *dst, mft_tensor *const 
     atomic_fetch_add(&dst->storage->version, 1);
 }
 
-static mft_tensor *ew_alloc_result(const mft__ew_op *op, const mft_tensor *const *in,
-                                   const ew_plan *p, mft_dtype dt) {
+static mft_tensor *ew_alloc_result(const char *fn, const mft__ew_op *op,
+                                   const mft_tensor *const *in, const ew_plan *p, mft_dtype dt) {
     int64_t strides[MFT_MAX_DIMS];
     mft__ew_result_strides(op->ninputs, in, op->scalar_operand, p->ndim, p->shape, strides);
-    mft_tensor *r = mft__tensor_alloc_strided(op->name, p->ndim, p->shape, strides, dt);
+    mft_tensor *r = mft__tensor_alloc_strided(fn, p->ndim, p->shape, strides, dt);
     if (r) mft__tensor_set_tag_from(r, in[0]->tag);
     return r;
 }
 
-mft_tensor *mft__ew_run(const mft__ew_op *op, mft_tensor *out, const mft_tensor *const *in,
-                        const double *params) {
+static bool ew_check_null(const char *fn, const mft__ew_op *op, const mft_tensor *const *in) {
+    static const char *names[] = {"input 0", "input 1", "input 2", "input 3"};
     for (int k = 0; k < op->ninputs; k++) {
         if (!in[k]) {
-            static const char *names[] = {"input 0", "input 1", "input 2", "input 3"};
-            mft__null_arg(op->name, names[k]);
-            return NULL;
+            mft__null_arg(fn, names[k]);
+            return false;
         }
     }
+    return true;
+}
+
+/* out == NULL: allocate the result; else write into out. */
+static mft_tensor *ew_run(const char *fn, const mft__ew_op *op, mft_tensor *out,
+                          const mft_tensor *const *in, const double *params) {
     ew_plan p;
-    if (!ew_plan_make(op, in, params, &p)) return NULL;
-    if (out && !ew_check_dest(op, out, in, &p)) return NULL;
+    if (!ew_plan_make(fn, op, in, params, &p)) return NULL;
+    if (out && !ew_check_dest(fn, op, out, in, &p)) return NULL;
     ew_temps tmp = {.n = 0};
     mft_tensor *cast[MFT__ITER_MAX_OPERANDS];
-    if (!ew_cast_inputs(op, in, &p, cast, &tmp)) {
+    if (!ew_cast_inputs(fn, op, in, &p, cast, &tmp)) {
         ew_temps_release(&tmp);
         return NULL;
     }
     mft_tensor *result = out;
     if (!out) {
-        result = ew_alloc_result(op, in, &p, p.result);
+        result = ew_alloc_result(fn, op, in, &p, p.result);
         if (result && result->numel) ew_execute(op, result, cast, &p, params);
     } else if (out->dtype == p.result) {
         if (out->numel) ew_execute(op, out, cast, &p, params);
     } else { /* compute in the result dtype, then convert into out */
         mft__scope_suspend();
-        mft_tensor *r = ew_alloc_result(op, in, &p, p.result);
+        mft_tensor *r = ew_alloc_result(fn, op, in, &p, p.result);
         mft__scope_resume();
         if (r) {
             if (r->numel) ew_execute(op, r, cast, &p, params);
@@ -274,11 +278,18 @@ mft_tensor *mft__ew_run(const mft__ew_op *op, mft_tensor *out, const mft_tensor 
     return result;
 }
 
-mft_status mft__ew_run_into(const mft__ew_op *op, mft_tensor *out,
+mft_tensor *mft__ew_run(const mft__ew_op *op, const mft_tensor *const *inputs,
+                        const double *params) {
+    if (!ew_check_null(op->name, op, inputs)) return NULL;
+    return ew_run(op->name, op, NULL, inputs, params);
+}
+
+mft_status mft__ew_run_into(const mft__ew_op *op, const char *fn, mft_tensor *out,
                             const mft_tensor *const *inputs, const double *params) {
     if (!out) {
-        mft__null_arg(op->name, "out");
+        mft__null_arg(fn, "out");
         return MFT_ERR_NULL;
     }
-    return mft__ew_run(op, out, inputs, params) ? MFT_OK : mft_last_error();
+    if (!ew_check_null(fn, op, inputs)) return MFT_ERR_NULL;
+    return ew_run(fn, op, out, inputs, params) ? MFT_OK : mft_last_error();
 }

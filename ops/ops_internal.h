@@ -37,14 +37,13 @@ typedef struct mft__ew_op {
     mft__loop2d loops[MFT_DTYPE_COUNT];
 } mft__ew_op;
 
-/* Runs op on inputs. out == NULL allocates the result by the SPEC §4 rule and
- * returns it; otherwise writes into out (in-place when out is inputs[0]) and
- * returns out without a new reference (callers of _ and _out variants only
- * look at the status). NULL on error with the message set. */
-mft_tensor *mft__ew_run(const mft__ew_op *op, mft_tensor *out, const mft_tensor *const *inputs,
+/* Runs op on inputs and returns the new result, allocated by the SPEC §4
+ * rule; NULL on error with the message set (naming op->name). */
+mft_tensor *mft__ew_run(const mft__ew_op *op, const mft_tensor *const *inputs,
                         const double *params);
-/* Status-returning wrapper for the _ and _out variants. */
-mft_status mft__ew_run_into(const mft__ew_op *op, mft_tensor *out,
+/* The _ and _out variants: writes into out (in place when out is inputs[0]);
+ * fn is the public name for messages ("mft_add_", "mft_add_out"). */
+mft_status mft__ew_run_into(const mft__ew_op *op, const char *fn, mft_tensor *out,
                             const mft_tensor *const *inputs, const double *params);
 
 /* Layout of a fresh elementwise result (SPEC §4): strides for `shape` given

@@ -447,7 +447,11 @@ mft_tensor *mft_sum_to_size(const mft_tensor *x, int ndim, const int64_t *sizes)
         return NULL;
     }
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
-    if (ndim < 0 || ndim > x->ndim || (ndim > 0 && !sizes)) {
+    if (ndim > 0 && !sizes) {
+        mft__set_error(MFT_ERR_NULL, "%s: sizes is NULL for ndim %d", fn, ndim);
+        return NULL;
+    }
+    if (ndim < 0 || ndim > x->ndim) {
         mft__set_error(MFT_ERR_SHAPE, "%s: cannot sum sizes %s to %d dims", fn,
                        mft__fmt_dims(a, sizeof a, x->ndim, x->sizes), ndim);
         return NULL;

@@ -75,23 +75,23 @@ static const mft__ew_op op_lerp_scalar = {"mft_lerp_scalar", 2, MFT__EW_SAME, 0,
 
 mft_tensor *mft_where(const mft_tensor *cond, const mft_tensor *a, const mft_tensor *b) {
     const mft_tensor *in[3] = {cond, a, b};
-    return mft__ew_run(&op_where, NULL, in, NULL);
+    return mft__ew_run(&op_where, in, NULL);
 }
 mft_status mft_where_out(mft_tensor *out, const mft_tensor *cond, const mft_tensor *a,
                          const mft_tensor *b) {
     const mft_tensor *in[3] = {cond, a, b};
-    return mft__ew_run_into(&op_where, out, in, NULL);
+    return mft__ew_run_into(&op_where, "mft_where_out", out, in, NULL);
 }
 
 /* addcmul on integers needs an integral value (as add's alpha). */
-static bool ternary_check_value(const mft_tensor *x, const mft_tensor *a, const mft_tensor *b,
-                                double value) {
+static bool ternary_check_value(const char *fn, const mft_tensor *x, const mft_tensor *a,
+                                const mft_tensor *b, double value) {
     if (!x || !a || !b) return true;
     const mft_tensor *in[3] = {x, a, b};
     mft_dtype t = mft_result_type(3, in, false, 0.0);
     if (!mft__is_float(t) && !mft__scalar_is_int(value)) {
-        mft__set_error(MFT_ERR_INVALID, "mft_addcmul: value %g must be integral for %s inputs",
-                       value, mft_dtype_name(t));
+        mft__set_error(MFT_ERR_INVALID, "%s: value %g must be integral for %s inputs", fn, value,
+                       mft_dtype_name(t));
         return false;
     }
     return true;
@@ -101,21 +101,21 @@ mft_tensor *mft_addcmul(const mft_tensor *x, const mft_tensor *a, const mft_tens
                         double value) {
     const mft_tensor *in[3] = {x, a, b};
     const double prm[2] = {value, 0};
-    if (!ternary_check_value(x, a, b, value)) return NULL;
-    return mft__ew_run(&op_addcmul, NULL, in, prm);
+    if (!ternary_check_value("mft_addcmul", x, a, b, value)) return NULL;
+    return mft__ew_run(&op_addcmul, in, prm);
 }
 mft_status mft_addcmul_(mft_tensor *x, const mft_tensor *a, const mft_tensor *b, double value) {
     const mft_tensor *in[3] = {x, a, b};
     const double prm[2] = {value, 0};
-    if (!ternary_check_value(x, a, b, value)) return MFT_ERR_INVALID;
-    return mft__ew_run_into(&op_addcmul, x, in, prm);
+    if (!ternary_check_value("mft_addcmul_", x, a, b, value)) return MFT_ERR_INVALID;
+    return mft__ew_run_into(&op_addcmul, "mft_addcmul_", x, in, prm);
 }
 mft_status mft_addcmul_out(mft_tensor *out, const mft_tensor *x, const mft_tensor *a,
                            const mft_tensor *b, double value) {
     const mft_tensor *in[3] = {x, a, b};
     const double prm[2] = {value, 0};
-    if (!ternary_check_value(x, a, b, value)) return MFT_ERR_INVALID;
-    return mft__ew_run_into(&op_addcmul, out, in, prm);
+    if (!ternary_check_value("mft_addcmul_out", x, a, b, value)) return MFT_ERR_INVALID;
+    return mft__ew_run_into(&op_addcmul, "mft_addcmul_out", out, in, prm);
 }
 
 /* lerp does not promote: every tensor must have start's dtype (PyTorch). */
@@ -133,22 +133,22 @@ static bool ternary_same_dtype(const char *fn, int n, const mft_tensor *const *i
 mft_tensor *mft_lerp(const mft_tensor *start, const mft_tensor *end, const mft_tensor *weight) {
     const mft_tensor *in[3] = {start, end, weight};
     if (!ternary_same_dtype("mft_lerp", 3, in)) return NULL;
-    return mft__ew_run(&op_lerp, NULL, in, NULL);
+    return mft__ew_run(&op_lerp, in, NULL);
 }
 mft_status mft_lerp_(mft_tensor *start, const mft_tensor *end, const mft_tensor *weight) {
     const mft_tensor *in[3] = {start, end, weight};
     if (!ternary_same_dtype("mft_lerp_", 3, in)) return MFT_ERR_DTYPE;
-    return mft__ew_run_into(&op_lerp, start, in, NULL);
+    return mft__ew_run_into(&op_lerp, "mft_lerp_", start, in, NULL);
 }
 mft_tensor *mft_lerp_scalar(const mft_tensor *start, const mft_tensor *end, double weight) {
     const mft_tensor *in[2] = {start, end};
     const double prm[2] = {weight, 0};
     if (!ternary_same_dtype("mft_lerp_scalar", 2, in)) return NULL;
-    return mft__ew_run(&op_lerp_scalar, NULL, in, prm);
+    return mft__ew_run(&op_lerp_scalar, in, prm);
 }
 mft_status mft_lerp_scalar_(mft_tensor *start, const mft_tensor *end, double weight) {
     const mft_tensor *in[2] = {start, end};
     const double prm[2] = {weight, 0};
     if (!ternary_same_dtype("mft_lerp_scalar_", 2, in)) return MFT_ERR_DTYPE;
-    return mft__ew_run_into(&op_lerp_scalar, start, in, prm);
+    return mft__ew_run_into(&op_lerp_scalar, "mft_lerp_scalar_", start, in, prm);
 }

@@ -119,6 +119,7 @@ static inline bool unary_is_neg(int64_t v) { return v < 0; }
 #define E_clamp_F(D, x) ((((x) < p0) ? p0 : (x)) > p1 ? p1 : (((x) < p0) ? p0 : (x)))
 #define E_clamp_I E_clamp_F
 #define E_hardtanh_F E_clamp_F
+#define E_hardtanh_I E_clamp_F
 #define E_eq_scalar_F(D, x) ((x) == p0)
 #define E_eq_scalar_I E_eq_scalar_F
 #define E_ne_scalar_F(D, x) ((x) != p0)
@@ -141,7 +142,7 @@ STAMP_F(silu) STAMP_FI(square) STAMP_F(reciprocal) STAMP_FI(sign) STAMP_FI(floor
 STAMP_FI(ceil) STAMP_FI(round)
 STAMP_FI(add_scalar) STAMP_FI(sub_scalar) STAMP_FI(rsub_scalar) STAMP_FI(mul_scalar)
 STAMP_F(div_scalar) STAMP_FI(maximum_scalar) STAMP_FI(minimum_scalar) STAMP_FI(pow_scalar)
-STAMP_F(leaky_relu) STAMP_FI(clamp) STAMP_F(hardtanh)
+STAMP_F(leaky_relu) STAMP_FI(clamp) STAMP_FI(hardtanh)
 STAMP_CMP(eq_scalar) STAMP_CMP(ne_scalar) STAMP_CMP(lt_scalar) STAMP_CMP(le_scalar)
 STAMP_CMP(gt_scalar) STAMP_CMP(ge_scalar)
 
@@ -180,7 +181,7 @@ OPS(minimum_scalar, MFT__EW_SAME, LOOPS_FI(minimum_scalar))
 OP(pow_scalar, MFT__EW_SAME, 1, false, LOOPS_FI(pow_scalar))
 OP(leaky_relu, MFT__EW_SAME, 0, true, LOOPS_F(leaky_relu))
 OP(clamp, MFT__EW_SAME, 2, false, LOOPS_FI(clamp))
-OP(hardtanh, MFT__EW_SAME, 0, true, LOOPS_F(hardtanh))
+OP(hardtanh, MFT__EW_SAME, 2, false, LOOPS_FI(hardtanh))
 OPS(eq_scalar, MFT__EW_COMPARE, LOOPS_FI(eq_scalar))
 OPS(ne_scalar, MFT__EW_COMPARE, LOOPS_FI(ne_scalar))
 OPS(lt_scalar, MFT__EW_COMPARE, LOOPS_FI(lt_scalar))
@@ -192,25 +193,25 @@ OPS(ge_scalar, MFT__EW_COMPARE, LOOPS_FI(ge_scalar))
 #define DEFINE_UNARY(op)                                                                 \
     mft_tensor *mft_##op(const mft_tensor *x) {                                          \
         const mft_tensor *in[1] = {x};                                                   \
-        return mft__ew_run(&op_##op, NULL, in, NULL);                                    \
+        return mft__ew_run(&op_##op, in, NULL);                                    \
     }                                                                                    \
     mft_status mft_##op##_(mft_tensor *x) {                                              \
         const mft_tensor *in[1] = {x};                                                   \
-        return mft__ew_run_into(&op_##op, x, in, NULL);                                  \
+        return mft__ew_run_into(&op_##op, "mft_" #op "_", x, in, NULL);                  \
     }                                                                                    \
     mft_status mft_##op##_out(mft_tensor *out, const mft_tensor *x) {                    \
         const mft_tensor *in[1] = {x};                                                   \
-        return mft__ew_run_into(&op_##op, out, in, NULL);                                \
+        return mft__ew_run_into(&op_##op, "mft_" #op "_out", out, in, NULL);             \
     }
 MFT_UNARY_OPS(DEFINE_UNARY)
 
 /* pow_scalar: integer bases with a negative integral exponent are refused
  * (PyTorch: "Integers to negative integer powers are not allowed"). */
-static bool unary_check_param(const mft__ew_op *op, const mft_tensor *x, double s) {
+static bool unary_check_param(const char *fn, const mft__ew_op *op, const mft_tensor *x, double s) {
     if (op == &op_pow_scalar && x && !mft__is_float(x->dtype) && mft__scalar_is_int(s) && s < 0) {
         mft__set_error(MFT_ERR_INVALID,
-                       "mft_pow_scalar: integer tensor (%s) to the negative integer power %g is not allowed",
-                       mft_dtype_name(x->dtype), s);
+                       "%s: integer tensor (%s) to the negative integer power %g is not allowed",
+                       fn, mft_dtype_name(x->dtype), s);
         return false;
     }
     return true;
@@ -220,20 +221,20 @@ static bool unary_check_param(const mft__ew_op *op, const mft_tensor *x, double 
     mft_tensor *mft_##op(const mft_tensor *x, double s) {                                  \
         const mft_tensor *in[1] = {x};                                                     \
         const double prm[2] = {s, 0};                                                      \
-        if (!unary_check_param(&op_##op, x, s)) return NULL;                               \
-        return mft__ew_run(&op_##op, NULL, in, prm);                                       \
+        if (!unary_check_param("mft_" #op, &op_##op, x, s)) return NULL;                   \
+        return mft__ew_run(&op_##op, in, prm);                                       \
     }                                                                                      \
     mft_status mft_##op##_(mft_tensor *x, double s) {                                      \
         const mft_tensor *in[1] = {x};                                                     \
         const double prm[2] = {s, 0};                                                      \
-        if (!unary_check_param(&op_##op, x, s)) return MFT_ERR_INVALID;                    \
-        return mft__ew_run_into(&op_##op, x, in, prm);                                     \
+        if (!unary_check_param("mft_" #op "_", &op_##op, x, s)) return MFT_ERR_INVALID;    \
+        return mft__ew_run_into(&op_##op, "mft_" #op "_", x, in, prm);                     \
     }                                                                                      \
     mft_status mft_##op##_out(mft_tensor *out, const mft_tensor *x, double s) {            \
         const mft_tensor *in[1] = {x};                                                     \
         const double prm[2] = {s, 0};                                                      \
-        if (!unary_check_param(&op_##op, x, s)) return MFT_ERR_INVALID;                    \
-        return mft__ew_run_into(&op_##op, out, in, prm);                                   \
+        if (!unary_check_param("mft_" #op "_out", &op_##op, x, s)) return MFT_ERR_INVALID; \
+        return mft__ew_run_into(&op_##op, "mft_" #op "_out", out, in, prm);                \
     }
 MFT_SCALAR_OPS(DEFINE_SCALAR)
 
@@ -251,19 +252,19 @@ static bool unary_check_range(const char *fn, double lo, double hi, bool ordered
         const mft_tensor *in[1] = {x};                                                        \
         const double prm[2] = {lo, hi};                                                       \
         if (!unary_check_range("mft_" #op, lo, hi, ordered)) return NULL;                     \
-        return mft__ew_run(&op_##op, NULL, in, prm);                                          \
+        return mft__ew_run(&op_##op, in, prm);                                          \
     }                                                                                         \
     mft_status mft_##op##_(mft_tensor *x, double lo, double hi) {                             \
         const mft_tensor *in[1] = {x};                                                        \
         const double prm[2] = {lo, hi};                                                       \
         if (!unary_check_range("mft_" #op "_", lo, hi, ordered)) return MFT_ERR_INVALID;      \
-        return mft__ew_run_into(&op_##op, x, in, prm);                                        \
+        return mft__ew_run_into(&op_##op, "mft_" #op "_", x, in, prm);                        \
     }                                                                                         \
     mft_status mft_##op##_out(mft_tensor *out, const mft_tensor *x, double lo, double hi) {   \
         const mft_tensor *in[1] = {x};                                                        \
         const double prm[2] = {lo, hi};                                                       \
         if (!unary_check_range("mft_" #op "_out", lo, hi, ordered)) return MFT_ERR_INVALID;   \
-        return mft__ew_run_into(&op_##op, out, in, prm);                                      \
+        return mft__ew_run_into(&op_##op, "mft_" #op "_out", out, in, prm);                   \
     }
 DEFINE_RANGE(clamp, false)
 DEFINE_RANGE(hardtanh, true)

@@ -87,7 +87,7 @@ MFT_UNARY_OPS(MFT_DECLARE_UNARY_)
  *   clamp(x, lo, hi):      min(max(x, lo), hi) (NaN stays NaN; lo > hi gives hi, as
  *                          PyTorch); both bounds take part in promotion, so an
  *                          integer x with a non-integral bound gives F32
- *   hardtanh(x, lo, hi):   clamp with lo <= hi required (floating types only)
+ *   hardtanh(x, lo, hi):   clamp with lo <= hi required
  *   pow_scalar(x, p):      x ** p (integer x with a non-integral p computes in F32;
  *                          integer x with a negative integral p is MFT_ERR_INVALID)
  * and the scalar forms of the binary ops (x op s): add/sub/mul/div/maximum/
