@@ -4,57 +4,10 @@
  * ranks 0-5, zero-size tensors, and the tiled NCHW <-> NHWC transpose at
  * sizes that exercise every remainder. Storage slots outside a destination
  * view must keep their sentinel values (gaps are never written). */
-#include "harness.h"
+#include "test_util.h"
 
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-static int64_t rng_int(uint64_t *s, int64_t lo, int64_t hi) { /* inclusive */
-    return lo + (int64_t)(rng_next(s) % (uint64_t)(hi - lo + 1));
-}
-
-/* A view with logical `sizes` over a bigger base tensor: dims stored in a random
- * physical order, each with a random step (1 or 2), start offset and padding.
- * *base_out receives the base (to inspect gaps); values = sentinel. */
-static mft_tensor *rand_layout(int nd, const int64_t *sizes, mft_dtype dt, uint64_t *rng,
-                               double sentinel, mft_tensor **base_out) {
-    int perm[MFT_MAX_DIMS], inv[MFT_MAX_DIMS];
-    for (int d = 0; d < nd; d++) perm[d] = d;
-    for (int d = nd - 1; d > 0; d--) {
-        int j = (int)rng_int(rng, 0, d), t = perm[d];
-        perm[d] = perm[j];
-        perm[j] = t;
-    }
-    for (int d = 0; d < nd; d++) inv[perm[d]] = d;
-    int64_t step[MFT_MAX_DIMS], start[MFT_MAX_DIMS], big[MFT_MAX_DIMS], phys[MFT_MAX_DIMS] = {0};
-    for (int d = 0; d < nd; d++) {
-        step[d] = rng_int(rng, 0, 3) == 0 ? 2 : 1;
-        start[d] = rng_int(rng, 0, 1);
-        big[d] = start[d] + (sizes[d] ? (sizes[d] - 1) * step[d] + 1 : 0) + rng_int(rng, 0, 1);
-    }
-    for (int d = 0; d < nd; d++) phys[d] = big[perm[d]];
-    mft_tensor *base = mft_full(nd, phys, dt, MFT_CONTIGUOUS, sentinel);
-    mft_tensor *v = mft_permute(base, inv);
-    for (int d = 0; d < nd && v; d++) {
-        mft_tensor *s = mft_slice(v, d, start[d], start[d] + sizes[d] * step[d], step[d]);
-        mft_tensor_release(v);
-        v = s;
-    }
-    *base_out = base;
-    return v;
-}
-
-/* Logical index iteration helper: advances idx over sizes; false at the end. */
-static bool next_index(int nd, const int64_t *sizes, int64_t *idx) {
-    for (int d = nd - 1; d >= 0; d--) {
-        if (++idx[d] < sizes[d]) return true;
-        idx[d] = 0;
-    }
-    return false;
-}
+/* Random layouts (tu_strided_view): step 2 in one dim of 4, padding 0-1. */
+static const tu_layout_opts COPY_LAYOUT = {3, 1, false};
 
 static double value_for(const int64_t *idx, int nd) {
     double v = 1;
@@ -69,7 +22,7 @@ static void fill_logical(mft_tensor *t) {
     if (mft_tensor_numel(t) == 0) return;
     do {
         mft_tensor_set(t, idx, value_for(idx, nd));
-    } while (next_index(nd, sz, idx));
+    } while (tu_next_index(nd, sz, idx));
 }
 
 /* Counts base slots holding the sentinel. */
@@ -79,7 +32,7 @@ static int64_t count_sentinel(const mft_tensor *base, double sentinel) {
     if (mft_tensor_numel(base) == 0) return 0;
     do {
         n += mft_tensor_get(base, idx) == sentinel;
-    } while (next_index(nd, mft_tensor_sizes(base), idx));
+    } while (tu_next_index(nd, mft_tensor_sizes(base), idx));
     return n;
 }
 
@@ -88,24 +41,25 @@ static void test_copy_random_layouts(void) {
     const mft_dtype dts[] = {MFT_F32, MFT_F64, MFT_I32, MFT_I64, MFT_U8};
     int failures = 0;
     for (int iter = 0; iter < 600 && failures < 5; iter++) {
-        int nd = (int)rng_int(&rng, 0, 5);
+        int nd = (int)tu_rng_int(&rng, 0, 5);
         int64_t sizes[MFT_MAX_DIMS];
-        for (int d = 0; d < nd; d++) sizes[d] = rng_int(&rng, 0, 9) == 0 ? 0 : rng_int(&rng, 1, 5);
-        mft_dtype ddt = dts[rng_int(&rng, 0, 4)], sdt = rng_int(&rng, 0, 1) ? ddt : dts[rng_int(&rng, 0, 4)];
+        for (int d = 0; d < nd; d++)
+            sizes[d] = tu_rng_int(&rng, 0, 9) == 0 ? 0 : tu_rng_int(&rng, 1, 5);
+        mft_dtype ddt = dts[tu_rng_int(&rng, 0, 4)], sdt = tu_rng_int(&rng, 0, 1) ? ddt : dts[tu_rng_int(&rng, 0, 4)];
         /* source: same sizes, or a broadcast form (size-1 dims and fewer leading dims) */
         int snd = nd;
         int64_t ssz[MFT_MAX_DIMS];
-        bool bcast = nd > 0 && rng_int(&rng, 0, 2) == 0;
+        bool bcast = nd > 0 && tu_rng_int(&rng, 0, 2) == 0;
         if (bcast) {
-            snd = (int)rng_int(&rng, 0, nd);
+            snd = (int)tu_rng_int(&rng, 0, nd);
             for (int d = 0; d < snd; d++)
-                ssz[d] = rng_int(&rng, 0, 1) ? 1 : sizes[nd - snd + d];
+                ssz[d] = tu_rng_int(&rng, 0, 1) ? 1 : sizes[nd - snd + d];
         } else {
             for (int d = 0; d < nd; d++) ssz[d] = sizes[d];
         }
         mft_tensor *dbase = NULL, *sbase = NULL;
-        mft_tensor *dst = rand_layout(nd, sizes, ddt, &rng, 200.0, &dbase);
-        mft_tensor *src = rand_layout(snd, ssz, sdt, &rng, 250.0, &sbase);
+        mft_tensor *dst = tu_strided_view(nd, sizes, ddt, 200.0, &COPY_LAYOUT, &rng, &dbase);
+        mft_tensor *src = tu_strided_view(snd, ssz, sdt, 250.0, &COPY_LAYOUT, &rng, &sbase);
         fill_logical(src);
         int64_t dnumel = mft_tensor_numel(dst);
         int64_t sentinels_before = count_sentinel(dbase, 200.0);
@@ -118,7 +72,7 @@ static void test_copy_random_layouts(void) {
                 int64_t sidx[MFT_MAX_DIMS];
                 for (int d = 0; d < snd; d++) sidx[d] = ssz[d] == 1 ? 0 : idx[nd - snd + d];
                 if (mft_tensor_get(dst, idx) != value_for(sidx, snd)) bad++;
-            } while (next_index(nd, sizes, idx));
+            } while (tu_next_index(nd, sizes, idx));
         }
         /* gaps untouched: exactly numel sentinels were overwritten */
         int64_t sentinels_after = count_sentinel(dbase, 200.0);
@@ -137,11 +91,11 @@ static void test_copy_random_layouts(void) {
 static void test_conversions_keep_values(void) {
     uint64_t rng = 12345;
     for (int iter = 0; iter < 200; iter++) {
-        int nd = (int)rng_int(&rng, 3, 5);
+        int nd = (int)tu_rng_int(&rng, 3, 5);
         int64_t sizes[MFT_MAX_DIMS];
-        for (int d = 0; d < nd; d++) sizes[d] = rng_int(&rng, 1, 6);
+        for (int d = 0; d < nd; d++) sizes[d] = tu_rng_int(&rng, 1, 6);
         mft_tensor *base = NULL;
-        mft_tensor *x = rand_layout(nd, sizes, MFT_F32, &rng, -1.0, &base);
+        mft_tensor *x = tu_strided_view(nd, sizes, MFT_F32, -1.0, &COPY_LAYOUT, &rng, &base);
         fill_logical(x);
         mft_tensor *ref = mft_clone(x, MFT_CONTIGUOUS);
         uint64_t h = mft_tensor_hash(ref);
@@ -184,7 +138,7 @@ static void test_transpose_sizes(void) {
                     double v = value_for(idx, 4);
                     if (dts[di] == MFT_U8) v = fmod(v, 256.0);
                     if (mft_tensor_get(b, idx) != v || mft_tensor_get(c, idx) != v) bad++;
-                } while (next_index(4, sz, idx));
+                } while (tu_next_index(4, sz, idx));
                 if (bad) bad_cases++;
                 CHECK_MSG(bad == 0, "%s C=%lld H=%lld W=%lld: %lld wrong", mft_dtype_name(dts[di]),
                           (long long)sz[1], (long long)sz[2], (long long)sz[3], (long long)bad);

@@ -16,20 +16,11 @@
 #include <float.h>
 #include <limits.h>
 #include <stdbool.h>
-#include "harness.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------------ random numbers */
 
-static uint64_t ew_next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-static int64_t ew_int(uint64_t *s, int64_t lo, int64_t hi) { /* inclusive */
-    return lo + (int64_t)(ew_next(s) % (uint64_t)(hi - lo + 1));
-}
-static double ew_pick(uint64_t *s, const double *v, int n) { return v[ew_int(s, 0, n - 1)]; }
+static double ew_pick(uint64_t *s, const double *v, int n) { return v[tu_rng_int(s, 0, n - 1)]; }
 
 static const mft_dtype EW_DTS[5] = {MFT_F32, MFT_F64, MFT_I32, MFT_I64, MFT_U8};
 #define EW_SENTINEL 99.0
@@ -158,8 +149,6 @@ static mft_status op_call_out(int op, mft_tensor *out, mft_tensor *const *in, do
 
 /* ------------------------------------------------------------------ dtypes: our own table of ops.h's rules */
 
-static bool dt_float(mft_dtype dt) { return dt == MFT_F32 || dt == MFT_F64; }
-/* U8 < I32 < I64 < F32 < F64 ("any float wins") */
 static int dt_rank(mft_dtype dt) {
     switch (dt) {
     case MFT_U8: return 0;
@@ -179,8 +168,8 @@ static mft_dtype dt_promote(mft_dtype a, mft_dtype b) {
  * and the higher one is not. */
 static mft_dtype dt_combine(mft_dtype higher, mft_dtype lower) {
     if (higher == DT_NONE) return lower;
-    if (dt_float(higher)) return higher;
-    if (lower != DT_NONE && dt_float(lower)) return dt_promote(higher, lower);
+    if (tu_is_float(higher)) return higher;
+    if (lower != DT_NONE && tu_is_float(lower)) return dt_promote(higher, lower);
     return higher;
 }
 static bool is_integral(double s) { return isfinite(s) && s == floor(s); }
@@ -228,18 +217,18 @@ static void op_dtypes(int op, mft_tensor *const *in, double s1, double s2, mft_d
     switch (op_family[op]) {
     case FAM_UNARY:
         c = mft_tensor_dtype(in[0]);
-        if (op_floating_unary(op) && !dt_float(c)) c = MFT_F32;
+        if (op_floating_unary(op) && !tu_is_float(c)) c = MFT_F32;
         break;
     case FAM_SCALAR:
         c = expected_type(1, in, scalar_kind(s1));
-        if (op == OP_div_scalar && !dt_float(c)) c = MFT_F32;
+        if (op == OP_div_scalar && !tu_is_float(c)) c = MFT_F32;
         break;
     case FAM_CLAMP:
         c = expected_type(1, in, (is_integral(s1) && is_integral(s2)) ? SK_INT : SK_FLOAT);
         break;
     case FAM_BINARY:
         c = expected_type(2, in, SK_NONE);
-        if (op == OP_div && !dt_float(c)) c = MFT_F32;
+        if (op == OP_div && !tu_is_float(c)) c = MFT_F32;
         break;
     case FAM_ALPHA: c = expected_type(2, in, SK_NONE); break;
     case FAM_WHERE: c = expected_type(2, in + 1, SK_NONE); break;
@@ -296,7 +285,7 @@ static double ref_cmp(int op, double a, double b) {
 
 /* Tolerance classes: exact, or approximate (transcendental / division). */
 static bool op_approx(int op, mft_dtype cdt) {
-    if (!dt_float(cdt)) return false;
+    if (!tu_is_float(cdt)) return false;
     if (op_floating_unary(op)) return true;
     switch (op) {
     case OP_div: case OP_div_scalar: case OP_pow: case OP_pow_scalar: case OP_leaky_relu:
@@ -311,7 +300,7 @@ static bool g_unknown_op = false;
  * Exact ops return the value already rounded to the compute dtype;
  * approximate ones the unrounded double result. */
 static double ref_eval(int op, mft_dtype cdt, const double *v, double s1, double s2) {
-    const bool I = !dt_float(cdt);
+    const bool I = !tu_is_float(cdt);
     const double x = op == OP_where ? v[0] : cast_to(v[0], cdt);
     switch (op) {
     /* unary, keeping the dtype */
@@ -391,51 +380,11 @@ static bool values_match(double got, double want, bool approx, mft_dtype cdt, mf
     return fabs(got - want) <= rtol * fabs(want) + atol;
 }
 
-/* ------------------------------------------------------------------ index helpers and layouts */
+/* ------------------------------------------------------------------ layouts */
 
-static bool ew_next_index(int nd, const int64_t *sizes, int64_t *idx) {
-    for (int d = nd - 1; d >= 0; d--) {
-        if (++idx[d] < sizes[d]) return true;
-        idx[d] = 0;
-    }
-    return false;
-}
-static int64_t shape_numel(int nd, const int64_t *sz) {
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++) n *= sz[d];
-    return n;
-}
-
-/* A view with logical sizes over a bigger base (filled with the sentinel):
- * dims stored in a random physical order, each with step 1 or 2, a start
- * offset and padding at the end. *base receives the base. */
-static mft_tensor *ew_strided_view(int nd, const int64_t *sizes, mft_dtype dt, uint64_t *rng,
-                                   mft_tensor **base) {
-    int order[MFT_MAX_DIMS], where_is[MFT_MAX_DIMS];
-    int64_t step[MFT_MAX_DIMS], first[MFT_MAX_DIMS], extent[MFT_MAX_DIMS], phys[MFT_MAX_DIMS] = {0};
-    for (int d = 0; d < nd; d++) order[d] = d;
-    for (int d = nd - 1; d > 0; d--) { /* Fisher-Yates */
-        int j = (int)ew_int(rng, 0, d), t = order[d];
-        order[d] = order[j];
-        order[j] = t;
-    }
-    for (int d = 0; d < nd; d++) where_is[order[d]] = d;
-    for (int d = 0; d < nd; d++) {
-        step[d] = ew_int(rng, 0, 2) == 0 ? 2 : 1;
-        first[d] = ew_int(rng, 0, 1);
-        extent[d] = first[d] + (sizes[d] > 0 ? (sizes[d] - 1) * step[d] + 1 : 0) + ew_int(rng, 0, 2);
-    }
-    for (int p = 0; p < nd; p++) phys[p] = extent[order[p]];
-    *base = mft_full(nd, phys, dt, MFT_CONTIGUOUS, EW_SENTINEL);
-    /* base dim p holds logical dim order[p]: view dim d = base dim where_is[d] */
-    mft_tensor *v = mft_permute(*base, where_is);
-    for (int d = 0; d < nd && v; d++) {
-        mft_tensor *s = mft_slice(v, d, first[d], first[d] + sizes[d] * step[d], step[d]);
-        mft_tensor_release(v);
-        v = s;
-    }
-    return v;
-}
+/* Random layouts (tu_strided_view): step 2 in one dim of 3, padding 0-2; the
+ * base (filled with the sentinel) shows which slots a destination writes. */
+static const tu_layout_opts EW_LAYOUT = {2, 2, false};
 
 enum { LK_CONTIG, LK_CL, LK_STRIDED, LK_BCAST };
 
@@ -444,28 +393,29 @@ enum { LK_CONTIG, LK_CL, LK_STRIDED, LK_BCAST };
 static mft_tensor *ew_layout(int nd, const int64_t *sz, mft_dtype dt, int lk, uint64_t *rng,
                              mft_tensor **base) {
     *base = NULL;
-    if (lk == LK_STRIDED) return ew_strided_view(nd, sz, dt, rng, base);
+    if (lk == LK_STRIDED) return tu_strided_view(nd, sz, dt, EW_SENTINEL, &EW_LAYOUT, rng, base);
     mft_format f = (lk == LK_CL && nd >= 3 && nd <= 5) ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
     return mft_full(nd, sz, dt, f, EW_SENTINEL);
 }
 
 enum { D_ANY, D_POS, D_BASE, D_EXP, D_SMALL, D_COND, D_WEIGHT };
 static double gen_value(uint64_t *rng, mft_dtype dt, int dom) {
-    bool fl = dt_float(dt), u8 = dt == MFT_U8;
+    bool fl = tu_is_float(dt), u8 = dt == MFT_U8;
     switch (dom) {
-    case D_POS: return fl ? (double)ew_int(rng, 1, 32) / 4 : (double)ew_int(rng, 1, u8 ? 40 : 20);
-    case D_BASE: return fl ? (double)ew_int(rng, -16, 16) / 4 : (double)ew_int(rng, u8 ? 0 : -5, u8 ? 6 : 5);
+    case D_POS:
+        return fl ? (double)tu_rng_int(rng, 1, 32) / 4 : (double)tu_rng_int(rng, 1, u8 ? 40 : 20);
+    case D_BASE: return fl ? (double)tu_rng_int(rng, -16, 16) / 4 : (double)tu_rng_int(rng, u8 ? 0 : -5, u8 ? 6 : 5);
     case D_EXP: {
         static const double fe[] = {-2, -1, -0.5, 0, 0.5, 1, 2, 3, 1.5};
-        return fl ? ew_pick(rng, fe, 9) : (double)ew_int(rng, u8 ? 0 : -2, 4);
+        return fl ? ew_pick(rng, fe, 9) : (double)tu_rng_int(rng, u8 ? 0 : -2, 4);
     }
-    case D_SMALL: return fl ? (double)ew_int(rng, -4, 4) / 2 : (double)ew_int(rng, u8 ? 0 : -2, u8 ? 4 : 2);
+    case D_SMALL: return fl ? (double)tu_rng_int(rng, -4, 4) / 2 : (double)tu_rng_int(rng, u8 ? 0 : -2, u8 ? 4 : 2);
     case D_COND: {
-        if (ew_int(rng, 0, 1)) return 0;
-        return fl ? (double)ew_int(rng, 1, 3) / 2 : (double)ew_int(rng, 1, 3);
+        if (tu_rng_int(rng, 0, 1)) return 0;
+        return fl ? (double)tu_rng_int(rng, 1, 3) / 2 : (double)tu_rng_int(rng, 1, 3);
     }
-    case D_WEIGHT: return (double)ew_int(rng, -2, 6) / 4;
-    default: return fl ? (double)ew_int(rng, -32, 32) / 4 : (double)ew_int(rng, u8 ? 0 : -20, u8 ? 40 : 20);
+    case D_WEIGHT: return (double)tu_rng_int(rng, -2, 6) / 4;
+    default: return fl ? (double)tu_rng_int(rng, -32, 32) / 4 : (double)tu_rng_int(rng, u8 ? 0 : -20, u8 ? 40 : 20);
     }
 }
 
@@ -475,19 +425,19 @@ static void fill_random(mft_tensor *t, int dom, uint64_t *rng) {
     if (mft_tensor_numel(t) == 0) return;
     do {
         mft_tensor_set(t, idx, gen_value(rng, mft_tensor_dtype(t), dom));
-    } while (ew_next_index(nd, mft_tensor_sizes(t), idx));
+    } while (tu_next_index(nd, mft_tensor_sizes(t), idx));
 }
 
 /* A filled input of logical sizes: packed NCHW / NHWC, a strided view, or a
  * stride-0 broadcast (expand) of a smaller filled tensor. */
 static mft_tensor *make_input(int nd, const int64_t *sz, mft_dtype dt, int dom, bool allow_bcast,
                               uint64_t *rng) {
-    int lk = (int)ew_int(rng, 0, allow_bcast && nd > 0 ? 3 : 2);
+    int lk = (int)tu_rng_int(rng, 0, allow_bcast && nd > 0 ? 3 : 2);
     mft_tensor *base = NULL, *t;
     if (lk == LK_BCAST) {
         int64_t inner[MFT_MAX_DIMS];
-        for (int d = 0; d < nd; d++) inner[d] = ew_int(rng, 0, 1) ? 1 : sz[d];
-        mft_tensor *small = ew_layout(nd, inner, dt, (int)ew_int(rng, 0, 2), rng, &base);
+        for (int d = 0; d < nd; d++) inner[d] = tu_rng_int(rng, 0, 1) ? 1 : sz[d];
+        mft_tensor *small = ew_layout(nd, inner, dt, (int)tu_rng_int(rng, 0, 2), rng, &base);
         fill_random(small, dom, rng);
         t = mft_expand(small, nd, sz);
         mft_tensor_release(small);
@@ -513,34 +463,16 @@ static int64_t gaps_changed(const mft_tensor *base, const mft_tensor *view) {
             int64_t off = mft_tensor_offset(view) - mft_tensor_offset(base);
             for (int d = 0; d < nd; d++) off += idx[d] * st[d];
             if (off >= 0 && off < n) mine[off] = true;
-        } while (ew_next_index(nd, sz, idx));
+        } while (tu_next_index(nd, sz, idx));
     }
     int bnd = mft_tensor_ndim(base);
     int64_t bidx[MFT_MAX_DIMS] = {0}, lin = 0;
     do {
         if (!mine[lin] && mft_tensor_get(base, bidx) != EW_SENTINEL) bad++;
         lin++;
-    } while (ew_next_index(bnd, mft_tensor_sizes(base), bidx));
+    } while (tu_next_index(bnd, mft_tensor_sizes(base), bidx));
     free(mine);
     return bad;
-}
-
-static void describe_short(const mft_tensor *t, char *buf, size_t len) {
-    int nd = mft_tensor_ndim(t);
-    size_t pos = (size_t)snprintf(buf, len, "%s[", mft_dtype_name(mft_tensor_dtype(t)));
-    for (int d = 0; d < nd && pos < len; d++)
-        pos += (size_t)snprintf(buf + pos, len - pos, d ? ",%lld" : "%lld", (long long)mft_tensor_sizes(t)[d]);
-    if (pos < len) pos += (size_t)snprintf(buf + pos, len - pos, "]/(");
-    for (int d = 0; d < nd && pos < len; d++)
-        pos += (size_t)snprintf(buf + pos, len - pos, d ? ",%lld" : "%lld", (long long)mft_tensor_strides(t)[d]);
-    if (pos < len) snprintf(buf + pos, len - pos, ")+%lld", (long long)mft_tensor_offset(t));
-}
-
-static bool same_sizes(const mft_tensor *t, int nd, const int64_t *sz) {
-    if (!t || mft_tensor_ndim(t) != nd) return false;
-    for (int d = 0; d < nd; d++)
-        if (mft_tensor_sizes(t)[d] != sz[d]) return false;
-    return true;
 }
 
 /* SPEC §3 invariant: the tag never contradicts unambiguous strides. */
@@ -573,7 +505,7 @@ static void case_shape(ew_case *c) {
         for (int d = 0; d < nd; d++)
             if (mft_tensor_sizes(c->in[k])[d] != 1) c->sz[off + d] = mft_tensor_sizes(c->in[k])[d];
     }
-    c->numel = shape_numel(c->nd, c->sz);
+    c->numel = tu_shape_numel(c->nd, c->sz);
 }
 
 /* Reads the inputs (before any in-place write) and computes the reference. */
@@ -591,14 +523,14 @@ static void case_reference(ew_case *c) {
             v[k] = mft_tensor_get(c->in[k], kidx);
         }
         c->want[lin++] = ref_eval(c->op, c->cdt, v, c->s1, c->s2);
-    } while (ew_next_index(c->nd, c->sz, idx));
+    } while (tu_next_index(c->nd, c->sz, idx));
 }
 
 static void case_describe(const ew_case *c, char *buf, size_t len) {
     size_t pos = (size_t)snprintf(buf, len, "%s(", op_names[c->op]);
     for (int k = 0; k < c->nin && pos < len; k++) {
         char b[160];
-        describe_short(c->in[k], b, sizeof b);
+        tu_describe(c->in[k], b, sizeof b, false);
         pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", k ? ", " : "", b);
     }
     if (pos < len) snprintf(buf + pos, len - pos, "; s=%g,%g)", c->s1, c->s2);
@@ -617,13 +549,13 @@ static int64_t case_compare(const ew_case *c, const mft_tensor *r, const char *v
             if (bad == 0) {
                 char d[800], rb[160];
                 case_describe(c, d, sizeof d);
-                describe_short(r, rb, sizeof rb);
+                tu_describe(r, rb, sizeof rb, false);
                 fprintf(stderr, "  [%s iter %d] %s -> %s: element %lld: got %.17g, want %.17g\n", variant,
                         iter, d, rb, (long long)(lin - 1), got, approx ? want : cast_to(want, ddt));
             }
             bad++;
         }
-    } while (ew_next_index(c->nd, c->sz, idx));
+    } while (tu_next_index(c->nd, c->sz, idx));
     return bad;
 }
 
@@ -655,10 +587,10 @@ static int input_domain(int op, int k) {
 static mft_dtype input_dtype(int op, int k, mft_dtype first, uint64_t *rng) {
     if (op_family[op] == FAM_LERP || op_family[op] == FAM_LERPS) {
         if (k > 0) return first;
-        return ew_int(rng, 0, 1) ? MFT_F32 : MFT_F64;
+        return tu_rng_int(rng, 0, 1) ? MFT_F32 : MFT_F64;
     }
-    if (op == OP_leaky_relu) return ew_int(rng, 0, 1) ? MFT_F32 : MFT_F64;
-    return EW_DTS[ew_int(rng, 0, 4)];
+    if (op == OP_leaky_relu) return tu_rng_int(rng, 0, 1) ? MFT_F32 : MFT_F64;
+    return EW_DTS[tu_rng_int(rng, 0, 4)];
 }
 
 /* Scalars: exactly representable values; integral ones exercise the integer
@@ -667,7 +599,7 @@ static mft_dtype input_dtype(int op, int k, mft_dtype first, uint64_t *rng) {
  * specified by ops.h). */
 static void pick_scalars(ew_case *c, uint64_t *rng) {
     mft_dtype xdt = mft_tensor_dtype(c->in[0]);
-    bool xint = !dt_float(xdt);
+    bool xint = !tu_is_float(xdt);
     c->s1 = c->s2 = 0;
     switch (c->op) {
     case OP_add_scalar: case OP_sub_scalar: case OP_rsub_scalar: case OP_mul_scalar: {
@@ -719,7 +651,7 @@ static void pick_scalars(ew_case *c, uint64_t *rng) {
         mft_dtype cdt, rdt;
         op_dtypes(c->op, c->in, 0, 0, &cdt, &rdt);
         static const double iv[] = {1, 2, -3, 0}, fv[] = {1, 2, -1, 0.5, -1.5};
-        c->s1 = dt_float(cdt) ? ew_pick(rng, fv, 5) : ew_pick(rng, iv, 4);
+        c->s1 = tu_is_float(cdt) ? ew_pick(rng, fv, 5) : ew_pick(rng, iv, 4);
         break;
     }
     case OP_lerp_scalar: {
@@ -732,10 +664,10 @@ static void pick_scalars(ew_case *c, uint64_t *rng) {
 }
 
 static void rand_shape(uint64_t *rng, int *nd, int64_t *sz) {
-    *nd = (int)ew_int(rng, 0, 5);
-    for (int d = 0; d < *nd; d++) sz[d] = ew_int(rng, 0, 14) == 0 ? 0 : ew_int(rng, 1, 5);
-    if (*nd >= 3 && ew_int(rng, 0, 5) == 0) sz[1] = 1; /* C == 1 */
-    if (*nd >= 4 && ew_int(rng, 0, 5) == 0) sz[2] = sz[3] = 1; /* H == W == 1 */
+    *nd = (int)tu_rng_int(rng, 0, 5);
+    for (int d = 0; d < *nd; d++) sz[d] = tu_rng_int(rng, 0, 14) == 0 ? 0 : tu_rng_int(rng, 1, 5);
+    if (*nd >= 3 && tu_rng_int(rng, 0, 5) == 0) sz[1] = 1; /* C == 1 */
+    if (*nd >= 4 && tu_rng_int(rng, 0, 5) == 0) sz[2] = sz[3] = 1; /* H == W == 1 */
 }
 
 /* Inputs for op: input 0 (the in-place destination when full_first) has the
@@ -755,12 +687,13 @@ static void build_case(ew_case *c, int op, uint64_t *rng, bool full_first) {
         int knd = nd;
         int64_t ksz[MFT_MAX_DIMS];
         for (int d = 0; d < nd; d++) ksz[d] = sz[d];
-        if (c->nin > 1 && !(k == 0 && full_first) && ew_int(rng, 0, 1)) {
-            knd = (int)ew_int(rng, 0, nd);
-            for (int d = 0; d < knd; d++) ksz[d] = ew_int(rng, 0, 2) == 0 ? 1 : sz[nd - knd + d];
+        if (c->nin > 1 && !(k == 0 && full_first) && tu_rng_int(rng, 0, 1)) {
+            knd = (int)tu_rng_int(rng, 0, nd);
+            for (int d = 0; d < knd; d++)
+                ksz[d] = tu_rng_int(rng, 0, 2) == 0 ? 1 : sz[nd - knd + d];
         }
         /* sometimes the very same tensor twice (a + a, where(c, x, x)) */
-        if (k > 0 && ew_int(rng, 0, 9) == 0 && mft_tensor_dtype(c->in[k - 1]) == dt &&
+        if (k > 0 && tu_rng_int(rng, 0, 9) == 0 && mft_tensor_dtype(c->in[k - 1]) == dt &&
             input_domain(op, k) == input_domain(op, k - 1)) {
             c->in[k] = c->in[k - 1];
             continue;
@@ -796,8 +729,8 @@ static void run_functional(int op, uint64_t *rng, int iters) {
             int64_t bad = 0;
             CHECK_MSG(mft_tensor_dtype(r) == c.rdt, "%s: dtype %s, want %s", d,
                       mft_dtype_name(mft_tensor_dtype(r)), mft_dtype_name(c.rdt));
-            CHECK_MSG(same_sizes(r, c.nd, c.sz), "%s: wrong result sizes", d);
-            if (same_sizes(r, c.nd, c.sz)) bad = case_compare(&c, r, "functional", it);
+            CHECK_MSG(tu_has_sizes(r, c.nd, c.sz), "%s: wrong result sizes", d);
+            if (tu_has_sizes(r, c.nd, c.sz)) bad = case_compare(&c, r, "functional", it);
             CHECK_MSG(bad == 0, "%s: %lld wrong values", d, (long long)bad);
             CHECK_MSG(mft_tensor_is_dense(r), "%s: fresh result is not dense", d);
             CHECK_MSG(tag_consistent(r), "%s: result tag contradicts its strides", d);
@@ -847,8 +780,8 @@ static void check_dest_call(const ew_case *c, mft_status st, mft_tensor *dst, mf
                             const dst_snap *before, const char *variant, int it) {
     char d[800], db[160];
     case_describe(c, d, sizeof d);
-    describe_short(dst, db, sizeof db);
-    bool must_fail = dt_float(c->rdt) && !dt_float(mft_tensor_dtype(dst));
+    tu_describe(dst, db, sizeof db, false);
+    bool must_fail = tu_is_float(c->rdt) && !tu_is_float(mft_tensor_dtype(dst));
     if (must_fail) {
         CHECK_MSG(st == MFT_ERR_DTYPE && mft_last_error() == MFT_ERR_DTYPE,
                   "%s %s into %s: %s result into an integer destination returned %s (%s)", variant, d, db,
@@ -882,7 +815,7 @@ static void run_inplace(int op, uint64_t *rng, int iters) {
         /* the destination: replace in[0] by a copy in a random non-broadcast
          * layout (with gaps) whose base we keep */
         mft_tensor *base = NULL, *dst = ew_layout(mft_tensor_ndim(c.in[0]), mft_tensor_sizes(c.in[0]),
-                                                   mft_tensor_dtype(c.in[0]), (int)ew_int(rng, 0, 2), rng, &base);
+                                                   mft_tensor_dtype(c.in[0]), (int)tu_rng_int(rng, 0, 2), rng, &base);
         CHECK(mft_copy_(dst, c.in[0]) == MFT_OK);
         for (int k = c.nin - 1; k >= 0; k--)
             if (c.in[k] == c.in[0]) {
@@ -911,18 +844,18 @@ static void run_out(int op, uint64_t *rng, int iters) {
         mft_tensor *base = NULL, *out = NULL;
         /* sometimes the destination is an input itself (an identical view is fine) */
         int alias = -1;
-        if (ew_int(rng, 0, 3) == 0) {
-            int start = (int)ew_int(rng, 0, c.nin - 1);
+        if (tu_rng_int(rng, 0, 3) == 0) {
+            int start = (int)tu_rng_int(rng, 0, c.nin - 1);
             for (int j = 0; j < c.nin && alias < 0; j++) {
                 int k = (start + j) % c.nin;
-                if (same_sizes(c.in[k], c.nd, c.sz) && mft_tensor_is_dense(c.in[k])) alias = k;
+                if (tu_has_sizes(c.in[k], c.nd, c.sz) && mft_tensor_is_dense(c.in[k])) alias = k;
             }
         }
         if (alias >= 0) {
             out = mft_tensor_retain(c.in[alias]);
         } else {
-            mft_dtype odt = ew_int(rng, 0, 1) ? c.rdt : EW_DTS[ew_int(rng, 0, 4)];
-            out = ew_layout(c.nd, c.sz, odt, (int)ew_int(rng, 0, 2), rng, &base);
+            mft_dtype odt = tu_rng_int(rng, 0, 1) ? c.rdt : EW_DTS[tu_rng_int(rng, 0, 4)];
+            out = ew_layout(c.nd, c.sz, odt, (int)tu_rng_int(rng, 0, 2), rng, &base);
             CHECK(mft_fill_(out, 77) == MFT_OK);
         }
         uint64_t h[3];
@@ -971,7 +904,7 @@ static void layout_invariance_one(int op, const int64_t *sz, bool bcast_second, 
         nchw[k] = mft_empty(4, ksz, kdt, MFT_CONTIGUOUS);
         fill_random(nchw[k], input_domain(op, k), rng);
         nhwc[k] = mft_contiguous(nchw[k], MFT_CHANNELS_LAST);
-        strided[k] = ew_strided_view(4, ksz, kdt, rng, &b);
+        strided[k] = tu_strided_view(4, ksz, kdt, EW_SENTINEL, &EW_LAYOUT, rng, &b);
         CHECK(mft_copy_(strided[k], nchw[k]) == MFT_OK);
         mft_tensor_release(b);
     }
@@ -1018,7 +951,7 @@ static void test_layout_invariance(void) {
     for (int op = 0; op < OP_COUNT; op++) {
         bool fl_only = op_family[op] == FAM_LERP || op_family[op] == FAM_LERPS || op == OP_leaky_relu;
         for (int s = 0; s < 3; s++) {
-            layout_invariance_one(op, shapes[s], false, ew_int(&rng, 0, 1) ? MFT_F32 : MFT_F64, &rng, false);
+            layout_invariance_one(op, shapes[s], false, tu_rng_int(&rng, 0, 1) ? MFT_F32 : MFT_F64, &rng, false);
             if (!fl_only) layout_invariance_one(op, shapes[s], false, s & 1 ? MFT_I32 : MFT_U8, &rng, false);
             if (op_nin(op) > 1) layout_invariance_one(op, shapes[s], true, MFT_F32, &rng, false);
         }
@@ -1048,7 +981,7 @@ static void test_big_destinations(void) {
                 mft_dtype dt = (op == OP_where && k == 0) ? MFT_U8 : MFT_F32;
                 const int64_t *ksz = (k == c.nin - 1 && k > 0) ? c_only : sz;
                 if (k == 0 && variant == 0) { /* the in-place destination: strided with gaps */
-                    dst = ew_strided_view(4, sz, dt, &rng, &base);
+                    dst = tu_strided_view(4, sz, dt, EW_SENTINEL, &EW_LAYOUT, &rng, &base);
                     fill_random(dst, input_domain(op, k), &rng);
                     c.in[0] = dst;
                     continue;
@@ -1060,7 +993,7 @@ static void test_big_destinations(void) {
             case_shape(&c);
             case_reference(&c);
             if (variant == 1) {
-                dst = ew_strided_view(4, sz, MFT_F32, &rng, &base);
+                dst = tu_strided_view(4, sz, MFT_F32, EW_SENTINEL, &EW_LAYOUT, &rng, &base);
                 CHECK(mft_fill_(dst, -3) == MFT_OK);
             }
             dst_snap before = take_snap(dst);
@@ -1082,16 +1015,16 @@ static void test_high_ranks(void) {
         int op = ops[it % 8];
         int nd = 6 + it % 3;
         int64_t sz[MFT_MAX_DIMS];
-        for (int d = 0; d < nd; d++) sz[d] = ew_int(&rng, 1, 3);
+        for (int d = 0; d < nd; d++) sz[d] = tu_rng_int(&rng, 1, 3);
         ew_case c;
         memset(&c, 0, sizeof c);
         c.op = op;
         c.nin = op_nin(op);
         for (int k = 0; k < c.nin; k++) {
             int64_t ksz[MFT_MAX_DIMS];
-            int knd = k == 0 ? nd : (int)ew_int(&rng, 0, nd);
-            for (int d = 0; d < knd; d++) ksz[d] = ew_int(&rng, 0, 1) ? 1 : sz[nd - knd + d];
-            c.in[k] = make_input(knd, k == 0 ? sz : ksz, EW_DTS[ew_int(&rng, 0, 4)], input_domain(op, k), true, &rng);
+            int knd = k == 0 ? nd : (int)tu_rng_int(&rng, 0, nd);
+            for (int d = 0; d < knd; d++) ksz[d] = tu_rng_int(&rng, 0, 1) ? 1 : sz[nd - knd + d];
+            c.in[k] = make_input(knd, k == 0 ? sz : ksz, EW_DTS[tu_rng_int(&rng, 0, 4)], input_domain(op, k), true, &rng);
         }
         pick_scalars(&c, &rng);
         case_shape(&c);
@@ -1101,8 +1034,8 @@ static void test_high_ranks(void) {
         case_describe(&c, d, sizeof d);
         CHECK_MSG(r != NULL, "%s failed: %s", d, mft_last_error_message());
         if (r) {
-            CHECK_MSG(mft_tensor_dtype(r) == c.rdt && same_sizes(r, c.nd, c.sz), "%s: dtype/sizes", d);
-            if (same_sizes(r, c.nd, c.sz)) CHECK_MSG(case_compare(&c, r, "rank 6-8", it) == 0, "%s: wrong values", d);
+            CHECK_MSG(mft_tensor_dtype(r) == c.rdt && tu_has_sizes(r, c.nd, c.sz), "%s: dtype/sizes", d);
+            if (tu_has_sizes(r, c.nd, c.sz)) CHECK_MSG(case_compare(&c, r, "rank 6-8", it) == 0, "%s: wrong values", d);
         }
         mft_tensor_release(r);
         case_release(&c);
@@ -1117,23 +1050,24 @@ static void test_fill_zero(void) {
         int nd;
         int64_t sz[MFT_MAX_DIMS] = {0};
         rand_shape(&rng, &nd, sz);
-        mft_dtype dt = EW_DTS[ew_int(&rng, 0, 4)];
-        mft_tensor *base = NULL, *t = ew_layout(nd, sz, dt, (int)ew_int(&rng, 0, 2), &rng, &base);
+        mft_dtype dt = EW_DTS[tu_rng_int(&rng, 0, 4)];
+        mft_tensor *base = NULL;
+        mft_tensor *t = ew_layout(nd, sz, dt, (int)tu_rng_int(&rng, 0, 2), &rng, &base);
         double v = ew_pick(&rng, vals, 7);
         if (dt == MFT_U8) v = fabs(v);
-        bool zero = ew_int(&rng, 0, 3) == 0;
+        bool zero = tu_rng_int(&rng, 0, 3) == 0;
         dst_snap before = take_snap(t);
         mft_status st = zero ? mft_zero_(t) : mft_fill_(t, v);
         CHECK_MSG(st == MFT_OK, "%s failed: %s", zero ? "zero_" : "fill_", mft_last_error_message());
-        double want = zero ? 0 : dt_float(dt) ? cast_to(v, dt) : trunc(v); /* integers: toward zero */
+        double want = zero ? 0 : tu_is_float(dt) ? cast_to(v, dt) : trunc(v); /* integers: toward zero */
         int64_t idx[MFT_MAX_DIMS] = {0}, bad = 0;
         if (mft_tensor_numel(t) > 0) {
             do {
                 bad += mft_tensor_get(t, idx) != want;
-            } while (ew_next_index(nd, sz, idx));
+            } while (tu_next_index(nd, sz, idx));
         }
         char b[160];
-        describe_short(t, b, sizeof b);
+        tu_describe(t, b, sizeof b, false);
         CHECK_MSG(bad == 0, "%s(%s, %g): %lld wrong", zero ? "zero_" : "fill_", b, v, (long long)bad);
         CHECK_MSG(gaps_changed(base, t) == 0, "fill_/zero_ of %s wrote into gaps", b);
         CHECK(same_geometry(t, &before));
@@ -1178,7 +1112,7 @@ static void test_promotion_examples(void) {
     for (size_t i = 0; i < sizeof bin / sizeof *bin; i++) {
         mft_tensor *a = t1(bin[i].a, bin[i].and_, 2), *b = t1(bin[i].b, bin[i].bnd, 3);
         mft_tensor *r = mft_add(a, b), *q = mft_div(a, b), *e = mft_eq(a, b), *m = mft_maximum(b, a);
-        mft_dtype wq = dt_float(bin[i].want) ? bin[i].want : MFT_F32;
+        mft_dtype wq = tu_is_float(bin[i].want) ? bin[i].want : MFT_F32;
         CHECK_MSG(r && mft_tensor_dtype(r) == bin[i].want, "add(%s/%d, %s/%d) gave %s, want %s",
                   mft_dtype_name(bin[i].a), bin[i].and_, mft_dtype_name(bin[i].b), bin[i].bnd,
                   r ? mft_dtype_name(mft_tensor_dtype(r)) : "NULL", mft_dtype_name(bin[i].want));
@@ -1210,7 +1144,7 @@ static void test_promotion_examples(void) {
         CHECK_MSG(r && mft_tensor_dtype(r) == sc[i].want, "mul_scalar(%s, %g) gave %s, want %s",
                   mft_dtype_name(sc[i].x), sc[i].s, r ? mft_dtype_name(mft_tensor_dtype(r)) : "NULL",
                   mft_dtype_name(sc[i].want));
-        CHECK(q && mft_tensor_dtype(q) == (dt_float(sc[i].want) ? sc[i].want : MFT_F32));
+        CHECK(q && mft_tensor_dtype(q) == (tu_is_float(sc[i].want) ? sc[i].want : MFT_F32));
         CHECK(e && mft_tensor_dtype(e) == MFT_U8);
         const mft_tensor *ts[1] = {x};
         CHECK_MSG(mft_result_type(1, ts, true, sc[i].s) == sc[i].want, "mft_result_type scalar case %zu", i);
@@ -1225,7 +1159,7 @@ static void test_promotion_examples(void) {
 #define EW_UNARY_DT_(name)                                                                               \
     {                                                                                                    \
         mft_tensor *r_ = mft_##name(x);                                                                  \
-        mft_dtype w_ = op_floating_unary(OP_##name) && !dt_float(EW_DTS[di]) ? MFT_F32 : EW_DTS[di];     \
+        mft_dtype w_ = op_floating_unary(OP_##name) && !tu_is_float(EW_DTS[di]) ? MFT_F32 : EW_DTS[di];     \
         CHECK_MSG(r_ && mft_tensor_dtype(r_) == w_, #name "(%s) gave %s", mft_dtype_name(EW_DTS[di]),      \
                   r_ ? mft_dtype_name(mft_tensor_dtype(r_)) : "NULL");                                   \
         mft_tensor_release(r_);                                                                          \
@@ -1234,10 +1168,10 @@ static void test_promotion_examples(void) {
 #undef EW_UNARY_DT_
         mft_tensor *p = mft_pow_scalar(x, 2), *ph = mft_pow_scalar(x, 0.5);
         CHECK(p && mft_tensor_dtype(p) == EW_DTS[di]);
-        CHECK(ph && mft_tensor_dtype(ph) == (dt_float(EW_DTS[di]) ? EW_DTS[di] : MFT_F32));
+        CHECK(ph && mft_tensor_dtype(ph) == (tu_is_float(EW_DTS[di]) ? EW_DTS[di] : MFT_F32));
         mft_tensor *cl = mft_clamp(x, 0, 3), *clf = mft_clamp(x, 0.5, 3);
         CHECK(cl && mft_tensor_dtype(cl) == EW_DTS[di]);
-        CHECK(clf && mft_tensor_dtype(clf) == (dt_float(EW_DTS[di]) ? EW_DTS[di] : MFT_F32));
+        CHECK(clf && mft_tensor_dtype(clf) == (tu_is_float(EW_DTS[di]) ? EW_DTS[di] : MFT_F32));
         mft_tensor *all[] = {x, p, ph, cl, clf};
         for (int k = 0; k < 5; k++) mft_tensor_release(all[k]);
     }

@@ -17,33 +17,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
-#include "harness.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------------ helpers */
-
-#define HAS(needle)                                                                                \
-    CHECK_MSG(strstr(mft_last_error_message(), (needle)) != NULL, "message '%s' lacks '%s'",       \
-              mft_last_error_message(), (needle))
 
 /* A tensor-returning call that must fail with status st; the message must name
  * fn and contain vals ("" when there is no value to look for). */
 #define FAIL_T(expr, st, fn, vals)                                                                 \
     do {                                                                                           \
-        mft_clear_error();                                                                         \
-        mft_tensor *ft_ = (expr);                                                                  \
-        CHECK_MSG(ft_ == NULL, "%s returned a tensor", #expr);                                     \
-        mft_tensor_release(ft_);                                                                   \
-        HAS(vals);                                                                                 \
+        TU_EXPECT_NULL_(expr, #expr);                                                              \
+        TU_HAS(vals);                                                                              \
         CHECK_ERR(st, fn);                                                                         \
     } while (0)
 
 /* A status-returning call that must return st and set it as the last error. */
 #define FAIL_S(expr, st, fn, vals)                                                                 \
     do {                                                                                           \
-        mft_clear_error();                                                                         \
-        mft_status fs_ = (expr);                                                                   \
-        CHECK_MSG(fs_ == (st), "%s returned %s", #expr, mft_status_str(fs_));                      \
-        HAS(vals);                                                                                 \
+        TU_EXPECT_STATUS_(expr, #expr, st);                                                        \
+        TU_HAS(vals);                                                                              \
         CHECK_ERR(st, fn);                                                                         \
     } while (0)
 
@@ -54,46 +45,9 @@
         CHECK_MSG((var) != NULL, "%s failed: %s", #expr, mft_last_error_message());                \
     } while (0)
 
-#define OK_S(expr)                                                                                 \
-    do {                                                                                           \
-        mft_status os_ = (expr);                                                                   \
-        CHECK_MSG(os_ == MFT_OK, "%s returned %s: %s", #expr, mft_status_str(os_),                 \
-                  mft_last_error_message());                                                       \
-    } while (0)
-
-/* A destination's state: values (logical hash) and the storage version. */
-typedef struct {
-    uint64_t hash;
-    int64_t version;
-} dst_state;
-
-static dst_state snap(const mft_tensor *t) {
-    dst_state s = {mft_tensor_hash(t), mft_tensor_version(t)};
-    return s;
-}
-
-#define CHECK_UNCHANGED(t, before)                                                                 \
-    do {                                                                                           \
-        dst_state now_ = snap(t);                                                                  \
-        CHECK_MSG(now_.hash == (before).hash, "%s values changed by a failing call", #t);          \
-        CHECK_MSG(now_.version == (before).version, "%s version bumped by a failing call", #t);    \
-    } while (0)
-
 /* Packed contiguous tensor holding 0, 1, 2, ... in logical order. */
-static mft_tensor *iota(int ndim, const int64_t *sizes, mft_dtype dt) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= sizes[i];
-    mft_tensor *flat = mft_arange(0, (double)n, 1, dt);
-    mft_tensor *t = mft_view(flat, ndim, sizes);
-    mft_tensor_release(flat);
-    return t;
-}
-
-static bool has_sizes(const mft_tensor *t, int ndim, const int64_t *sizes) {
-    if (!t || mft_tensor_ndim(t) != ndim) return false;
-    for (int i = 0; i < ndim; i++)
-        if (mft_tensor_sizes(t)[i] != sizes[i]) return false;
-    return true;
+static mft_tensor *iota(int nd, const int64_t *sz, mft_dtype dt) {
+    return tu_iota(nd, sz, dt, 0);
 }
 
 static int g_deleter_calls = 0;
@@ -135,10 +89,10 @@ static void test_null_tensor_args(void) {
     FAIL_T(mft_to_dtype(NULL, MFT_F64), MFT_ERR_NULL, "mft_to_dtype", "NULL");
     FAIL_T(mft_scope_keep(NULL), MFT_ERR_NULL, "mft_scope_keep", "NULL");
 
-    dst_state before = snap(ok);
+    tu_dst_state before = tu_snap(ok);
     FAIL_S(mft_copy_(NULL, ok), MFT_ERR_NULL, "mft_copy_", "dst");
     FAIL_S(mft_copy_(ok, NULL), MFT_ERR_NULL, "mft_copy_", "src");
-    CHECK_UNCHANGED(ok, before);
+    TU_CHECK_UNCHANGED(ok, before);
     FAIL_S(mft_tensor_set(NULL, idx, 1.0), MFT_ERR_NULL, "mft_tensor_set", "NULL");
 
     mft_clear_error();
@@ -203,12 +157,12 @@ static void test_null_pointer_args(void) {
     FAIL_T(mft_view(t, 2, NULL), MFT_ERR_NULL, "mft_view", "sizes");
     FAIL_T(mft_reshape(t, 2, NULL), MFT_ERR_NULL, "mft_reshape", "sizes");
 
-    dst_state before = snap(t);
+    tu_dst_state before = tu_snap(t);
     mft_clear_error();
     CHECK(isnan(mft_tensor_get(t, NULL)));
     CHECK_ERR(MFT_ERR_NULL, "mft_tensor_get");
     FAIL_S(mft_tensor_set(t, NULL, 5.0), MFT_ERR_NULL, "mft_tensor_set", "index");
-    CHECK_UNCHANGED(t, before);
+    TU_CHECK_UNCHANGED(t, before);
 
     FAIL_S(mft_strides_from_minor_to_major(4, S4, NULL, out), MFT_ERR_NULL,
            "mft_strides_from_minor_to_major", "minor_to_major");
@@ -242,7 +196,7 @@ static void test_null_propagation(void) {
     const int64_t idx[2] = {0, 0}, s1[1] = {-1};
     char first[512], buf[64];
     mft_tensor *t = mft_zeros(4, S4, MFT_F32, MFT_CHANNELS_LAST);
-    dst_state before = snap(t);
+    tu_dst_state before = tu_snap(t);
 
     mft_clear_error();
     mft_tensor *a = mft_permute(t, bad);
@@ -281,7 +235,7 @@ static void test_null_propagation(void) {
     CHECK(isnan(mft_tensor_get(r, idx)));
     CHECK(mft_tensor_hash(r) == 0);
     mft_tensor_describe(r, buf, sizeof buf);
-    CHECK_UNCHANGED(t, before);
+    TU_CHECK_UNCHANGED(t, before);
     CHECK_EQ_I(mft_last_error(), MFT_ERR_DIM);
     CHECK_MSG(strcmp(mft_last_error_message(), first) == 0, "first message '%s' replaced by '%s'",
               first, mft_last_error_message());
@@ -529,7 +483,7 @@ static void test_bad_permutation(void) {
     FAIL_T(mft_permute(t, negrep), MFT_ERR_DIM, "mft_permute", "[0,1,3,-1]");
     OK_T(v, mft_permute(t, ok));
     const int64_t want[4] = {2, 4, 5, 3};
-    CHECK(has_sizes(v, 4, want));
+    CHECK(tu_has_sizes(v, 4, want));
     CHECK(v && mft_tensor_is_contiguous(v, MFT_CONTIGUOUS)); /* NHWC permuted to N,H,W,C */
     mft_tensor_release(v);
     mft_tensor_release(t);
@@ -588,11 +542,12 @@ static void test_expand_bad(void) {
     FAIL_T(mft_expand(t, 3, bad3), MFT_ERR_SHAPE, "mft_expand", "[2,3]");
     FAIL_T(mft_expand(row, 3, bad4), MFT_ERR_SHAPE, "mft_expand", "[4,2,4]");
     OK_T(v, mft_expand(row, 3, okx));
-    CHECK(has_sizes(v, 3, okx) && mft_tensor_strides(v)[0] == 0 && mft_tensor_strides(v)[1] == 0);
+    CHECK(tu_has_sizes(v, 3, okx) && mft_tensor_strides(v)[0] == 0 &&
+          mft_tensor_strides(v)[1] == 0);
     mft_tensor_release(v);
     OK_T(v, mft_expand(t, 3, okx2));
     const int64_t want[3] = {5, 2, 3};
-    CHECK(has_sizes(v, 3, want));
+    CHECK(tu_has_sizes(v, 3, want));
     mft_tensor_release(v);
     mft_tensor_release(row);
     mft_tensor_release(t);
@@ -871,28 +826,28 @@ static void test_arange_bad(void) {
 static void test_get_set_bad(void) {
     const int64_t s2[2] = {2, 3}, s13[2] = {1, 3}, s43[2] = {4, 3};
     mft_tensor *t = iota(2, s2, MFT_F32);
-    dst_state before = snap(t);
+    tu_dst_state before = tu_snap(t);
     const int64_t bad[4][2] = {{2, 0}, {0, 3}, {-1, 0}, {0, INT64_MIN}};
     const char *txt[4] = {"[2,0]", "[0,3]", "[-1,0]", "[0,-9223372036854775808]"};
     for (int k = 0; k < 4; k++) {
         mft_clear_error();
         CHECK(isnan(mft_tensor_get(t, bad[k])));
-        HAS(txt[k]);
-        HAS("[2,3]");
+        TU_HAS(txt[k]);
+        TU_HAS("[2,3]");
         CHECK_ERR(MFT_ERR_DIM, "mft_tensor_get");
         FAIL_S(mft_tensor_set(t, bad[k], 42), MFT_ERR_DIM, "mft_tensor_set", txt[k]);
-        CHECK_UNCHANGED(t, before);
+        TU_CHECK_UNCHANGED(t, before);
     }
     /* writing through a broadcast view */
     mft_tensor *row = iota(2, s13, MFT_F32);
     mft_tensor *e = mft_expand(row, 2, s43);
     CHECK(e != NULL);
-    dst_state rb = snap(row), eb = snap(e);
+    tu_dst_state rb = tu_snap(row), eb = tu_snap(e);
     const int64_t i11[2] = {1, 1}, i01[2] = {0, 1};
     FAIL_S(mft_tensor_set(e, i11, 42), MFT_ERR_OVERLAP, "mft_tensor_set", "stride 0");
     FAIL_S(mft_tensor_set(e, i01, 42), MFT_ERR_OVERLAP, "mft_tensor_set", "size 4");
-    CHECK_UNCHANGED(row, rb);
-    CHECK_UNCHANGED(e, eb);
+    TU_CHECK_UNCHANGED(row, rb);
+    TU_CHECK_UNCHANGED(e, eb);
     mft_clear_error();
     CHECK_NEAR(mft_tensor_get(e, i11), 1, 0); /* reading through it is fine */
     CHECK_EQ_I(mft_last_error(), MFT_OK);
@@ -900,13 +855,13 @@ static void test_get_set_bad(void) {
     mft_tensor *b3 = mft_as_strided(row, 1, s3, z0, 0);
     CHECK(b3 != NULL);
     FAIL_S(mft_tensor_set(b3, i0, 1), MFT_ERR_OVERLAP, "mft_tensor_set", "size 3");
-    CHECK_UNCHANGED(row, rb);
+    TU_CHECK_UNCHANGED(row, rb);
     mft_tensor_release(b3);
     /* a size-1 dim with stride 0 is not a broadcast: writing is fine */
     const int64_t st01[2] = {0, 1}, i02[2] = {0, 2};
     mft_tensor *one = mft_as_strided(row, 2, s13, st01, 0);
     CHECK(one != NULL);
-    OK_S(mft_tensor_set(one, i02, 9));
+    TU_OK_S(mft_tensor_set(one, i02, 9));
     CHECK_NEAR(mft_tensor_get(row, i02), 9, 0);
     mft_tensor_release(one);
     mft_tensor_release(e);
@@ -924,51 +879,51 @@ static void test_copy_bad(void) {
     mft_tensor *a24 = iota(2, s24, MFT_F32), *a33 = iota(2, s33, MFT_F32),
                *a223 = iota(3, s223, MFT_F32);
     mft_tensor *d3 = mft_zeros(1, s3, MFT_F32, MFT_CONTIGUOUS);
-    dst_state b = snap(dst), b3 = snap(d3);
+    tu_dst_state b = tu_snap(dst), b3 = tu_snap(d3);
 
     /* sizes that do not broadcast */
     FAIL_S(mft_copy_(dst, a24), MFT_ERR_SHAPE, "mft_copy_", "[2,4]");
     FAIL_S(mft_copy_(dst, a33), MFT_ERR_SHAPE, "mft_copy_", "[3,3]");
     FAIL_S(mft_copy_(dst, a223), MFT_ERR_SHAPE, "mft_copy_", "[2,2,3]");
     FAIL_S(mft_copy_(d3, dst), MFT_ERR_SHAPE, "mft_copy_", "[3]");
-    CHECK_UNCHANGED(dst, b);
-    CHECK_UNCHANGED(d3, b3);
+    TU_CHECK_UNCHANGED(dst, b);
+    TU_CHECK_UNCHANGED(d3, b3);
 
     /* into an expanded (broadcast) destination */
     mft_tensor *row = mft_zeros(2, s13, MFT_F32, MFT_CONTIGUOUS);
     mft_tensor *ex = mft_expand(row, 2, s43), *src43 = iota(2, s43, MFT_F32);
-    dst_state br = snap(row);
+    tu_dst_state br = tu_snap(row);
     FAIL_S(mft_copy_(ex, src43), MFT_ERR_OVERLAP, "mft_copy_", "stride 0");
     FAIL_S(mft_copy_(ex, row), MFT_ERR_OVERLAP, "mft_copy_", "[4,3]");
-    CHECK_UNCHANGED(row, br);
+    TU_CHECK_UNCHANGED(row, br);
 
     /* dst partially overlapping src in one storage */
     mft_tensor *buf = iota(1, s8, MFT_F32);
     mft_tensor *lo = mft_narrow(buf, 0, 0, 6), *hi = mft_narrow(buf, 0, 2, 6);
-    dst_state bb = snap(buf);
+    tu_dst_state bb = tu_snap(buf);
     FAIL_S(mft_copy_(lo, hi), MFT_ERR_OVERLAP, "mft_copy_", "partially overlaps");
     FAIL_S(mft_copy_(hi, lo), MFT_ERR_OVERLAP, "mft_copy_", "offset 2");
     /* a source broadcast from inside the destination overlaps it too */
     mft_tensor *first = mft_narrow(buf, 0, 0, 1);
     FAIL_S(mft_copy_(buf, first), MFT_ERR_OVERLAP, "mft_copy_", "overlaps");
-    CHECK_UNCHANGED(buf, bb);
+    TU_CHECK_UNCHANGED(buf, bb);
 
     /* a destination that refers to one element twice */
     mft_tensor *ov = mft_as_strided(buf, 2, s22, st11, 0);
     mft_tensor *z22 = mft_zeros(2, s22, MFT_F32, MFT_CONTIGUOUS);
     CHECK(ov != NULL);
     FAIL_S(mft_copy_(ov, z22), MFT_ERR_OVERLAP, "mft_copy_", "[1,1]");
-    CHECK_UNCHANGED(buf, bb);
+    TU_CHECK_UNCHANGED(buf, bb);
 
     /* legal same-storage copies */
     mft_tensor *l4 = mft_narrow(buf, 0, 0, 4), *h4 = mft_narrow(buf, 0, 4, 4);
-    OK_S(mft_copy_(l4, h4)); /* disjoint halves */
+    TU_OK_S(mft_copy_(l4, h4)); /* disjoint halves */
     if (l4) {
         const int64_t i0[1] = {0};
         CHECK_NEAR(mft_tensor_get(l4, i0), 4, 0);
     }
-    OK_S(mft_copy_(buf, buf)); /* identical layouts: a full overlap */
-    OK_S(mft_copy_(lo, lo));
+    TU_OK_S(mft_copy_(buf, buf)); /* identical layouts: a full overlap */
+    TU_OK_S(mft_copy_(lo, lo));
     /* Interleaved views share no element (even <- odd): PyTorch allows
      * x[0::2].copy_(x[1::2]) and the header only forbids a real partial
      * overlap. */
@@ -1032,7 +987,7 @@ static void test_interop_bad(void) {
     FAIL_S(mft_strides_from_letters(6, S9, "NCDHWX", out), MFT_ERR_RANK, "mft_strides_from_letters",
            "6");
     CHECK(memcmp(out, sentinel, sizeof out) == 0); /* nothing half-written */
-    OK_S(mft_strides_from_letters(3, s3, "NWC", out));
+    TU_OK_S(mft_strides_from_letters(3, s3, "NWC", out));
     CHECK(out[0] == 12 && out[1] == 1 && out[2] == 3);
 
     /* minor_to_major */
@@ -1054,13 +1009,13 @@ static void test_interop_bad(void) {
            "mft_letters_from_strides", "");
     FAIL_S(mft_letters_from_strides(2, S4, st4, letters, sizeof letters), MFT_ERR_RANK,
            "mft_letters_from_strides", "2");
-    OK_S(mft_letters_from_strides(4, S4, st4, letters, 5));
+    TU_OK_S(mft_letters_from_strides(4, S4, st4, letters, 5));
     CHECK(strcmp(letters, "NCHW") == 0);
 
     /* min_storage_numel of an empty tensor is 0 whatever its strides */
     const int64_t se[2] = {2, 0}, ste[2] = {INT64_C(1) << 62, 1};
     int64_t need = -1;
-    OK_S(mft_min_storage_numel(2, se, ste, &need));
+    TU_OK_S(mft_min_storage_numel(2, se, ste, &need));
     CHECK_EQ_I(need, 0);
 }
 
@@ -1076,33 +1031,33 @@ static void test_scope_misuse(void) {
     CHECK_EQ_I(mft_live_tensors(), 1);
 
     /* keep of a tensor created before the scope */
-    OK_S(mft_scope_begin());
+    TU_OK_S(mft_scope_begin());
     FAIL_T(mft_scope_keep(t), MFT_ERR_SCOPE, "mft_scope_keep", "");
-    OK_S(mft_scope_end());
+    TU_OK_S(mft_scope_end());
     CHECK_EQ_I(mft_live_tensors(), 1); /* the scope did not take it */
     CHECK(mft_tensor_numel(t) == 6);
     mft_tensor_release(t);
 
     /* keep of a tensor owned by an outer scope, and keeping twice */
-    OK_S(mft_scope_begin());
+    TU_OK_S(mft_scope_begin());
     mft_tensor *a = mft_zeros(2, s2, MFT_F32, MFT_CONTIGUOUS);
-    OK_S(mft_scope_begin());
+    TU_OK_S(mft_scope_begin());
     mft_tensor *b = mft_ones(2, s2, MFT_F32, MFT_CONTIGUOUS);
     FAIL_T(mft_scope_keep(a), MFT_ERR_SCOPE, "mft_scope_keep", "");
     CHECK(mft_scope_keep(b) == b);
     FAIL_T(mft_scope_keep(b), MFT_ERR_SCOPE, "mft_scope_keep", "");
-    OK_S(mft_scope_end());
+    TU_OK_S(mft_scope_end());
     CHECK(mft_scope_keep(a) == a);
-    OK_S(mft_scope_end());
+    TU_OK_S(mft_scope_end());
     CHECK_EQ_I(mft_live_tensors(), 2);
     mft_tensor_release(a);
     mft_tensor_release(b);
 
     /* a failing call inside a scope leaves nothing behind */
-    OK_S(mft_scope_begin());
+    TU_OK_S(mft_scope_begin());
     mft_tensor *c = mft_zeros(2, s2, MFT_F32, MFT_CONTIGUOUS);
     FAIL_T(mft_narrow(c, 0, 1, 5), MFT_ERR_DIM, "mft_narrow", "");
-    OK_S(mft_scope_end());
+    TU_OK_S(mft_scope_end());
     CHECK_EQ_I(mft_live_tensors(), 0);
 
     /* nesting is bounded or not, but never breaks the pairing */

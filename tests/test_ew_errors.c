@@ -11,66 +11,35 @@
  * and message seen belong to the call under test; the needle is the name of
  * the function called, followed by ':' as in every mft message. */
 #include <stdbool.h>
-#include "harness.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------------ helpers */
-
-typedef struct {
-    uint64_t hash;
-    int64_t version;
-} ee_state;
-
-static ee_state ee_snap(const mft_tensor *t) {
-    ee_state s = {mft_tensor_hash(t), mft_tensor_version(t)};
-    return s;
-}
-
-#define EE_UNCHANGED(t, before)                                                                         \
-    do {                                                                                                \
-        ee_state now_ = ee_snap(t);                                                                     \
-        CHECK_MSG(now_.hash == (before).hash, "line %d: %s values changed by a failing call", __LINE__, #t); \
-        CHECK_MSG(now_.version == (before).version, "line %d: %s version bumped by a failing call", __LINE__, #t); \
-    } while (0)
-
-#define HAS(needle)                                                                                     \
-    CHECK_MSG(strstr(mft_last_error_message(), (needle)) != NULL, "message '%s' lacks '%s'",            \
-              mft_last_error_message(), (needle))
 
 /* A tensor-returning call that must fail with status st naming fn. */
 #define FAIL_T(expr, st, fn)                                                                            \
     do {                                                                                                \
-        mft_clear_error();                                                                              \
-        mft_tensor *ft_ = (expr);                                                                       \
-        CHECK_MSG(ft_ == NULL, "%s returned a tensor", #expr);                                          \
-        mft_tensor_release(ft_);                                                                        \
+        TU_EXPECT_NULL_(expr, #expr);                                                                   \
         CHECK_ERR(st, fn ":");                                                                          \
     } while (0)
 
 /* A status-returning call that must return st (and set it) naming fn. */
 #define FAIL_S(expr, st, fn)                                                                            \
     do {                                                                                                \
-        mft_clear_error();                                                                              \
-        mft_status fs_ = (expr);                                                                        \
-        CHECK_MSG(fs_ == (st), "%s returned %s", #expr, mft_status_str(fs_));                           \
+        TU_EXPECT_STATUS_(expr, #expr, st);                                                             \
         CHECK_ERR(st, fn ":");                                                                          \
     } while (0)
 
 /* As FAIL_T / FAIL_S, but also checks that the message contains vals. */
 #define FAIL_TV(expr, st, fn, vals)                                                                     \
     do {                                                                                                \
-        mft_clear_error();                                                                              \
-        mft_tensor *ft_ = (expr);                                                                       \
-        CHECK_MSG(ft_ == NULL, "%s returned a tensor", #expr);                                          \
-        mft_tensor_release(ft_);                                                                        \
-        HAS(vals);                                                                                      \
+        TU_EXPECT_NULL_(expr, #expr);                                                                   \
+        TU_HAS(vals);                                                                                   \
         CHECK_ERR(st, fn ":");                                                                          \
     } while (0)
 #define FAIL_SV(expr, st, fn, vals)                                                                     \
     do {                                                                                                \
-        mft_clear_error();                                                                              \
-        mft_status fs_ = (expr);                                                                        \
-        CHECK_MSG(fs_ == (st), "%s returned %s", #expr, mft_status_str(fs_));                           \
-        HAS(vals);                                                                                      \
+        TU_EXPECT_STATUS_(expr, #expr, st);                                                             \
+        TU_HAS(vals);                                                                                   \
         CHECK_ERR(st, fn ":");                                                                          \
     } while (0)
 
@@ -78,14 +47,11 @@ static ee_state ee_snap(const mft_tensor *t) {
  * exact code open). */
 #define FAIL_T2(expr, st1, st2, fn)                                                                     \
     do {                                                                                                \
-        mft_clear_error();                                                                              \
-        mft_tensor *ft_ = (expr);                                                                       \
-        CHECK_MSG(ft_ == NULL, "%s returned a tensor", #expr);                                          \
-        mft_tensor_release(ft_);                                                                        \
+        TU_EXPECT_NULL_(expr, #expr);                                                                   \
         mft_status ls_ = mft_last_error();                                                              \
         CHECK_MSG(ls_ == (st1) || ls_ == (st2), "%s: status %s, message '%s'", #expr, mft_status_str(ls_), \
                   mft_last_error_message());                                                            \
-        HAS(fn ":");                                                                                    \
+        TU_HAS(fn ":");                                                                                 \
         mft_clear_error();                                                                              \
     } while (0)
 #define FAIL_S2(expr, st1, st2, fn)                                                                     \
@@ -94,24 +60,13 @@ static ee_state ee_snap(const mft_tensor *t) {
         mft_status fs_ = (expr);                                                                        \
         CHECK_MSG((fs_ == (st1) || fs_ == (st2)) && mft_last_error() == fs_, "%s returned %s, last %s", #expr, \
                   mft_status_str(fs_), mft_status_str(mft_last_error()));                               \
-        HAS(fn ":");                                                                                    \
+        TU_HAS(fn ":");                                                                                 \
         mft_clear_error();                                                                              \
-    } while (0)
-
-#define OK_S(expr)                                                                                      \
-    do {                                                                                                \
-        mft_status os_ = (expr);                                                                        \
-        CHECK_MSG(os_ == MFT_OK, "%s returned %s: %s", #expr, mft_status_str(os_), mft_last_error_message()); \
     } while (0)
 
 /* Packed tensor of sizes holding 1, 2, 3, ... (in logical order). */
 static mft_tensor *iota(int nd, const int64_t *sz, mft_dtype dt) {
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++) n *= sz[d];
-    mft_tensor *flat = mft_arange(1, (double)n + 1, 1, dt);
-    mft_tensor *t = mft_view(flat, nd, sz);
-    mft_tensor_release(flat);
-    return t;
+    return tu_iota(nd, sz, dt, 1);
 }
 
 static const int64_t S23[2] = {2, 3}, S4[1] = {4}, S31[2] = {3, 1}, S34[2] = {3, 4}, S2345[4] = {2, 3, 4, 5};
@@ -121,7 +76,7 @@ static const int64_t S23[2] = {2, 3}, S4[1] = {4}, S31[2] = {3, 1}, S34[2] = {3,
 static void test_null_args(void) {
     mft_tensor *x = iota(2, S23, MFT_F32), *y = iota(2, S23, MFT_F32), *c = iota(2, S23, MFT_U8);
     mft_tensor *out = iota(2, S23, MFT_F32);
-    ee_state sx = ee_snap(x), so = ee_snap(out);
+    tu_dst_state sx = tu_snap(x), so = tu_snap(out);
 #define EE_NULL_U_(name)                                                                                \
     FAIL_T(mft_##name(NULL), MFT_ERR_NULL, "mft_" #name);                                               \
     FAIL_S(mft_##name##_(NULL), MFT_ERR_NULL, "mft_" #name "_");                                        \
@@ -207,8 +162,8 @@ static void test_null_args(void) {
     mft_clear_error();
     CHECK(mft_result_type(2, ts, false, 0) == MFT_DTYPE_COUNT);
     CHECK_ERR(MFT_ERR_NULL, "mft_result_type:");
-    EE_UNCHANGED(x, sx);
-    EE_UNCHANGED(out, so);
+    TU_CHECK_UNCHANGED(x, sx);
+    TU_CHECK_UNCHANGED(out, so);
     mft_tensor_release(x);
     mft_tensor_release(y);
     mft_tensor_release(c);
@@ -219,7 +174,7 @@ static void test_null_args(void) {
  * a chain of calls can be checked once at the end. */
 static void test_null_propagation(void) {
     mft_tensor *x = iota(4, S2345, MFT_F32);
-    ee_state sx = ee_snap(x);
+    tu_dst_state sx = tu_snap(x);
     const int bad[4] = {0, 1, 1, 2}, d[2] = {0, 2};
     mft_clear_error();
     mft_tensor *a = mft_permute(x, bad);
@@ -241,14 +196,14 @@ static void test_null_propagation(void) {
     CHECK_MSG(mft_neg_out(x, l) == MFT_ERR_NULL, "neg_out(x, NULL)");
     CHECK_MSG(mft_fill_(l, 1) == MFT_ERR_NULL, "fill_(NULL)");
     CHECK_MSG(mft_where_out(x, l, x, x) == MFT_ERR_NULL, "where_out(x, NULL, ...)");
-    EE_UNCHANGED(x, sx);
+    TU_CHECK_UNCHANGED(x, sx);
     CHECK_EQ_I(mft_last_error(), MFT_ERR_DIM);
     CHECK_MSG(strcmp(mft_last_error_message(), first) == 0, "first message '%s' replaced by '%s'", first,
               mft_last_error_message());
     /* a successful call does not clear the error either */
     mft_tensor *ok = mft_add(x, x);
     CHECK(ok != NULL);
-    OK_S(mft_add_(ok, x));
+    TU_OK_S(mft_add_(ok, x));
     mft_tensor *okr = mft_sum(ok, 0, NULL, false);
     CHECK(okr != NULL);
     CHECK_EQ_I(mft_last_error(), MFT_ERR_DIM);
@@ -263,7 +218,7 @@ static void test_null_propagation(void) {
 
 static void test_not_broadcastable(void) {
     mft_tensor *a = iota(2, S23, MFT_F32), *b = iota(1, S4, MFT_F32), *out = iota(2, S23, MFT_F32);
-    ee_state sa = ee_snap(a), so = ee_snap(out);
+    tu_dst_state sa = tu_snap(a), so = tu_snap(out);
     /* the message names both size lists (checked on two runs of the call) */
 #define EE_BC_(name)                                                                                    \
     FAIL_TV(mft_##name(a, b), MFT_ERR_SHAPE, "mft_" #name, "[2,3]");                                   \
@@ -273,8 +228,8 @@ static void test_not_broadcastable(void) {
     FAIL_SV(mft_##name##_out(out, b, a), MFT_ERR_SHAPE, "mft_" #name "_out", "[2,3]");
     MFT_BINARY_OPS(EE_BC_)
 #undef EE_BC_
-    EE_UNCHANGED(a, sa);
-    EE_UNCHANGED(out, so);
+    TU_CHECK_UNCHANGED(a, sa);
+    TU_CHECK_UNCHANGED(out, so);
     mft_tensor *c = iota(2, S23, MFT_U8);
     FAIL_TV(mft_add_alpha(a, b, 2), MFT_ERR_SHAPE, "mft_add_alpha", "[4]");
     FAIL_SV(mft_add_alpha_out(out, a, b, 2), MFT_ERR_SHAPE, "mft_add_alpha_out", "[2,3]");
@@ -289,8 +244,8 @@ static void test_not_broadcastable(void) {
     FAIL_SV(mft_lerp_(a, a, b), MFT_ERR_SHAPE, "mft_lerp_", "[4]");
     FAIL_TV(mft_lerp_scalar(a, b, 0.5), MFT_ERR_SHAPE, "mft_lerp_scalar", "[4]");
     FAIL_SV(mft_lerp_scalar_(a, b, 0.5), MFT_ERR_SHAPE, "mft_lerp_scalar_", "[2,3]");
-    EE_UNCHANGED(a, sa);
-    EE_UNCHANGED(out, so);
+    TU_CHECK_UNCHANGED(a, sa);
+    TU_CHECK_UNCHANGED(out, so);
     /* DESIGN §4's example; size 0 broadcasts with 1, not with 2 */
     const int64_t s4[4] = {2, 3, 4, 4}, s3[3] = {3, 1, 5}, z[1] = {0}, two[1] = {2}, one[1] = {1};
     mft_tensor *p = mft_zeros(4, s4, MFT_F32, MFT_CHANNELS_LAST), *q = mft_zeros(3, s3, MFT_F64, MFT_CONTIGUOUS);
@@ -309,7 +264,7 @@ static void test_not_broadcastable(void) {
 static void test_inplace_would_grow(void) {
     mft_tensor *a = iota(2, S31, MFT_F32), *b = iota(2, S34, MFT_F32), *v4 = iota(1, S4, MFT_F32);
     mft_tensor *z = mft_full(0, NULL, MFT_F32, MFT_CONTIGUOUS, 3);
-    ee_state sa = ee_snap(a), sv = ee_snap(v4), sz = ee_snap(z);
+    tu_dst_state sa = tu_snap(a), sv = tu_snap(v4), sz = tu_snap(z);
 #define EE_GROW_(name)                                                                                  \
     FAIL_SV(mft_##name##_(a, b), MFT_ERR_SHAPE, "mft_" #name "_", "[3,1]");                            \
     FAIL_S(mft_##name##_(v4, b), MFT_ERR_SHAPE, "mft_" #name "_");                                     \
@@ -319,13 +274,13 @@ static void test_inplace_would_grow(void) {
     /* rank growth only: (3,4) op= (1,3,4) would give (1,3,4) */
     const int64_t s134[3] = {1, 3, 4};
     mft_tensor *b3 = iota(3, s134, MFT_F32);
-    ee_state sb = ee_snap(b);
+    tu_dst_state sb = tu_snap(b);
     FAIL_SV(mft_add_(b, b3), MFT_ERR_SHAPE, "mft_add_", "[1,3,4]");
     FAIL_S(mft_mul_(b, b3), MFT_ERR_SHAPE, "mft_mul_");
     FAIL_S(mft_addcmul_(b, b, b3, 1), MFT_ERR_SHAPE, "mft_addcmul_");
     FAIL_S(mft_lerp_scalar_(b, b3, 0.5), MFT_ERR_SHAPE, "mft_lerp_scalar_");
     FAIL_S(mft_add_out(b, b, b3), MFT_ERR_SHAPE, "mft_add_out");
-    EE_UNCHANGED(b, sb);
+    TU_CHECK_UNCHANGED(b, sb);
     mft_tensor_release(b3);
     FAIL_S(mft_add_alpha_(a, b, 2), MFT_ERR_SHAPE, "mft_add_alpha_");
     FAIL_S(mft_addcmul_(a, b, a, 2), MFT_ERR_SHAPE, "mft_addcmul_");
@@ -334,11 +289,11 @@ static void test_inplace_would_grow(void) {
     FAIL_S(mft_lerp_(a, a, b), MFT_ERR_SHAPE, "mft_lerp_");
     FAIL_S(mft_lerp_scalar_(a, b, 0.5), MFT_ERR_SHAPE, "mft_lerp_scalar_");
     FAIL_S(mft_lerp_scalar_(z, v4, 0.5), MFT_ERR_SHAPE, "mft_lerp_scalar_");
-    EE_UNCHANGED(a, sa);
-    EE_UNCHANGED(v4, sv);
-    EE_UNCHANGED(z, sz);
+    TU_CHECK_UNCHANGED(a, sa);
+    TU_CHECK_UNCHANGED(v4, sv);
+    TU_CHECK_UNCHANGED(z, sz);
     /* the other direction is fine: b (3,4) += a (3,1) */
-    OK_S(mft_add_(b, a));
+    TU_OK_S(mft_add_(b, a));
     int64_t i[2] = {2, 3};
     CHECK(mft_tensor_get(b, i) == 12.0 + 3.0);
     mft_tensor_release(a);
@@ -355,7 +310,7 @@ static void test_out_wrong_sizes(void) {
                            iota(3, s123, MFT_F32), iota(1, s6, MFT_F32), mft_full(0, NULL, MFT_F32, MFT_CONTIGUOUS, 1)};
     for (int k = 0; k < 6; k++) {
         mft_tensor *o = outs[k];
-        ee_state so = ee_snap(o);
+        tu_dst_state so = tu_snap(o);
         int nd = mft_tensor_ndim(o);
         const int64_t *osz = mft_tensor_sizes(o);
 #define EE_OUTU_(name) FAIL_S(mft_##name##_out(o, a), MFT_ERR_SHAPE, "mft_" #name "_out");
@@ -372,7 +327,7 @@ static void test_out_wrong_sizes(void) {
         FAIL_S(mft_add_alpha_out(o, a, b, 2), MFT_ERR_SHAPE, "mft_add_alpha_out");
         FAIL_S(mft_where_out(o, c, a, b), MFT_ERR_SHAPE, "mft_where_out");
         FAIL_S(mft_addcmul_out(o, a, a, b, 2), MFT_ERR_SHAPE, "mft_addcmul_out");
-        EE_UNCHANGED(o, so);
+        TU_CHECK_UNCHANGED(o, so);
         CHECK_MSG(mft_tensor_ndim(o) == nd && mft_tensor_sizes(o) == osz, "out %d was resized", k);
     }
     for (int k = 0; k < 6; k++) mft_tensor_release(outs[k]);
@@ -387,7 +342,7 @@ static void test_broadcast_destination(void) {
     mft_tensor *base = iota(2, S31, MFT_F32);
     mft_tensor *e = mft_expand(base, 2, S34); /* stride 0 on dim 1, size 4 */
     mft_tensor *x = iota(2, S34, MFT_F32), *c = iota(2, S34, MFT_U8);
-    ee_state sb = ee_snap(base);
+    tu_dst_state sb = tu_snap(base);
 #define EE_BD_U_(name)                                                                                  \
     FAIL_SV(mft_##name##_(e), MFT_ERR_OVERLAP, "mft_" #name "_", "stride 0");                           \
     FAIL_SV(mft_##name##_out(e, x), MFT_ERR_OVERLAP, "mft_" #name "_out", "stride 0");
@@ -417,18 +372,18 @@ static void test_broadcast_destination(void) {
     FAIL_S(mft_lerp_scalar_(e, x, 0.5), MFT_ERR_OVERLAP, "mft_lerp_scalar_");
     FAIL_SV(mft_fill_(e, 1), MFT_ERR_OVERLAP, "mft_fill_", "size 4");
     FAIL_S(mft_zero_(e), MFT_ERR_OVERLAP, "mft_zero_");
-    EE_UNCHANGED(base, sb);
+    TU_CHECK_UNCHANGED(base, sb);
     /* internal overlap without stride 0: sizes (3,3), strides (1,1) */
     const int64_t ov_sz[2] = {3, 3}, ov_st[2] = {1, 1};
     mft_tensor *buf = mft_arange(0, 5, 1, MFT_F64), *ov = mft_as_strided(buf, 2, ov_sz, ov_st, 0);
     mft_tensor *y = iota(2, ov_sz, MFT_F64);
-    ee_state sbuf = ee_snap(buf);
+    tu_dst_state sbuf = tu_snap(buf);
     FAIL_S(mft_neg_(ov), MFT_ERR_OVERLAP, "mft_neg_");
     FAIL_S(mft_exp_out(ov, y), MFT_ERR_OVERLAP, "mft_exp_out");
     FAIL_S(mft_add_(ov, y), MFT_ERR_OVERLAP, "mft_add_");
     FAIL_S(mft_fill_(ov, 2), MFT_ERR_OVERLAP, "mft_fill_");
     FAIL_S(mft_zero_(ov), MFT_ERR_OVERLAP, "mft_zero_");
-    EE_UNCHANGED(buf, sbuf);
+    TU_CHECK_UNCHANGED(buf, sbuf);
     mft_tensor *all[] = {base, e, x, c, buf, ov, y};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) mft_tensor_release(all[k]);
 }
@@ -438,7 +393,7 @@ static void test_partial_overlap(void) {
     mft_tensor *lo = mft_narrow(buf, 0, 0, 6), *hi = mft_narrow(buf, 0, 2, 6);
     const int64_t n6 = 6;
     mft_tensor *x = mft_ones(1, &n6, MFT_F32, MFT_CONTIGUOUS), *c = mft_ones(1, &n6, MFT_U8, MFT_CONTIGUOUS);
-    ee_state sb = ee_snap(buf);
+    tu_dst_state sb = tu_snap(buf);
 #define EE_PO_U_(name) FAIL_S(mft_##name##_out(lo, hi), MFT_ERR_OVERLAP, "mft_" #name "_out");
     MFT_UNARY_OPS(EE_PO_U_)
 #undef EE_PO_U_
@@ -462,20 +417,20 @@ static void test_partial_overlap(void) {
     FAIL_S(mft_lerp_(lo, hi, x), MFT_ERR_OVERLAP, "mft_lerp_");
     FAIL_S(mft_lerp_(lo, x, hi), MFT_ERR_OVERLAP, "mft_lerp_");
     FAIL_S(mft_lerp_scalar_(hi, lo, 0.5), MFT_ERR_OVERLAP, "mft_lerp_scalar_");
-    EE_UNCHANGED(buf, sb);
+    TU_CHECK_UNCHANGED(buf, sb);
     /* a broadcast row of the destination itself overlaps it partially */
     mft_tensor *m = iota(2, S34, MFT_F64), *row = mft_narrow(m, 0, 1, 1);
-    ee_state sm = ee_snap(m);
+    tu_dst_state sm = tu_snap(m);
     FAIL_S(mft_add_(m, row), MFT_ERR_OVERLAP, "mft_add_");
     FAIL_S(mft_mul_out(m, row, m), MFT_ERR_OVERLAP, "mft_mul_out");
-    EE_UNCHANGED(m, sm);
+    TU_CHECK_UNCHANGED(m, sm);
     /* the same memory seen through a transpose is not an identical view */
     const int64_t s33[2] = {3, 3};
     mft_tensor *sq = iota(2, s33, MFT_F32), *sqt = mft_transpose(sq, 0, 1);
-    ee_state ssq = ee_snap(sq);
+    tu_dst_state ssq = tu_snap(sq);
     FAIL_S(mft_add_(sq, sqt), MFT_ERR_OVERLAP, "mft_add_");
     FAIL_S(mft_neg_out(sqt, sq), MFT_ERR_OVERLAP, "mft_neg_out");
-    EE_UNCHANGED(sq, ssq);
+    TU_CHECK_UNCHANGED(sq, ssq);
     mft_tensor *all[] = {buf, lo, hi, x, c, m, row, sq, sqt};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) mft_tensor_release(all[k]);
 }
@@ -495,7 +450,7 @@ static void test_dtype_errors(void) {
     mft_tensor *f32 = iota(2, S23, MFT_F32), *f64 = iota(2, S23, MFT_F64);
     mft_tensor *f64_0d = mft_full(0, NULL, MFT_F64, MFT_CONTIGUOUS, 2), *f32_0d = mft_full(0, NULL, MFT_F32, MFT_CONTIGUOUS, 2);
     mft_tensor *ints[3] = {i32, i64, u8};
-    ee_state s32 = ee_snap(i32), s64 = ee_snap(i64), su8 = ee_snap(u8);
+    tu_dst_state s32 = tu_snap(i32), s64 = tu_snap(i64), su8 = tu_snap(u8);
     /* floating unary ops into integer destinations */
     for (int k = 0; k < 3; k++) {
         mft_tensor *t = ints[k];
@@ -550,40 +505,40 @@ static void test_dtype_errors(void) {
         FAIL_S2(mft_add_alpha_(t, t, 1.5), MFT_ERR_DTYPE, MFT_ERR_INVALID, "mft_add_alpha_");
         FAIL_S2(mft_add_alpha_out(t, t, u8, -0.25), MFT_ERR_DTYPE, MFT_ERR_INVALID, "mft_add_alpha_out");
     }
-    EE_UNCHANGED(i32, s32);
-    EE_UNCHANGED(i64, s64);
-    EE_UNCHANGED(u8, su8);
+    TU_CHECK_UNCHANGED(i32, s32);
+    TU_CHECK_UNCHANGED(i64, s64);
+    TU_CHECK_UNCHANGED(u8, su8);
     /* an I32 dims tensor with an F64 0-dim tensor is F64 (ops.h): not into I32 */
     FAIL_S(mft_add_(i32, f64_0d), MFT_ERR_DTYPE, "mft_add_");
     FAIL_S(mft_add_(u8, f32_0d), MFT_ERR_DTYPE, "mft_add_");
-    EE_UNCHANGED(i32, s32);
+    TU_CHECK_UNCHANGED(i32, s32);
     /* lerp is "floating dtypes only": an integer operand in any position is rejected */
     FAIL_T(mft_lerp(f32, f32, i32), MFT_ERR_DTYPE, "mft_lerp");
     FAIL_T(mft_lerp(f32, i32, f32), MFT_ERR_DTYPE, "mft_lerp");
     FAIL_T(mft_lerp_scalar(f32, u8, 0.5), MFT_ERR_DTYPE, "mft_lerp_scalar");
     /* hardtanh needs lo <= hi (clamp does not) */
-    ee_state sf = ee_snap(f32);
+    tu_dst_state sf = tu_snap(f32);
     FAIL_T(mft_hardtanh(f32, 2, 1), MFT_ERR_INVALID, "mft_hardtanh");
     FAIL_S(mft_hardtanh_(f32, 1, -1), MFT_ERR_INVALID, "mft_hardtanh_");
     mft_tensor *o = iota(2, S23, MFT_F32);
-    ee_state so = ee_snap(o);
+    tu_dst_state so = tu_snap(o);
     FAIL_S(mft_hardtanh_out(o, f32, 3, 0), MFT_ERR_INVALID, "mft_hardtanh_out");
-    EE_UNCHANGED(o, so);
-    EE_UNCHANGED(f32, sf);
+    TU_CHECK_UNCHANGED(o, so);
+    TU_CHECK_UNCHANGED(f32, sf);
     mft_tensor *cl = mft_clamp(f32, 2, 1);
     CHECK(cl != NULL);
     mft_tensor_release(cl);
     /* positive controls: casts a destination can hold */
     mft_tensor *f = iota(2, S23, MFT_F32), *u = iota(2, S23, MFT_U8), *i = iota(2, S23, MFT_I32);
     mft_tensor *i64_0d = mft_full(0, NULL, MFT_I64, MFT_CONTIGUOUS, 300);
-    OK_S(mft_add_(f, i32));      /* F32 += I32 */
-    OK_S(mft_add_(f, f64));      /* F64 result cast to F32 */
-    OK_S(mft_add_(u, i64_0d));   /* U8 tensor + I64 0-dim: U8 */
-    OK_S(mft_add_(u, i32));      /* I32 result into U8: integral to integral is allowed */
-    OK_S(mft_eq_(i, f32));       /* comparisons give U8 0/1 */
-    OK_S(mft_lt_out(f, f64, i)); /* U8 result into F32 */
-    OK_S(mft_div_out(f, i, i));  /* F32 result into F32 */
-    OK_S(mft_sqrt_out(f, u));
+    TU_OK_S(mft_add_(f, i32));      /* F32 += I32 */
+    TU_OK_S(mft_add_(f, f64));      /* F64 result cast to F32 */
+    TU_OK_S(mft_add_(u, i64_0d));   /* U8 tensor + I64 0-dim: U8 */
+    TU_OK_S(mft_add_(u, i32));      /* I32 result into U8: integral to integral is allowed */
+    TU_OK_S(mft_eq_(i, f32));       /* comparisons give U8 0/1 */
+    TU_OK_S(mft_lt_out(f, f64, i)); /* U8 result into F32 */
+    TU_OK_S(mft_div_out(f, i, i));  /* F32 result into F32 */
+    TU_OK_S(mft_sqrt_out(f, u));
     int64_t idx[2] = {1, 2};
     CHECK(mft_tensor_get(i, idx) == 1.0); /* 6 == 6.0 */
     mft_tensor *all[] = {i32, i64, u8, f32, f64, f64_0d, f32_0d, o, f, u, i, i64_0d};
@@ -639,11 +594,11 @@ static void test_reduction_dim_errors(void) {
         mft_tensor *r;
         r = fns[k](x, 1, out_hi, false);
         CHECK_MSG(r == NULL, "%s dim 4 of rank 4", names[k]);
-        HAS("4");
+        TU_HAS("4");
         CHECK_ERR(MFT_ERR_DIM, names[k]);
         r = fns[k](x, 1, out_lo, true);
         CHECK_MSG(r == NULL, "%s dim -5 of rank 4", names[k]);
-        HAS("-5");
+        TU_HAS("-5");
         CHECK_ERR(MFT_ERR_DIM, names[k]);
         r = fns[k](x, 2, rep, false);
         CHECK_MSG(r == NULL, "%s dims {1,1}", names[k]);
@@ -660,7 +615,7 @@ static void test_reduction_dim_errors(void) {
         CHECK_MSG(r == NULL, "%s ndims -1", names[k]);
         CHECK_MSG(mft_last_error() == MFT_ERR_DIM || mft_last_error() == MFT_ERR_INVALID, "%s: %s", names[k],
                   mft_last_error_message());
-        HAS(names[k]);
+        TU_HAS(names[k]);
         mft_clear_error();
         r = fns[k](x, 2, ok2, true); /* control */
         CHECK(r != NULL);

@@ -25,11 +25,10 @@
  * mft_last_error(). */
 #include <errno.h>
 #include <stdbool.h>
-#include "harness.h"
+#include "test_util.h"
 
 #define GE_MIN_CASES 600 /* the file holds ~930; fewer means it is broken */
 #define GE_MIN_ERROR_CASES 20
-#define GE_MAX_LIST 16
 #define GE_MAX_IN 3
 #define GE_MAX_VALUES 64
 #define GE_LINE 4096
@@ -37,13 +36,8 @@
 #define GE_ATOL 1e-6
 
 typedef struct {
-    int n;
-    int64_t v[GE_MAX_LIST];
-} ge_list;
-
-typedef struct {
     mft_dtype dtype;
-    ge_list sizes, strides;
+    tu_list sizes, strides;
     int64_t offset, storage_numel;
     char fill;
     int seed;
@@ -132,12 +126,12 @@ typedef struct {
     ge_input in[GE_MAX_IN];
     const ge_opdef *op;
     double s[2];
-    ge_list dims;
+    tu_list dims;
     int keepdim;
     bool has_result, expect_error;
     mft_dtype r_dtype;
     int ndim;
-    ge_list r_sizes, r_strides;
+    tu_list r_sizes, r_strides;
     bool full_values;
     int64_t nvalues;
     double values[GE_MAX_VALUES];
@@ -154,54 +148,19 @@ static ge_stats g_stats;
 
 /* ------------------------------------------------------------------ parsing */
 
-static bool next_tok(const char **p, char *buf, size_t len) {
-    const char *s = *p;
-    size_t n = 0;
-    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n') s++;
-    if (*s == '\0') return false;
-    while (*s && *s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') {
-        if (n + 1 < len) buf[n++] = *s;
-        s++;
-    }
-    buf[n] = '\0';
-    *p = s;
-    return true;
-}
-
-static bool next_int(const char **p, int64_t *out) {
-    char tok[64];
-    char *end;
-    long long v;
-    if (!next_tok(p, tok, sizeof tok)) return false;
-    errno = 0;
-    v = strtoll(tok, &end, 10);
-    if (errno != 0 || *end != '\0' || end == tok) return false;
-    *out = (int64_t)v;
-    return true;
-}
-
 /* A double; accepts nan, inf, -inf (strtod). */
 static bool next_double(const char **p, double *out) {
     char tok[64];
     char *end;
-    if (!next_tok(p, tok, sizeof tok)) return false;
+    if (!tu_next_tok(p, tok, sizeof tok)) return false;
     errno = 0;
     *out = strtod(tok, &end);
     return *end == '\0' && end != tok;
 }
 
-static bool next_list(const char **p, ge_list *l) {
-    int64_t n;
-    if (!next_int(p, &n) || n < 0 || n > GE_MAX_LIST) return false;
-    l->n = (int)n;
-    for (int i = 0; i < l->n; i++)
-        if (!next_int(p, &l->v[i])) return false;
-    return true;
-}
-
 static bool next_dtype(const char **p, mft_dtype *out) {
     char tok[16];
-    if (!next_tok(p, tok, sizeof tok)) return false;
+    if (!tu_next_tok(p, tok, sizeof tok)) return false;
     for (int d = 0; d < (int)MFT_DTYPE_COUNT; d++) {
         if (strcmp(tok, mft_dtype_name((mft_dtype)d)) == 0) {
             *out = (mft_dtype)d;
@@ -211,36 +170,31 @@ static bool next_dtype(const char **p, mft_dtype *out) {
     return false;
 }
 
-static bool at_eol(const char *p) {
-    char tok[8];
-    return !next_tok(&p, tok, sizeof tok);
-}
-
 static bool parse_input(const char *p, ge_input *in) {
     char tok[32];
     int64_t seed;
     memset(in, 0, sizeof *in);
-    if (!next_dtype(&p, &in->dtype) || !next_list(&p, &in->sizes) ||
-        !next_list(&p, &in->strides) || in->sizes.n != in->strides.n ||
-        !next_int(&p, &in->offset) || !next_int(&p, &in->storage_numel) ||
+    if (!next_dtype(&p, &in->dtype) || !tu_next_list(&p, &in->sizes) ||
+        !tu_next_list(&p, &in->strides) || in->sizes.n != in->strides.n ||
+        !tu_next_int(&p, &in->offset) || !tu_next_int(&p, &in->storage_numel) ||
         in->storage_numel < 0 || in->offset < 0)
         return false;
-    if (!next_tok(&p, tok, sizeof tok) || strlen(tok) != 1 || !strchr("speb", tok[0]))
+    if (!tu_next_tok(&p, tok, sizeof tok) || strlen(tok) != 1 || !strchr("speb", tok[0]))
         return false;
     in->fill = tok[0];
-    if (!next_int(&p, &seed) || seed < 0 || seed > 1000) return false;
+    if (!tu_next_int(&p, &seed) || seed < 0 || seed > 1000) return false;
     in->seed = (int)seed;
-    if (!next_tok(&p, tok, sizeof tok)) return false;
+    if (!tu_next_tok(&p, tok, sizeof tok)) return false;
     if (strcmp(tok, "auto") == 0) in->tag = -1;
     else if (strcmp(tok, "contiguous") == 0) in->tag = MFT_CONTIGUOUS;
     else if (strcmp(tok, "channels_last") == 0) in->tag = MFT_CHANNELS_LAST;
     else return false;
-    return at_eol(p);
+    return tu_at_eol(p);
 }
 
 static bool parse_op(const char *p, ge_case *c) {
     char name[32];
-    if (!next_tok(&p, name, sizeof name)) return false;
+    if (!tu_next_tok(&p, name, sizeof name)) return false;
     c->op = NULL;
     for (size_t i = 0; i < sizeof g_ops / sizeof g_ops[0]; i++)
         if (strcmp(name, g_ops[i].name) == 0) c->op = &g_ops[i];
@@ -248,19 +202,19 @@ static bool parse_op(const char *p, ge_case *c) {
     c->seen |= F_OP;
     if (c->op->kind == K_REDUCE) {
         int64_t k;
-        if (!next_list(&p, &c->dims) || !next_int(&p, &k) || (k != 0 && k != 1)) return false;
+        if (!tu_next_list(&p, &c->dims) || !tu_next_int(&p, &k) || (k != 0 && k != 1)) return false;
         c->keepdim = (int)k;
     } else {
         for (int i = 0; i < kind_scalars(c->op->kind); i++)
             if (!next_double(&p, &c->s[i])) return false;
     }
-    return at_eol(p);
+    return tu_at_eol(p);
 }
 
 static bool parse_line(const char *line, ge_case *c) {
     const char *p = line;
     char key[32], tok[64];
-    if (!next_tok(&p, key, sizeof key)) return true;
+    if (!tu_next_tok(&p, key, sizeof key)) return true;
     if (strcmp(key, "input") == 0) {
         if (c->nin >= GE_MAX_IN || (c->seen & F_OP)) return false;
         return parse_input(p, &c->in[c->nin++]);
@@ -269,69 +223,48 @@ static bool parse_line(const char *line, ge_case *c) {
         return parse_op(p, c);
     } else if (strcmp(key, "result") == 0) {
         const char *q = p;
-        if (!next_tok(&q, tok, sizeof tok)) return false;
+        if (!tu_next_tok(&q, tok, sizeof tok)) return false;
         c->has_result = true;
         if (strcmp(tok, "error") == 0) {
             c->expect_error = true;
             p = q;
         } else {
             int64_t nd;
-            if (!next_dtype(&p, &c->r_dtype) || !next_int(&p, &nd) || nd < 0 ||
-                nd > GE_MAX_LIST)
+            if (!next_dtype(&p, &c->r_dtype) || !tu_next_int(&p, &nd) || nd < 0 ||
+                nd > TU_MAX_LIST)
                 return false;
             c->ndim = (int)nd;
         }
     } else if (strcmp(key, "sizes") == 0) {
         c->seen |= F_SIZES;
-        if (!next_list(&p, &c->r_sizes)) return false;
+        if (!tu_next_list(&p, &c->r_sizes)) return false;
     } else if (strcmp(key, "strides") == 0) {
         c->seen |= F_STRIDES;
-        if (!next_list(&p, &c->r_strides)) return false;
+        if (!tu_next_list(&p, &c->r_strides)) return false;
     } else if (strcmp(key, "values") == 0) {
         c->seen |= F_VALUES;
         c->full_values = true;
-        if (!next_int(&p, &c->nvalues) || c->nvalues < 0 || c->nvalues > GE_MAX_VALUES)
+        if (!tu_next_int(&p, &c->nvalues) || c->nvalues < 0 || c->nvalues > GE_MAX_VALUES)
             return false;
         for (int64_t i = 0; i < c->nvalues; i++)
             if (!next_double(&p, &c->values[i])) return false;
     } else if (strcmp(key, "checksum") == 0) {
         c->seen |= F_VALUES;
         c->full_values = false;
-        if (!next_int(&p, &c->nvalues) || c->nvalues < 0 || !next_double(&p, &c->checksum))
+        if (!tu_next_int(&p, &c->nvalues) || c->nvalues < 0 || !next_double(&p, &c->checksum))
             return false;
     } else {
         return false;
     }
-    return at_eol(p);
+    return tu_at_eol(p);
 }
 
 /* ------------------------------------------------------------------ helpers */
 
-static void fmt_list(char *buf, size_t len, int n, const int64_t *v) {
-    size_t used = 0;
-    int w = snprintf(buf, len, "(");
-    if (w > 0) used = (size_t)w;
-    for (int i = 0; i < n && used < len; i++) {
-        w = snprintf(buf + used, len - used, "%s%lld", i ? "," : "", (long long)v[i]);
-        if (w < 0) break;
-        used += (size_t)w;
-    }
-    if (used < len) snprintf(buf + used, len - used, ")");
-}
-
-static bool list_eq(const ge_list *want, int n, const int64_t *got) {
-    if (n != want->n || (n > 0 && got == NULL)) return false;
-    for (int i = 0; i < n; i++)
-        if (got[i] != want->v[i]) return false;
-    return true;
-}
-
-static bool is_float(mft_dtype d) { return d == MFT_F32 || d == MFT_F64; }
-
 /* The generator's fill rule (gen_elementwise.py: fill_value). */
 static double fill_value(char fill, int seed, int64_t k, mft_dtype dt) {
     int64_t r = (7 * k + 3 * (int64_t)seed) % 11;
-    bool fl = is_float(dt);
+    bool fl = tu_is_float(dt);
     switch (fill) {
     case 's': return fl ? (double)(r - 5) / 2.0 : (double)(dt == MFT_U8 ? r : r - 5);
     case 'p': return fl ? (double)(r + 1) / 2.0 : (double)(r + 1);
@@ -379,7 +312,7 @@ static mft_tensor *build_input(const ge_case *c, int i) {
     if (in->tag >= 0) {
         mft_tensor *u = mft_to_format(t, (mft_format)in->tag);
         bool same = u && mft_tensor_shares_storage(u, t) &&
-                    list_eq(&in->strides, mft_tensor_ndim(u), mft_tensor_strides(u)) &&
+                    tu_list_eq(&in->strides, mft_tensor_ndim(u), mft_tensor_strides(u)) &&
                     mft_tensor_offset(u) == in->offset;
         CHECK_MSG(same, "case %s (line %d): input %d: mft_to_format(%s) is not a no-copy re-tag "
                   "(%s)", c->name, c->line, i, mft_format_name((mft_format)in->tag),
@@ -394,8 +327,8 @@ static mft_tensor *build_input(const ge_case *c, int i) {
                    "input %d: tag %s after mft_to_format(%s)", i,
                    mft_format_name(mft_tensor_format(t)), mft_format_name((mft_format)in->tag));
     }
-    bool ok = list_eq(&in->sizes, mft_tensor_ndim(t), mft_tensor_sizes(t)) &&
-              list_eq(&in->strides, mft_tensor_ndim(t), mft_tensor_strides(t)) &&
+    bool ok = tu_list_eq(&in->sizes, mft_tensor_ndim(t), mft_tensor_sizes(t)) &&
+              tu_list_eq(&in->strides, mft_tensor_ndim(t), mft_tensor_strides(t)) &&
               mft_tensor_offset(t) == in->offset && mft_tensor_dtype(t) == in->dtype;
     CHECK_MSG(ok, "case %s (line %d): input %d was not built as described", c->name, c->line, i);
     if (!ok) {
@@ -418,7 +351,7 @@ static mft_tensor *call_op(const ge_case *c, mft_tensor *const *in) {
     case K_LERP: return mft_lerp(in[0], in[1], in[2]);
     case K_LERP_SCALAR: return mft_lerp_scalar(in[0], in[1], c->s[0]);
     case K_REDUCE: {
-        int dims[GE_MAX_LIST];
+        int dims[TU_MAX_LIST];
         for (int i = 0; i < c->dims.n; i++) dims[i] = (int)c->dims.v[i];
         return op->reduce(in[0], c->dims.n, dims, c->keepdim != 0);
     }
@@ -427,7 +360,7 @@ static mft_tensor *call_op(const ge_case *c, mft_tensor *const *in) {
 }
 
 static bool value_close(mft_dtype dt, double want, double got) {
-    if (!is_float(dt)) return want == got;
+    if (!tu_is_float(dt)) return want == got;
     if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
     if (isinf(want) || isinf(got)) return want == got;
     return fabs(got - want) <= GE_RTOL * fabs(want) + GE_ATOL;
@@ -438,7 +371,7 @@ static void check_values(const ge_case *c, const mft_tensor *r) {
     int nd = mft_tensor_ndim(r);
     const int64_t *sz = mft_tensor_sizes(r);
     int64_t numel = mft_tensor_numel(r);
-    int64_t idx[GE_MAX_LIST] = {0};
+    int64_t idx[TU_MAX_LIST] = {0};
     double sum = 0.0, abs_sum = 0.0;
     int bad = 0;
     mft_dtype dt = mft_tensor_dtype(r);
@@ -450,7 +383,7 @@ static void check_values(const ge_case *c, const mft_tensor *r) {
         if (c->full_values) {
             if (!value_close(dt, c->values[i], v) && bad++ < 3) {
                 char ib[128];
-                fmt_list(ib, sizeof ib, nd, idx);
+                tu_fmt_list(ib, sizeof ib, nd, idx);
                 CASE_CHECK(c, false, "value at %s (logical %lld) expected %.9g, got %.9g", ib,
                            (long long)i, c->values[i], v);
             }
@@ -459,16 +392,13 @@ static void check_values(const ge_case *c, const mft_tensor *r) {
             sum += v * w;
             abs_sum += fabs(v) * w;
         }
-        for (int d = nd - 1; d >= 0; d--) {
-            if (++idx[d] < sz[d]) break;
-            idx[d] = 0;
-        }
+        tu_next_index(nd, sz, idx);
     }
     if (c->full_values) {
         CASE_CHECK(c, bad == 0, "%d of %lld values differ", bad, (long long)numel);
         g_stats.value_lists++;
     } else {
-        bool ok = is_float(dt) ? fabs(sum - c->checksum) <= GE_RTOL * abs_sum + GE_ATOL
+        bool ok = tu_is_float(dt) ? fabs(sum - c->checksum) <= GE_RTOL * abs_sum + GE_ATOL
                                : sum == c->checksum;
         CASE_CHECK(c, ok, "checksum expected %.17g, got %.17g", c->checksum, sum);
         g_stats.checksums++;
@@ -487,7 +417,7 @@ static void check_tag(const ge_case *c, const mft_tensor *r, mft_tensor *const *
     bool fc = mft_tensor_order_fits(r, MFT_CONTIGUOUS);
     bool fl = mft_tensor_order_fits(r, MFT_CHANNELS_LAST);
     char sb[256];
-    fmt_list(sb, sizeof sb, nd, mft_tensor_strides(r));
+    tu_fmt_list(sb, sizeof sb, nd, mft_tensor_strides(r));
     if (fc && fl) {
         mft_format first = mft_tensor_format(in[0]);
         bool reduce_nokeep = c->op->kind == K_REDUCE && !c->keepdim;
@@ -513,34 +443,34 @@ static void check_result(const ge_case *c, const mft_tensor *r, mft_tensor *cons
     int nd = mft_tensor_ndim(r);
     char a[256], b[256];
     CASE_CHECK(c, nd == c->ndim, "ndim expected %d, got %d", c->ndim, nd);
-    fmt_list(a, sizeof a, c->r_sizes.n, c->r_sizes.v);
-    fmt_list(b, sizeof b, nd, mft_tensor_sizes(r));
-    bool sizes_ok = list_eq(&c->r_sizes, nd, mft_tensor_sizes(r));
+    tu_fmt_list(a, sizeof a, c->r_sizes.n, c->r_sizes.v);
+    tu_fmt_list(b, sizeof b, nd, mft_tensor_sizes(r));
+    bool sizes_ok = tu_list_eq(&c->r_sizes, nd, mft_tensor_sizes(r));
     CASE_CHECK(c, sizes_ok, "sizes expected %s, got %s", a, b);
     CASE_CHECK(c, mft_tensor_dtype(r) == c->r_dtype, "dtype expected %s, got %s",
                mft_dtype_name(c->r_dtype), mft_dtype_name(mft_tensor_dtype(r)));
     if (!sizes_ok) return;
 
     /* strides */
-    fmt_list(a, sizeof a, c->r_strides.n, c->r_strides.v);
-    fmt_list(b, sizeof b, nd, mft_tensor_strides(r));
+    tu_fmt_list(a, sizeof a, c->r_strides.n, c->r_strides.v);
+    tu_fmt_list(b, sizeof b, nd, mft_tensor_strides(r));
     if (c->op->kind == K_REDUCE && c->keepdim) {
         /* deviation: packed in the input's tag (PyTorch 1.13: contiguous) */
         mft_format tag = mft_tensor_format(in[0]);
-        ge_list want;
+        tu_list want;
         char w[256];
         want.n = nd;
         mft_status st = mft_strides_for_format(nd, c->r_sizes.v, tag, want.v);
         CASE_CHECK(c, st == MFT_OK, "mft_strides_for_format(%s) failed", mft_format_name(tag));
         if (st != MFT_OK) return;
-        fmt_list(w, sizeof w, nd, want.v);
-        CASE_CHECK(c, list_eq(&want, nd, mft_tensor_strides(r)),
+        tu_fmt_list(w, sizeof w, nd, want.v);
+        CASE_CHECK(c, tu_list_eq(&want, nd, mft_tensor_strides(r)),
                    "keepdim strides expected %s (packed in the input's tag %s; PyTorch: %s), "
                    "got %s", w, mft_format_name(tag), a, b);
         g_stats.keepdim_cases++;
-        if (!list_eq(&want, c->r_strides.n, c->r_strides.v)) g_stats.keepdim_torch_differs++;
+        if (!tu_list_eq(&want, c->r_strides.n, c->r_strides.v)) g_stats.keepdim_torch_differs++;
     } else {
-        CASE_CHECK(c, list_eq(&c->r_strides, nd, mft_tensor_strides(r)),
+        CASE_CHECK(c, tu_list_eq(&c->r_strides, nd, mft_tensor_strides(r)),
                    "strides expected %s (PyTorch), got %s", a, b);
     }
     CASE_CHECK(c, mft_tensor_offset(r) == 0, "fresh result has storage offset %lld",
@@ -586,48 +516,28 @@ static void run_case(const ge_case *c) {
     if (g_case_failed) g_stats.failed_cases++;
 }
 
+static ge_case g_case; /* the case being read */
+
+static bool case_field(const char *line) { return parse_line(line, &g_case); }
+
+static void case_end(int lineno, bool in_case) {
+    unsigned need = F_OP;
+    if (!g_case.expect_error) need |= (unsigned)(F_SIZES | F_STRIDES | F_VALUES);
+    bool complete = in_case && g_case.has_result && (g_case.seen & need) == need && g_case.op &&
+                    g_case.nin == kind_inputs(g_case.op->kind);
+    CHECK_MSG(complete, "line %d: incomplete case %s (fields 0x%x, %d inputs)", lineno,
+              g_case.name, g_case.seen, g_case.nin);
+    if (complete) run_case(&g_case);
+}
+
 static void test_golden_elementwise(void) {
-    const char *path = MFT_TEST_DATA_DIR "/elementwise_cases.txt";
-    FILE *fp = fopen(path, "r");
-    CHECK_MSG(fp != NULL, "cannot open %s", path);
-    if (!fp) return;
     static char line[GE_LINE];
-    static ge_case c;
-    bool in_case = false;
-    int lineno = 0, syntax_errors = 0;
-    while (fgets(line, sizeof line, fp)) {
-        const char *p = line;
-        char key[32];
-        lineno++;
-        CHECK_MSG(strchr(line, '\n') != NULL || feof(fp), "line %d longer than %d bytes", lineno,
-                  GE_LINE - 1);
-        if (line[0] == '#' || !next_tok(&p, key, sizeof key)) continue;
-        if (strcmp(key, "case") == 0) {
-            CHECK_MSG(!in_case, "line %d: 'case' inside case %s", lineno, c.name);
-            memset(&c, 0, sizeof c);
-            c.line = lineno;
-            if (!next_tok(&p, c.name, sizeof c.name)) syntax_errors++;
-            in_case = true;
-        } else if (strcmp(key, "end") == 0) {
-            unsigned need = F_OP;
-            if (!c.expect_error) need |= (unsigned)(F_SIZES | F_STRIDES | F_VALUES);
-            bool complete = in_case && c.has_result && (c.seen & need) == need && c.op &&
-                            c.nin == kind_inputs(c.op->kind);
-            CHECK_MSG(complete, "line %d: incomplete case %s (fields 0x%x, %d inputs)", lineno,
-                      c.name, c.seen, c.nin);
-            if (complete) run_case(&c);
-            in_case = false;
-        } else if (!in_case || !parse_line(line, &c)) {
-            syntax_errors++;
-            CHECK_MSG(false, "line %d: cannot parse '%.80s' (case %s)", lineno, line,
-                      in_case ? c.name : "-");
-        }
-    }
-    fclose(fp);
-    CHECK_MSG(!in_case, "file ends inside case %s", c.name);
-    CHECK_EQ_I(syntax_errors, 0);
+    const tu_golden_file file = {MFT_TEST_DATA_DIR "/elementwise_cases.txt", line, GE_LINE, true,
+                                 &g_case, sizeof g_case, &g_case.line, g_case.name,
+                                 sizeof g_case.name, case_field, case_end};
+    if (!tu_read_golden(&file)) return;
     CHECK_MSG(g_stats.cases >= GE_MIN_CASES, "only %d cases in %s (want >= %d)", g_stats.cases,
-              path, GE_MIN_CASES);
+              file.path, GE_MIN_CASES);
     CHECK_MSG(g_stats.error_cases >= GE_MIN_ERROR_CASES, "only %d error cases (want >= %d)",
               g_stats.error_cases, GE_MIN_ERROR_CASES);
     printf("golden elementwise: %d cases (%d error cases), %d value lists, %d checksums, "

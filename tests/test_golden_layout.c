@@ -12,20 +12,13 @@
  * PyTorch rejects must fail in mft too (NULL and a non-zero mft_last_error).
  * Fields written as '-' have no PyTorch answer (rank-3 channels_last is an mft
  * extension; suggest_memory_format cannot be observed) and are skipped. */
-#include <errno.h>
 #include <stdbool.h>
-#include "harness.h"
+#include "test_util.h"
 
 #define GL_MIN_CASES 300     /* the file holds ~700; fewer means it is broken */
 #define GL_MIN_ERROR_CASES 20
-#define GL_MAX_LIST 16
 #define GL_MAX_OPS 16
 #define GL_LINE 4096
-
-typedef struct {
-    int n;
-    int64_t v[GL_MAX_LIST];
-} gl_list;
 
 typedef enum {
     GL_PERMUTE,
@@ -43,7 +36,7 @@ typedef enum {
 
 typedef struct {
     gl_op_kind kind;
-    gl_list a, b;   /* permute/expand/view: a; as_strided: a = sizes, b = strides */
+    tu_list a, b;   /* permute/expand/view: a; as_strided: a = sizes, b = strides */
     int64_t x[4];   /* scalar arguments in file order */
 } gl_op;
 
@@ -66,7 +59,7 @@ typedef struct {
     char name[160];
     int line;
     bool start_strided;
-    gl_list sizes, strides;
+    tu_list sizes, strides;
     int64_t offset, storage_numel;
     mft_format fmt;
     int nops;
@@ -74,7 +67,7 @@ typedef struct {
     bool has_result;
     bool expect_error;
     int ndim;
-    gl_list r_sizes, r_strides, contig_strides, cl_strides, like_strides;
+    tu_list r_sizes, r_strides, contig_strides, cl_strides, like_strides;
     int64_t r_offset;
     int contig, cl, dense; /* 0/1; cl == -1: skip */
     int suggest;           /* MFT_CONTIGUOUS / MFT_CHANNELS_LAST; -1: skip */
@@ -90,46 +83,10 @@ static gl_stats g_stats;
 
 /* ------------------------------------------------------------------ parsing */
 
-/* Next space-separated token of *p into buf; false at end of line. */
-static bool next_tok(const char **p, char *buf, size_t len) {
-    const char *s = *p;
-    size_t n = 0;
-    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n') s++;
-    if (*s == '\0') return false;
-    while (*s && *s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') {
-        if (n + 1 < len) buf[n++] = *s;
-        s++;
-    }
-    buf[n] = '\0';
-    *p = s;
-    return true;
-}
-
-static bool next_int(const char **p, int64_t *out) {
-    char tok[64];
-    char *end;
-    long long v;
-    if (!next_tok(p, tok, sizeof tok)) return false;
-    errno = 0;
-    v = strtoll(tok, &end, 10);
-    if (errno != 0 || *end != '\0' || end == tok) return false;
-    *out = (int64_t)v;
-    return true;
-}
-
-static bool next_list(const char **p, gl_list *l) {
-    int64_t n;
-    if (!next_int(p, &n) || n < 0 || n > GL_MAX_LIST) return false;
-    l->n = (int)n;
-    for (int i = 0; i < l->n; i++)
-        if (!next_int(p, &l->v[i])) return false;
-    return true;
-}
-
 /* A boolean field or '-' (returns -1). */
 static bool next_flag(const char **p, int *out, bool dash_ok) {
     char tok[16];
-    if (!next_tok(p, tok, sizeof tok)) return false;
+    if (!tu_next_tok(p, tok, sizeof tok)) return false;
     if (strcmp(tok, "0") == 0) *out = 0;
     else if (strcmp(tok, "1") == 0) *out = 1;
     else if (dash_ok && strcmp(tok, "-") == 0) *out = -1;
@@ -137,28 +94,24 @@ static bool next_flag(const char **p, int *out, bool dash_ok) {
     return true;
 }
 
-static bool at_eol(const char *p) {
-    char tok[8];
-    return !next_tok(&p, tok, sizeof tok);
-}
-
 static bool parse_op(const char *p, gl_op *op) {
     char kind[32];
     int nscalar = 0;
-    if (!next_tok(&p, kind, sizeof kind)) return false;
+    if (!tu_next_tok(&p, kind, sizeof kind)) return false;
     memset(op, 0, sizeof *op);
     if (strcmp(kind, "permute") == 0) {
         op->kind = GL_PERMUTE;
-        if (!next_list(&p, &op->a)) return false;
+        if (!tu_next_list(&p, &op->a)) return false;
     } else if (strcmp(kind, "expand") == 0) {
         op->kind = GL_EXPAND;
-        if (!next_list(&p, &op->a)) return false;
+        if (!tu_next_list(&p, &op->a)) return false;
     } else if (strcmp(kind, "view") == 0) {
         op->kind = GL_VIEW;
-        if (!next_list(&p, &op->a)) return false;
+        if (!tu_next_list(&p, &op->a)) return false;
     } else if (strcmp(kind, "as_strided") == 0) {
         op->kind = GL_AS_STRIDED;
-        if (!next_list(&p, &op->a) || !next_list(&p, &op->b) || op->a.n != op->b.n) return false;
+        if (!tu_next_list(&p, &op->a) || !tu_next_list(&p, &op->b) || op->a.n != op->b.n)
+            return false;
         nscalar = 1;
     } else if (strcmp(kind, "transpose") == 0) {
         op->kind = GL_TRANSPOSE, nscalar = 2;
@@ -178,28 +131,28 @@ static bool parse_op(const char *p, gl_op *op) {
         return false;
     }
     for (int i = 0; i < nscalar; i++)
-        if (!next_int(&p, &op->x[i])) return false;
-    return at_eol(p);
+        if (!tu_next_int(&p, &op->x[i])) return false;
+    return tu_at_eol(p);
 }
 
 /* Parses one line into the current case. Returns false on a syntax error. */
 static bool parse_line(const char *line, gl_case *c) {
     const char *p = line;
     char key[32], tok[64];
-    if (!next_tok(&p, key, sizeof key)) return true;
+    if (!tu_next_tok(&p, key, sizeof key)) return true;
     if (strcmp(key, "start") == 0) {
-        if (!next_tok(&p, tok, sizeof tok)) return false;
+        if (!tu_next_tok(&p, tok, sizeof tok)) return false;
         if (strcmp(tok, "empty") == 0) {
             c->start_strided = false;
-            if (!next_list(&p, &c->sizes) || !next_tok(&p, tok, sizeof tok)) return false;
+            if (!tu_next_list(&p, &c->sizes) || !tu_next_tok(&p, tok, sizeof tok)) return false;
             if (strcmp(tok, "contiguous") == 0) c->fmt = MFT_CONTIGUOUS;
             else if (strcmp(tok, "channels_last") == 0) c->fmt = MFT_CHANNELS_LAST;
             else return false;
         } else if (strcmp(tok, "strided") == 0) {
             c->start_strided = true;
-            if (!next_list(&p, &c->sizes) || !next_list(&p, &c->strides) ||
-                c->sizes.n != c->strides.n || !next_int(&p, &c->offset) ||
-                !next_int(&p, &c->storage_numel))
+            if (!tu_next_list(&p, &c->sizes) || !tu_next_list(&p, &c->strides) ||
+                c->sizes.n != c->strides.n || !tu_next_int(&p, &c->offset) ||
+                !tu_next_int(&p, &c->storage_numel))
                 return false;
         } else {
             return false;
@@ -208,25 +161,25 @@ static bool parse_line(const char *line, gl_case *c) {
         if (c->nops >= GL_MAX_OPS) return false;
         return parse_op(p, &c->ops[c->nops++]);
     } else if (strcmp(key, "result") == 0) {
-        if (!next_tok(&p, tok, sizeof tok)) return false;
+        if (!tu_next_tok(&p, tok, sizeof tok)) return false;
         c->has_result = true;
         if (strcmp(tok, "error") == 0) {
             c->expect_error = true;
         } else {
             const char *q = tok;
             int64_t nd;
-            if (!next_int(&q, &nd) || nd < 0 || nd > GL_MAX_LIST) return false;
+            if (!tu_next_int(&q, &nd) || nd < 0 || nd > TU_MAX_LIST) return false;
             c->ndim = (int)nd;
         }
     } else if (strcmp(key, "sizes") == 0) {
         c->seen |= F_SIZES;
-        if (!next_list(&p, &c->r_sizes)) return false;
+        if (!tu_next_list(&p, &c->r_sizes)) return false;
     } else if (strcmp(key, "strides") == 0) {
         c->seen |= F_STRIDES;
-        if (!next_list(&p, &c->r_strides)) return false;
+        if (!tu_next_list(&p, &c->r_strides)) return false;
     } else if (strcmp(key, "offset") == 0) {
         c->seen |= F_OFFSET;
-        if (!next_int(&p, &c->r_offset)) return false;
+        if (!tu_next_int(&p, &c->r_offset)) return false;
     } else if (strcmp(key, "contig") == 0) {
         c->seen |= F_CONTIG;
         if (!next_flag(&p, &c->contig, false)) return false;
@@ -238,58 +191,43 @@ static bool parse_line(const char *line, gl_case *c) {
         if (!next_flag(&p, &c->dense, false)) return false;
     } else if (strcmp(key, "suggest") == 0) {
         c->seen |= F_SUGGEST;
-        if (!next_tok(&p, tok, sizeof tok)) return false;
+        if (!tu_next_tok(&p, tok, sizeof tok)) return false;
         if (strcmp(tok, "contiguous") == 0) c->suggest = MFT_CONTIGUOUS;
         else if (strcmp(tok, "channels_last") == 0) c->suggest = MFT_CHANNELS_LAST;
         else if (strcmp(tok, "-") == 0) c->suggest = -1;
         else return false;
     } else if (strcmp(key, "contig_strides") == 0) {
         c->seen |= F_CONTIG_STRIDES;
-        if (!next_list(&p, &c->contig_strides)) return false;
+        if (!tu_next_list(&p, &c->contig_strides)) return false;
     } else if (strcmp(key, "cl_strides") == 0) {
         const char *q = p;
         c->seen |= F_CL_STRIDES;
-        if (next_tok(&q, tok, sizeof tok) && strcmp(tok, "-") == 0) {
+        if (tu_next_tok(&q, tok, sizeof tok) && strcmp(tok, "-") == 0) {
             c->has_cl_strides = false;
             p = q;
         } else {
             c->has_cl_strides = true;
-            if (!next_list(&p, &c->cl_strides)) return false;
+            if (!tu_next_list(&p, &c->cl_strides)) return false;
         }
     } else if (strcmp(key, "like_strides") == 0) {
         c->seen |= F_LIKE_STRIDES;
-        if (!next_list(&p, &c->like_strides)) return false;
+        if (!tu_next_list(&p, &c->like_strides)) return false;
     } else {
         return false;
     }
-    return at_eol(p);
+    return tu_at_eol(p);
 }
 
 /* ------------------------------------------------------------------ running */
 
-static void fmt_list(char *buf, size_t len, int n, const int64_t *v) {
-    size_t used = 0;
-    int w = snprintf(buf, len, "(");
-    if (w > 0) used = (size_t)w;
-    for (int i = 0; i < n && used < len; i++) {
-        w = snprintf(buf + used, len - used, "%s%lld", i ? "," : "", (long long)v[i]);
-        if (w < 0) break;
-        used += (size_t)w;
-    }
-    if (used < len) snprintf(buf + used, len - used, ")");
-}
-
 /* Compares an mft (ndim, values) pair with the golden list; reports on failure. */
-static void check_list(const gl_case *c, const char *field, const gl_list *want, int got_n,
+static void check_list(const gl_case *c, const char *field, const tu_list *want, int got_n,
                        const int64_t *got) {
-    bool ok = got != NULL || got_n == 0;
+    bool ok = tu_list_eq(want, got_n, got);
     char a[256], b[256];
-    if (ok && got_n != want->n) ok = false;
-    for (int i = 0; ok && i < want->n; i++)
-        if (got[i] != want->v[i]) ok = false;
     g_stats.checked_fields++;
-    fmt_list(a, sizeof a, want->n, want->v);
-    if (got) fmt_list(b, sizeof b, got_n, got);
+    tu_fmt_list(a, sizeof a, want->n, want->v);
+    if (got) tu_fmt_list(b, sizeof b, got_n, got);
     else snprintf(b, sizeof b, "NULL");
     CHECK_MSG(ok, "case %s (line %d): %s expected %s, got %s", c->name, c->line, field, a, b);
 }
@@ -322,7 +260,7 @@ static mft_tensor *apply_op(const mft_tensor *t, const gl_op *op) {
     const int64_t *x = op->x;
     switch (op->kind) {
     case GL_PERMUTE: {
-        int dims[GL_MAX_LIST];
+        int dims[TU_MAX_LIST];
         for (int i = 0; i < op->a.n; i++) dims[i] = (int)op->a.v[i];
         return mft_permute(t, dims);
     }
@@ -463,44 +401,26 @@ static void run_case(const gl_case *c) {
     mft_tensor_release(t);
 }
 
+static gl_case g_case; /* the case being read */
+
+static bool case_field(const char *line) { return parse_line(line, &g_case); }
+
+static void case_end(int lineno, bool in_case) {
+    bool complete = in_case && g_case.has_result &&
+                    (g_case.expect_error || g_case.seen == (unsigned)F_ALL);
+    CHECK_MSG(complete, "line %d: incomplete case %s (fields 0x%x)", lineno, g_case.name,
+              g_case.seen);
+    if (complete) run_case(&g_case);
+}
+
 static void test_golden_layout(void) {
-    const char *path = MFT_TEST_DATA_DIR "/layout_cases.txt";
-    FILE *fp = fopen(path, "r");
-    CHECK_MSG(fp != NULL, "cannot open %s", path);
-    if (!fp) return;
     static char line[GL_LINE];
-    static gl_case c;
-    bool in_case = false;
-    int lineno = 0, syntax_errors = 0;
-    while (fgets(line, sizeof line, fp)) {
-        const char *p = line;
-        char key[32];
-        lineno++;
-        if (line[0] == '#' || !next_tok(&p, key, sizeof key)) continue;
-        if (strcmp(key, "case") == 0) {
-            CHECK_MSG(!in_case, "line %d: 'case' inside case %s", lineno, c.name);
-            memset(&c, 0, sizeof c);
-            c.line = lineno;
-            if (!next_tok(&p, c.name, sizeof c.name)) syntax_errors++;
-            in_case = true;
-        } else if (strcmp(key, "end") == 0) {
-            bool complete = in_case && c.has_result &&
-                            (c.expect_error || c.seen == (unsigned)F_ALL);
-            CHECK_MSG(complete, "line %d: incomplete case %s (fields 0x%x)", lineno, c.name,
-                      c.seen);
-            if (complete) run_case(&c);
-            in_case = false;
-        } else if (!in_case || !parse_line(line, &c)) {
-            syntax_errors++;
-            CHECK_MSG(false, "line %d: cannot parse '%.80s' (case %s)", lineno, line,
-                      in_case ? c.name : "-");
-        }
-    }
-    fclose(fp);
-    CHECK_MSG(!in_case, "file ends inside case %s", c.name);
-    CHECK_EQ_I(syntax_errors, 0);
+    const tu_golden_file file = {MFT_TEST_DATA_DIR "/layout_cases.txt", line, GL_LINE, false,
+                                 &g_case, sizeof g_case, &g_case.line, g_case.name,
+                                 sizeof g_case.name, case_field, case_end};
+    if (!tu_read_golden(&file)) return;
     CHECK_MSG(g_stats.cases >= GL_MIN_CASES, "only %d cases in %s (want >= %d)", g_stats.cases,
-              path, GL_MIN_CASES);
+              file.path, GL_MIN_CASES);
     CHECK_MSG(g_stats.error_cases >= GL_MIN_ERROR_CASES, "only %d error cases (want >= %d)",
               g_stats.error_cases, GL_MIN_ERROR_CASES);
     printf("golden layout: %d cases (%d error cases, %d skipped), %d fields checked\n",

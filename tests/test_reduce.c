@@ -12,66 +12,20 @@
  * reduction twice is bit-identical at the thread count the environment sets;
  * CTest runs this file with 1 and 2 threads). */
 #include <stdbool.h>
-#include "harness.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------------ random numbers, layouts */
 
-static uint64_t rd_next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-static int64_t rd_int(uint64_t *s, int64_t lo, int64_t hi) { /* inclusive */
-    return lo + (int64_t)(rd_next(s) % (uint64_t)(hi - lo + 1));
-}
-
 static const mft_dtype RD_DTS[5] = {MFT_F32, MFT_F64, MFT_I32, MFT_I64, MFT_U8};
-static bool rd_float(mft_dtype dt) { return dt == MFT_F32 || dt == MFT_F64; }
 
-static bool rd_next_index(int nd, const int64_t *sizes, int64_t *idx) {
-    for (int d = nd - 1; d >= 0; d--) {
-        if (++idx[d] < sizes[d]) return true;
-        idx[d] = 0;
-    }
-    return false;
-}
-
-/* A view with logical sizes over a bigger base: dims in a random physical
- * order, each with step 1 or 2, a start offset and end padding. */
-static mft_tensor *rd_strided(int nd, const int64_t *sizes, mft_dtype dt, uint64_t *rng) {
-    int order[MFT_MAX_DIMS], pos[MFT_MAX_DIMS];
-    int64_t step[MFT_MAX_DIMS], first[MFT_MAX_DIMS], phys[MFT_MAX_DIMS] = {0};
-    for (int d = 0; d < nd; d++) order[d] = d;
-    for (int d = nd - 1; d > 0; d--) {
-        int j = (int)rd_int(rng, 0, d), t = order[d];
-        order[d] = order[j];
-        order[j] = t;
-    }
-    for (int p = 0; p < nd; p++) pos[order[p]] = p;
-    for (int d = 0; d < nd; d++) {
-        step[d] = rd_int(rng, 0, 2) == 0 ? 2 : 1;
-        first[d] = rd_int(rng, 0, 1);
-    }
-    for (int p = 0; p < nd; p++) {
-        int d = order[p];
-        phys[p] = first[d] + (sizes[d] > 0 ? (sizes[d] - 1) * step[d] + 1 : 0) + rd_int(rng, 0, 1);
-    }
-    mft_tensor *base = mft_full(nd, phys, dt, MFT_CONTIGUOUS, -77);
-    mft_tensor *v = mft_permute(base, pos);
-    mft_tensor_release(base);
-    for (int d = 0; d < nd && v; d++) {
-        mft_tensor *s = mft_slice(v, d, first[d], first[d] + sizes[d] * step[d], step[d]);
-        mft_tensor_release(v);
-        v = s;
-    }
-    return v;
-}
+/* Random layouts (tu_strided_view): step 2 in one dim of 3, padding 0-1 drawn
+ * after the steps, in storage order; base slots -77. */
+static const tu_layout_opts RD_LAYOUT = {2, 1, true};
 
 static double rd_value(uint64_t *rng, mft_dtype dt, int range) {
-    if (rd_float(dt)) return (double)rd_int(rng, -4 * range, 4 * range) / 4;
-    if (dt == MFT_U8) return (double)rd_int(rng, 0, 2 * range);
-    return (double)rd_int(rng, -range, range);
+    if (tu_is_float(dt)) return (double)tu_rng_int(rng, -4 * range, 4 * range) / 4;
+    if (dt == MFT_U8) return (double)tu_rng_int(rng, 0, 2 * range);
+    return (double)tu_rng_int(rng, -range, range);
 }
 
 static void rd_fill(mft_tensor *t, uint64_t *rng, int range, int nan_rate) {
@@ -80,45 +34,33 @@ static void rd_fill(mft_tensor *t, uint64_t *rng, int range, int nan_rate) {
     if (mft_tensor_numel(t) == 0) return;
     do {
         double v = rd_value(rng, mft_tensor_dtype(t), range);
-        if (nan_rate && rd_int(rng, 0, nan_rate - 1) == 0) v = NAN;
+        if (nan_rate && tu_rng_int(rng, 0, nan_rate - 1) == 0) v = NAN;
         mft_tensor_set(t, idx, v);
-    } while (rd_next_index(nd, mft_tensor_sizes(t), idx));
+    } while (tu_next_index(nd, mft_tensor_sizes(t), idx));
 }
 
 /* A filled tensor of logical sizes in a random layout (packed NCHW / NHWC,
  * strided, or a stride-0 expand of a smaller filled tensor). */
 static mft_tensor *rd_input(int nd, const int64_t *sz, mft_dtype dt, uint64_t *rng, int range, int nan_rate) {
-    int kind = (int)rd_int(rng, 0, nd > 0 ? 3 : 2);
+    int kind = (int)tu_rng_int(rng, 0, nd > 0 ? 3 : 2);
     mft_tensor *t;
     if (kind == 3) {
         int64_t inner[MFT_MAX_DIMS];
-        for (int d = 0; d < nd; d++) inner[d] = rd_int(rng, 0, 2) == 0 ? 1 : sz[d];
-        mft_tensor *small = rd_strided(nd, inner, dt, rng);
+        for (int d = 0; d < nd; d++) inner[d] = tu_rng_int(rng, 0, 2) == 0 ? 1 : sz[d];
+        mft_tensor *small = tu_strided_view(nd, inner, dt, -77, &RD_LAYOUT, rng, NULL);
         rd_fill(small, rng, range, nan_rate);
         t = mft_expand(small, nd, sz);
         mft_tensor_release(small);
         return t;
     }
     if (kind == 2) {
-        t = rd_strided(nd, sz, dt, rng);
+        t = tu_strided_view(nd, sz, dt, -77, &RD_LAYOUT, rng, NULL);
     } else {
         mft_format f = (kind == 1 && nd >= 3 && nd <= 5) ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
         t = mft_empty(nd, sz, dt, f);
     }
     rd_fill(t, rng, range, nan_rate);
     return t;
-}
-
-static void rd_describe(const mft_tensor *t, char *buf, size_t len) {
-    int nd = mft_tensor_ndim(t);
-    size_t pos = (size_t)snprintf(buf, len, "%s[", mft_dtype_name(mft_tensor_dtype(t)));
-    for (int d = 0; d < nd && pos < len; d++)
-        pos += (size_t)snprintf(buf + pos, len - pos, d ? ",%lld" : "%lld", (long long)mft_tensor_sizes(t)[d]);
-    if (pos < len) pos += (size_t)snprintf(buf + pos, len - pos, "]/(");
-    for (int d = 0; d < nd && pos < len; d++)
-        pos += (size_t)snprintf(buf + pos, len - pos, d ? ",%lld" : "%lld", (long long)mft_tensor_strides(t)[d]);
-    if (pos < len) snprintf(buf + pos, len - pos, ")+%lld %s", (long long)mft_tensor_offset(t),
-                            mft_format_name(mft_tensor_format(t)));
 }
 
 /* ------------------------------------------------------------------ the reference */
@@ -182,13 +124,13 @@ static void ref_compute(rd_ref *r, const mft_tensor *x) {
             if (adim >= 0) r->argi[k] = idx[adim];
         }
         if (v < r->mn[k]) r->mn[k] = v;
-    } while (rd_next_index(r->nd, r->sz, idx));
+    } while (tu_next_index(r->nd, r->sz, idx));
     memset(idx, 0, sizeof idx);
     do {
         int64_t k = kept_index(r, idx);
         double dv = mft_tensor_get(x, idx) - r->sum[k] / (double)r->n_per;
         r->m2[k] += dv * dv;
-    } while (rd_next_index(r->nd, r->sz, idx));
+    } while (tu_next_index(r->nd, r->sz, idx));
 }
 
 static void ref_free(rd_ref *r) {
@@ -218,7 +160,7 @@ static double ref_value(const rd_ref *r, int rop, int64_t k, double correction) 
 
 static mft_dtype want_dtype(int rop, mft_dtype in) {
     if (rop == R_ARGMAX) return MFT_I64;
-    if (rop == R_SUM && !rd_float(in)) return MFT_I64;
+    if (rop == R_SUM && !tu_is_float(in)) return MFT_I64;
     return in;
 }
 
@@ -272,7 +214,7 @@ static bool check_reduction(int rop, const mft_tensor *x, int ndims, const int *
     bool empty_reduce = ref.n_per == 0;
     for (int d = 0; d < ref.nd; d++) empty_reduce |= red[d] && ref.sz[d] == 0;
     char xd[256], dl[64] = "";
-    rd_describe(x, xd, sizeof xd);
+    tu_describe(x, xd, sizeof xd, true);
     for (int i = 0, p = 0; i < ndims && p < 60; i++) p += snprintf(dl + p, sizeof dl - (size_t)p, "%d ", dims[i]);
     uint64_t hx = mft_tensor_hash(x);
     mft_clear_error();
@@ -312,7 +254,7 @@ static bool check_reduction(int rop, const mft_tensor *x, int ndims, const int *
     /* layout */
     if (keep) {
         char rdsc[256];
-        rd_describe(r, rdsc, sizeof rdsc);
+        tu_describe(r, rdsc, sizeof rdsc, true);
         CHECK_MSG(keepdim_layout_ok(x, r), "%s %s keepdim of %s gave %s: not packed in the input's tag", what,
                   r_names[rop], xd, rdsc);
     } else {
@@ -337,7 +279,7 @@ static bool check_reduction(int rop, const mft_tensor *x, int ndims, const int *
                             what, r_names[rop], xd, dl, keep, corr, (long long)k, got, want);
                 bad++;
             }
-        } while (rd_next_index(rnd, rsz, idx));
+        } while (tu_next_index(rnd, rsz, idx));
         CHECK_MSG(bad == 0, "%s %s: %lld wrong values", what, r_names[rop], (long long)bad);
         ok = ok && bad == 0;
     }
@@ -350,17 +292,17 @@ static bool check_reduction(int rop, const mft_tensor *x, int ndims, const int *
 /* ------------------------------------------------------------------ tests */
 
 static void rand_shape(uint64_t *rng, int *nd, int64_t *sz) {
-    *nd = (int)rd_int(rng, 0, 5);
-    for (int d = 0; d < *nd; d++) sz[d] = rd_int(rng, 0, 12) == 0 ? 0 : rd_int(rng, 1, 5);
-    if (*nd >= 3 && rd_int(rng, 0, 5) == 0) sz[1] = 1;
-    if (*nd >= 4 && rd_int(rng, 0, 5) == 0) sz[2] = sz[3] = 1;
+    *nd = (int)tu_rng_int(rng, 0, 5);
+    for (int d = 0; d < *nd; d++) sz[d] = tu_rng_int(rng, 0, 12) == 0 ? 0 : tu_rng_int(rng, 1, 5);
+    if (*nd >= 3 && tu_rng_int(rng, 0, 5) == 0) sz[1] = 1;
+    if (*nd >= 4 && tu_rng_int(rng, 0, 5) == 0) sz[2] = sz[3] = 1;
 }
 
 /* A random subset of dims in random order, some written negative. ndims == 0
  * means all (red all true). */
 static int rand_dims(uint64_t *rng, int nd, int *dims, bool *red) {
     for (int d = 0; d < MFT_MAX_DIMS; d++) red[d] = false;
-    int n = nd == 0 ? 0 : (int)rd_int(rng, 0, nd);
+    int n = nd == 0 ? 0 : (int)tu_rng_int(rng, 0, nd);
     if (n == 0) {
         for (int d = 0; d < nd; d++) red[d] = true;
         return 0;
@@ -368,13 +310,13 @@ static int rand_dims(uint64_t *rng, int nd, int *dims, bool *red) {
     int perm[MFT_MAX_DIMS];
     for (int d = 0; d < nd; d++) perm[d] = d;
     for (int d = nd - 1; d > 0; d--) {
-        int j = (int)rd_int(rng, 0, d), t = perm[d];
+        int j = (int)tu_rng_int(rng, 0, d), t = perm[d];
         perm[d] = perm[j];
         perm[j] = t;
     }
     for (int i = 0; i < n; i++) {
         red[perm[i]] = true;
-        dims[i] = rd_int(rng, 0, 2) == 0 ? perm[i] - nd : perm[i];
+        dims[i] = tu_rng_int(rng, 0, 2) == 0 ? perm[i] - nd : perm[i];
     }
     return n;
 }
@@ -386,11 +328,11 @@ static void test_random_reductions(void) {
         int nd;
         int64_t sz[MFT_MAX_DIMS] = {0};
         rand_shape(&rng, &nd, sz);
-        int rop = (int)rd_int(&rng, 0, R_COUNT - 1);
-        mft_dtype dt = RD_DTS[rd_int(&rng, 0, 4)];
-        if (rop == R_MEAN || rop == R_VAR || rop == R_STD) dt = rd_int(&rng, 0, 1) ? MFT_F32 : MFT_F64;
-        int nan_rate = (rd_float(dt) && rop != R_ARGMAX && rd_int(&rng, 0, 4) == 0) ? 20 : 0;
-        int range = rop == R_ARGMAX && rd_int(&rng, 0, 1) ? 1 : 8; /* ties for argmax */
+        int rop = (int)tu_rng_int(&rng, 0, R_COUNT - 1);
+        mft_dtype dt = RD_DTS[tu_rng_int(&rng, 0, 4)];
+        if (rop == R_MEAN || rop == R_VAR || rop == R_STD) dt = tu_rng_int(&rng, 0, 1) ? MFT_F32 : MFT_F64;
+        int nan_rate = (tu_is_float(dt) && rop != R_ARGMAX && tu_rng_int(&rng, 0, 4) == 0) ? 20 : 0;
+        int range = rop == R_ARGMAX && tu_rng_int(&rng, 0, 1) ? 1 : 8; /* ties for argmax */
         mft_tensor *x = rd_input(nd, sz, dt, &rng, range, nan_rate);
         int dims[MFT_MAX_DIMS];
         bool red[MFT_MAX_DIMS];
@@ -400,15 +342,15 @@ static void test_random_reductions(void) {
                 mft_tensor_release(x);
                 continue;
             }
-            int d = (int)rd_int(&rng, 0, nd - 1);
+            int d = (int)tu_rng_int(&rng, 0, nd - 1);
             for (int k = 0; k < MFT_MAX_DIMS; k++) red[k] = k == d;
-            dims[0] = rd_int(&rng, 0, 1) ? d - nd : d;
+            dims[0] = tu_rng_int(&rng, 0, 1) ? d - nd : d;
             ndims = 1;
         } else {
             ndims = rand_dims(&rng, nd, dims, red);
         }
-        bool keep = rd_int(&rng, 0, 1);
-        double corr = (double)rd_int(&rng, 0, 1);
+        bool keep = tu_rng_int(&rng, 0, 1);
+        double corr = (double)tu_rng_int(&rng, 0, 1);
         char what[32];
         snprintf(what, sizeof what, "iter %d", it);
         if (!check_reduction(rop, x, ndims, dims, red, corr, keep, what, false)) failures++;
@@ -641,15 +583,15 @@ static void test_sum_to_size(void) {
         int nd;
         int64_t sz[MFT_MAX_DIMS] = {0};
         rand_shape(&rng, &nd, sz);
-        mft_dtype dt = RD_DTS[rd_int(&rng, 0, 4)];
+        mft_dtype dt = RD_DTS[tu_rng_int(&rng, 0, 4)];
         mft_tensor *x = rd_input(nd, sz, dt, &rng, 8, 0);
-        int tnd = (int)rd_int(&rng, 0, nd);
+        int tnd = (int)tu_rng_int(&rng, 0, nd);
         int64_t tsz[MFT_MAX_DIMS];
-        for (int d = 0; d < tnd; d++) tsz[d] = rd_int(&rng, 0, 2) == 0 ? 1 : sz[nd - tnd + d];
+        for (int d = 0; d < tnd; d++) tsz[d] = tu_rng_int(&rng, 0, 2) == 0 ? 1 : sz[nd - tnd + d];
         bool same = tnd == nd;
         for (int d = 0; same && d < nd; d++) same = tsz[d] == sz[d];
         char xd[256];
-        rd_describe(x, xd, sizeof xd);
+        tu_describe(x, xd, sizeof xd, true);
         mft_tensor *r = mft_sum_to_size(x, tnd, tsz);
         CHECK_MSG(r != NULL, "sum_to_size(%s) failed: %s", xd, mft_last_error_message());
         if (!r) {
@@ -660,7 +602,7 @@ static void test_sum_to_size(void) {
         /* ops.h does not say the dtype of an integer sum_to_size: its own or
          * sum's I64 (what PyTorch's sum_to_size gives) */
         mft_dtype rdt = mft_tensor_dtype(r);
-        CHECK_MSG(rdt == dt || (!rd_float(dt) && rdt == MFT_I64), "sum_to_size(%s): dtype %s", xd, mft_dtype_name(rdt));
+        CHECK_MSG(rdt == dt || (!tu_is_float(dt) && rdt == MFT_I64), "sum_to_size(%s): dtype %s", xd, mft_dtype_name(rdt));
         bool sizes_ok = mft_tensor_ndim(r) == tnd;
         for (int d = 0; sizes_ok && d < tnd; d++) sizes_ok = mft_tensor_sizes(r)[d] == tsz[d];
         CHECK_MSG(sizes_ok, "sum_to_size(%s): wrong sizes", xd);
@@ -675,7 +617,7 @@ static void test_sum_to_size(void) {
                     int64_t k = 0;
                     for (int d = 0; d < tnd; d++) k = k * tsz[d] + (tsz[d] == 1 ? 0 : idx[nd - tnd + d]);
                     acc[k] += mft_tensor_get(x, idx);
-                } while (rd_next_index(nd, sz, idx));
+                } while (tu_next_index(nd, sz, idx));
             }
             memset(idx, 0, sizeof idx);
             if (tn > 0) {
@@ -688,7 +630,7 @@ static void test_sum_to_size(void) {
                         if (!bad) fprintf(stderr, "  sum_to_size(%s): element %lld got %g want %g\n", xd, (long long)(k - 1), got, want);
                         bad++;
                     }
-                } while (rd_next_index(tnd, tsz, idx));
+                } while (tu_next_index(tnd, tsz, idx));
             }
             CHECK_MSG(bad == 0, "sum_to_size(%s): %lld wrong values", xd, (long long)bad);
             free(acc);
