@@ -36,11 +36,25 @@
                     const T b = B[i];                                                          \
                     O[i] = (OT)(E_##op##_##KIND(D, a, b));                                     \
                 }                                                                              \
-            } else {                                                                           \
-                for (int64_t i = 0; i < n0; i++) {                                             \
-                    const T a = *(const T *)(const void *)(pa + i * st[1]);                    \
-                    const T b = *(const T *)(const void *)(pb + i * st[2]);                    \
-                    *(OT *)(void *)(o + i * st[0]) = (OT)(E_##op##_##KIND(D, a, b));           \
+            } else { /* Note [Buffered strided loops] */                                       \
+                const int64_t so = st[0], sa = st[1], sb = st[2];                              \
+                T ain[MFT__EW_BLOCK], bin[MFT__EW_BLOCK];                                      \
+                OT yout[MFT__EW_BLOCK];                                                        \
+                const bool packed_out = so == os;                                              \
+                for (int64_t i0 = 0; i0 < n0; i0 += MFT__EW_BLOCK) {                           \
+                    const int64_t m = n0 - i0 < MFT__EW_BLOCK ? n0 - i0 : MFT__EW_BLOCK;       \
+                    OT *y = packed_out ? (OT *)(void *)(o + i0 * so) : yout;                   \
+                    for (int64_t i = 0; i < m; i++) {                                          \
+                        ain[i] = *(const T *)(const void *)(pa + (i0 + i) * sa);               \
+                        bin[i] = *(const T *)(const void *)(pb + (i0 + i) * sb);               \
+                    }                                                                          \
+                    for (int64_t i = 0; i < m; i++) {                                          \
+                        const T a = ain[i], b = bin[i];                                        \
+                        y[i] = (OT)(E_##op##_##KIND(D, a, b));                                 \
+                    }                                                                          \
+                    if (!packed_out)                                                           \
+                        for (int64_t i = 0; i < m; i++)                                        \
+                            *(OT *)(void *)(o + (i0 + i) * so) = yout[i];                      \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \

@@ -29,10 +29,22 @@
                     const T x = A[i];                                                           \
                     O[i] = (T)(E_##op##_##KIND(D, x));                                          \
                 }                                                                               \
-            } else {                                                                            \
-                for (int64_t i = 0; i < n0; i++) {                                              \
-                    const T x = *(const T *)(const void *)(a + i * st[1]);                      \
-                    *(T *)(void *)(o + i * st[0]) = (T)(E_##op##_##KIND(D, x));                 \
+            } else { /* Note [Buffered strided loops] */                                        \
+                const int64_t so = st[0], sa = st[1];                                           \
+                T xin[MFT__EW_BLOCK], yout[MFT__EW_BLOCK];                                       \
+                const bool packed_out = so == (int64_t)sizeof(T);                               \
+                for (int64_t i0 = 0; i0 < n0; i0 += MFT__EW_BLOCK) {                            \
+                    const int64_t m = n0 - i0 < MFT__EW_BLOCK ? n0 - i0 : MFT__EW_BLOCK;        \
+                    T *y = packed_out ? (T *)(void *)(o + i0 * so) : yout;                      \
+                    for (int64_t i = 0; i < m; i++)                                             \
+                        xin[i] = *(const T *)(const void *)(a + (i0 + i) * sa);                 \
+                    for (int64_t i = 0; i < m; i++) {                                           \
+                        const T x = xin[i];                                                     \
+                        y[i] = (T)(E_##op##_##KIND(D, x));                                      \
+                    }                                                                           \
+                    if (!packed_out)                                                            \
+                        for (int64_t i = 0; i < m; i++)                                         \
+                            *(T *)(void *)(o + (i0 + i) * so) = yout[i];                        \
                 }                                                                               \
             }                                                                                   \
         }                                                                                       \
@@ -48,9 +60,10 @@
         for (int64_t j = 0; j < n1; j++) {                                                      \
             char *o = data[0] + j * st[2];                                                      \
             const char *a = data[1] + j * st[3];                                                \
+            const int64_t so = st[0], sa = st[1];                                               \
             for (int64_t i = 0; i < n0; i++) {                                                  \
-                const T x = *(const T *)(const void *)(a + i * st[1]);                          \
-                *(uint8_t *)(o + i * st[0]) = (uint8_t)(E_##op##_##KIND(D, x));                 \
+                const T x = *(const T *)(const void *)(a + i * sa);                             \
+                *(uint8_t *)(o + i * so) = (uint8_t)(E_##op##_##KIND(D, x));                    \
             }                                                                                   \
         }                                                                                       \
     }
