@@ -13,11 +13,14 @@
  *     vectorisable;
  *   - the measurement driver bench_run(): warm-up, then `reps` repetitions in
  *     which every case is timed once, round-robin (the starting case rotates
- *     each repetition), so drift of the machine hits every case alike;
+ *     each repetition, or the order is shuffled), so drift of the machine
+ *     hits every case alike;
  *   - machine load: bench_load_begin()/bench_load_end() -- how many cores OTHER
  *     processes (and the hypervisor, as steal) used during a measurement, so
  *     a run disturbed by a build or a test on a small machine is detected;
- *   - memory: bench_alloc() (page-aligned, pages touched up front);
+ *   - memory: bench_alloc() (page-aligned, pages touched up front),
+ *     bench_minor_faults() (page faults so far: a kernel that allocates fresh
+ *     pages per call shows up here);
  *   - argument parsing: bench_parse_int_list("1,2"), bench_parse_dims("8x64x56x56");
  *   - JSON: bench_json_str() (escaped string), bench_json_num() (finite or null).
  *
@@ -38,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -209,6 +213,15 @@ static inline void *bench_alloc(size_t nbytes) {
     memset(p, 0, len);
     return p;
 }
+/* Minor page faults of this process so far (getrusage), -1 if unknown.
+ * Around one call of an operation it shows whether the call touched fresh
+ * pages (e.g. a result allocation glibc served with a new mmap). */
+static inline long bench_minor_faults(void) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return -1;
+    return u.ru_minflt;
+}
+
 /* Fills n floats with a cheap deterministic pattern (not all zero, so a copy
  * that did nothing is caught by a compare). */
 static inline void bench_fill_f32(float *p, size_t n, uint32_t seed) {
@@ -335,46 +348,79 @@ typedef struct bench_case {
 } bench_case;
 
 typedef struct bench_opts {
-    int reps;   /* timed samples per case (the median is taken over these) */
-    int warmup; /* untimed calls of every case before the first repetition */
-    int pre;    /* untimed calls right before each sample (cache state alike) */
-    int inner;  /* calls per sample; the sample is their mean time */
+    int reps;    /* timed samples per case (the median is taken over these) */
+    int warmup;  /* untimed calls of every case before the first repetition */
+    int pre;     /* untimed calls right before each sample (cache state alike) */
+    int inner;   /* calls per sample; the sample is their mean time */
+    int shuffle; /* 0: rotate the order each repetition; 1: a fresh (seeded)
+                    random order each repetition, so no case always follows
+                    the same neighbour */
 } bench_opts;
 
 static inline bench_opts bench_default_opts(void) {
-    bench_opts o = {15, 2, 1, 1};
+    bench_opts o = {15, 2, 1, 1, 0};
     return o;
 }
 
+/* The order of repetition r: rotation r, r+1, ..., r-1 (mod n), or with
+ * shuffle a Fisher-Yates permutation from a fixed seed (the same sequence of
+ * orders every run). order[] has n entries. */
+static inline void bench_order_(int *order, int n, int r, int shuffle, uint64_t *state) {
+    for (int k = 0; k < n; k++) order[k] = (r + k) % n;
+    if (!shuffle) return;
+    for (int k = n - 1; k > 0; k--) {
+        *state = *state * 6364136223846793005u + 1442695040888963407u;
+        int j = (int)((*state >> 33) % (uint64_t)(k + 1));
+        int t = order[k];
+        order[k] = order[j];
+        order[j] = t;
+    }
+}
+
 /* Runs every case: `warmup` calls each, then `reps` repetitions; in
- * repetition r the cases run in the order r, r+1, ..., r-1 (mod ncases), each
- * one as `pre` untimed calls followed by `inner` timed calls. Fills
- * samples[] and stats. Returns 0 or the first non-zero fn() result. */
+ * repetition r the cases run in the order r, r+1, ..., r-1 (mod ncases) (or
+ * a random order, o->shuffle), each one as `pre` untimed calls followed by
+ * `inner` timed calls. Fills samples[] and stats. Returns 0 or the first
+ * non-zero fn() result. */
 static inline int bench_run(bench_case *cases, int ncases, const bench_opts *o) {
     int reps = o->reps > 0 ? o->reps : 1, inner = o->inner > 0 ? o->inner : 1;
+    int *order = malloc((size_t)(ncases > 0 ? ncases : 1) * sizeof *order);
+    uint64_t state = 0x9e3779b97f4a7c15u;
+    if (!order) return -1;
     for (int c = 0; c < ncases; c++)
         for (int w = 0; w < o->warmup; w++) {
             int rc = cases[c].fn(cases[c].ctx);
-            if (rc) return rc;
+            if (rc) {
+                free(order);
+                return rc;
+            }
         }
     for (int r = 0; r < reps; r++) {
+        bench_order_(order, ncases, r, o->shuffle, &state);
         for (int k = 0; k < ncases; k++) {
-            bench_case *bc = &cases[(r + k) % ncases];
+            bench_case *bc = &cases[order[k]];
             for (int w = 0; w < o->pre; w++) {
                 int rc = bc->fn(bc->ctx);
-                if (rc) return rc;
+                if (rc) {
+                    free(order);
+                    return rc;
+                }
             }
             bench_clobber();
             uint64_t t0 = bench_now_ns();
             for (int i = 0; i < inner; i++) {
                 int rc = bc->fn(bc->ctx);
-                if (rc) return rc;
+                if (rc) {
+                    free(order);
+                    return rc;
+                }
             }
             bench_clobber();
             uint64_t t1 = bench_now_ns();
             bc->samples[r] = (double)(t1 - t0) * 1e-9 / (double)inner;
         }
     }
+    free(order);
     for (int c = 0; c < ncases; c++) cases[c].stats = bench_summarize(cases[c].samples, reps);
     return 0;
 }

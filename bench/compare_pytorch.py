@@ -46,6 +46,7 @@ import json
 import math
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -85,13 +86,16 @@ class CBench:
     # bytes each reference case moves per call, in tensor sizes (copy: read + write)
     ref_traffic: Optional[Dict[str, float]] = None
     per_call: bool = False   # takes --calls/--tiny and has a per-call block
+    shuffle: bool = False    # its driver shuffles the case order every repetition
+                             # (bench_util.h bench_opts.shuffle); the PyTorch side
+                             # then does the same, else it rotates
 
 
 C_BENCHES: Dict[str, CBench] = {
     "copy": CBench("bench_copy", "stream_copy", "memcpy"),
     "elementwise": CBench("bench_elementwise", "stream_copy", "memcpy",
                           {"memcpy": 2.0, "stream_copy": 2.0, "stream_add": 3.0,
-                           "stream_sum": 1.0}, per_call=True),
+                           "stream_sum": 1.0}, per_call=True, shuffle=True),
 }
 
 
@@ -402,21 +406,25 @@ ENTRIES += _ew_entries()
 
 # --------------------------------------------------------------------------- timing
 def time_round_robin(fns: List[Callable[[], object]], reps: int, warmup: int,
-                     pre: int, div: Optional[List[int]] = None) -> List[float]:
+                     pre: int, div: Optional[List[int]] = None,
+                     shuffle: bool = False) -> List[float]:
     """Median seconds of each fn: warmup calls each, then reps repetitions in
-    which every fn is timed once (start rotating), after `pre` untimed calls.
-    div[i]: fn i makes that many calls of the operation; its samples are
-    divided by it (per-call time)."""
+    which every fn is timed once (start rotating, or in a fresh seeded random
+    order if shuffle), after `pre` untimed calls. div[i]: fn i makes that many
+    calls of the operation; its samples are divided by it (per-call time)."""
     n = len(fns)
     div = div or [1] * n
+    rng = random.Random(20240611)
     samples: List[List[float]] = [[] for _ in fns]
     for fn in fns:
         for _ in range(warmup):
             fn()
     clock = time.perf_counter_ns
     for r in range(reps):
-        for k in range(n):
-            i = (r + k) % n
+        order = [(r + k) % n for k in range(n)]
+        if shuffle:
+            rng.shuffle(order)
+        for i in order:
             fn = fns[i]
             for _ in range(pre):
                 fn()
@@ -564,7 +572,7 @@ def block_of(e: Entry) -> str:
 def clean_rounds(rounds, bench: str, k):
     """(rounds in which neither PyTorch nor this C bench was disturbed at block
     key k, or every round when none was clean; the clean count)."""
-    clean = [r for r in rounds if not r["torch_disturbed"][k]
+    clean = [r for r in rounds if not r["torch_disturbed"][bench][k]
              and not r["c_disturbed"][bench].get(k)]
     return clean or rounds, len(clean)
 
@@ -578,9 +586,8 @@ def report_copy(rounds, blocks, args, summary):
     print("x/STREAM = STREAM-copy time / x time (1.00 = copy speed); "
           "torch_t/ours_t > 1: mft faster.")
     cb = C_BENCHES["copy"]
-    for blk, s, ents in blocks:
-        ents = [(e, fn) for e, fn in ents if e.bench == "copy"]
-        if not ents:
+    for bench, blk, s, ents in blocks:
+        if bench != "copy":
             continue
         nbytes = 2.0 * 4 * float(math.prod(s))
         for t in args.threads:
@@ -609,7 +616,7 @@ def report_copy(rounds, blocks, args, summary):
                 if any(o is None for o in ours):
                     print("%-28s (no C case %r)" % (e.label, e.key))
                     continue
-                tor = [r["torch"][key_st][e.key] for r in used]
+                tor = [r["torch"]["copy"][key_st][e.key] for r in used]
                 refs = [r["c"][e.bench][key_st] for r in used]
                 o_stream = [x[cb.stream_key] / o for x, o in zip(refs, ours)]
                 t_stream = [x[cb.stream_key] / tt for x, tt in zip(refs, tor)]
@@ -664,16 +671,15 @@ def report_elementwise(rounds, blocks, args, summary):
     print("xrel = time / time of the related case (non-dense: its dense twin, target <= %.1f; "
           "in-place/out=: the allocating op)." % EW_NONDENSE_MAX)
     mine = []
-    for blk, s, ents in blocks:
-        ents = [(e, fn) for e, fn in ents if e.bench == b]
-        if not ents:
+    for bench, blk, s, ents in blocks:
+        if bench != b:
             continue
         tbytes = 4.0 * float(math.prod(s))
         for t in args.threads:
             key_st = (blk, s, t)
             used, nclean = clean_rounds(rounds, b, key_st)
             cres = [r["c"][b][key_st] for r in used]
-            tres = [r["torch"][key_st] for r in used]
+            tres = [r["torch"][b][key_st] for r in used]
             print()
             if blk == "call":
                 print("== elementwise per call: %s f32, %d thread%s, %d calls per sample (PyTorch "
@@ -725,8 +731,8 @@ def report_elementwise(rounds, blocks, args, summary):
                 if blk == "call":
                     if e.target:
                         row["target_call_s"] = EW_CALL_MAX_S
-                        row["met"] = ot <= EW_CALL_MAX_S
-                        marks.append("ok (<=%.0f ns)" % (EW_CALL_MAX_S * 1e9) if row["met"]
+                        row["met_call"] = ot <= EW_CALL_MAX_S
+                        marks.append("ok (<=%.0f ns)" % (EW_CALL_MAX_S * 1e9) if row["met_call"]
                                      else "ABOVE %.0f ns" % (EW_CALL_MAX_S * 1e9))
                     print("%-24s %9.1f %9.1f %9.2f %7s %7s  %s" %
                           (e.label, ot * 1e9, tt * 1e9, speedup, _ratio_str(o_rel),
@@ -741,14 +747,13 @@ def report_elementwise(rounds, blocks, args, summary):
                                 "ours_over_ref_range": [min(o_ref), max(o_ref)],
                                 "torch_over_ref": rtr})
                     if e.target:
-                        ok_ref = ror >= EW_TARGET_RATIO
-                        ok_torch = speedup >= 1.0 - EW_TORCH_NOISE
-                        row["met"] = ok_ref and ok_torch
-                        marks.append("ok" if ok_ref else "BELOW %.2f" % EW_TARGET_RATIO)
-                        marks.append("~torch" if ok_torch else "SLOWER than torch")
+                        row["met_ref"] = ror >= EW_TARGET_RATIO
+                        row["met_torch"] = speedup >= 1.0 - EW_TORCH_NOISE
+                        marks.append("ok" if row["met_ref"] else "BELOW %.2f" % EW_TARGET_RATIO)
+                        marks.append("~torch" if row["met_torch"] else "SLOWER than torch")
                     if e.rel_max is not None:
-                        row["met"] = o_rel <= e.rel_max
-                        marks.append("ok (<=%.1fx)" % e.rel_max if row["met"]
+                        row["met_rel"] = o_rel <= e.rel_max
+                        marks.append("ok (<=%.1fx)" % e.rel_max if row["met_rel"]
                                      else "ABOVE %.1fx" % e.rel_max)
                     print("%-28s %8.4f %6.1f %8.4f %6.1f %3.0f %-11s %8.3f %9s %9.3f %8.2f %6s "
                           "%6s  %s" %
@@ -759,29 +764,27 @@ def report_elementwise(rounds, blocks, args, summary):
                 summary.append(row)
                 mine.append((e, row))
 
-    def verdict(rows, value, worst_is_min, target, label, unit="", fmt="%.3f"):
+    def verdict(rows, met, value, worst_is_min, target, label, unit="", fmt="%.3f"):
         if not rows:
             return
         w = (min if worst_is_min else max)(rows, key=value)
-        ok = all(r.get("met", True) for r in rows)
+        ok = all(r[met] for r in rows)
         print("%s: %s %s%s (%s, %d thread%s); target %s: %s" %
               (label, "lowest" if worst_is_min else "highest", fmt % value(w), unit, w["key"],
                w["threads"], "" if w["threads"] == 1 else "s", target,
                "MET" if ok else "NOT MET"))
     tgt = [r for e, r in mine if e.target and r["block"] == "bandwidth"]
     print()
-    verdict(tgt, lambda r: r["ours_over_ref"], True, ">= %.2f" % EW_TARGET_RATIO,
+    verdict(tgt, "met_ref", lambda r: r["ours_over_ref"], True, ">= %.2f" % EW_TARGET_RATIO,
             "elementwise relu / x*2.5 / x+y / x+bias, ours vs STREAM copy|add")
-    if tgt:
-        rows = [dict(r, met=r["torch_time_over_ours"] >= 1.0 - EW_TORCH_NOISE) for r in tgt]
-        verdict(rows, lambda r: r["torch_time_over_ours"], True,
-                ">= %.2f (no slower than PyTorch within %.0f%%)" %
-                (1.0 - EW_TORCH_NOISE, EW_TORCH_NOISE * 100),
-                "elementwise relu / x*2.5 / x+y / x+bias, torch_t/ours_t")
-    verdict([r for e, r in mine if e.rel_max is not None], lambda r: r["ours_over_rel"], False,
-            "<= %.1f" % EW_NONDENSE_MAX, "elementwise non-dense operand, time / dense time",
-            unit="x", fmt="%.2f")
-    verdict([r for e, r in mine if e.target and r["block"] == "call"],
+    verdict(tgt, "met_torch", lambda r: r["torch_time_over_ours"], True,
+            ">= %.2f (no slower than PyTorch within %.0f%%)" %
+            (1.0 - EW_TORCH_NOISE, EW_TORCH_NOISE * 100),
+            "elementwise relu / x*2.5 / x+y / x+bias, torch_t/ours_t")
+    verdict([r for e, r in mine if e.rel_max is not None], "met_rel",
+            lambda r: r["ours_over_rel"], False, "<= %.1f" % EW_NONDENSE_MAX,
+            "elementwise non-dense operand, time / dense time", unit="x", fmt="%.2f")
+    verdict([r for e, r in mine if e.target and r["block"] == "call"], "met_call",
             lambda r: r["ours_s"] * 1e9, False, "<= %.0f ns" % (EW_CALL_MAX_S * 1e9),
             "elementwise per call on %s (relu, x+y)" % dims_str(args.tiny), unit=" ns",
             fmt="%.1f")
@@ -889,34 +892,37 @@ def main() -> int:
     entries = [e for e in ENTRIES if e.bench in binaries]
 
     # inputs are built once; only the timed calls run inside the rounds.
-    # blocks: (block, size, [(entry, callable)]) -- one torch round-robin each
-    blocks: List[Tuple[str, Tuple[int, ...], List[Tuple[Entry, Callable]]]] = []
-    for s in sizes:
-        lst = []
-        for e in entries:
-            if e.per_call or e.sizes is not None:
-                continue
-            if e.needs_channels_last and channels_last_format(len(s)) is None:
-                continue
-            lst.append((e, e.setup(s)))
-        if lst:
-            blocks.append(("bandwidth", s, lst))
-    call_ents = [e for e in entries if e.per_call]
-    if call_ents:
-        s = tuple(args.tiny)
-        lst = [(e, e.setup(s, args.calls)) for e in call_ents
-               if not (e.needs_channels_last and channels_last_format(len(s)) is None)]
-        if lst:
-            blocks.append(("call", s, lst))
+    # blocks: (bench, block, size, [(entry, callable)]) -- one torch round-robin
+    # each, in the case order its C bench uses (rotated or shuffled)
+    blocks: List[Tuple[str, str, Tuple[int, ...], List[Tuple[Entry, Callable]]]] = []
+    for b in benches_needed:
+        for s in sizes:
+            lst = []
+            for e in entries:
+                if e.bench != b or e.per_call or e.sizes is not None:
+                    continue
+                if e.needs_channels_last and channels_last_format(len(s)) is None:
+                    continue
+                lst.append((e, e.setup(s)))
+            if lst:
+                blocks.append((b, "bandwidth", s, lst))
+        call_ents = [e for e in entries if e.bench == b and e.per_call]
+        if call_ents:
+            s = tuple(args.tiny)
+            lst = [(e, e.setup(s, args.calls)) for e in call_ents
+                   if not (e.needs_channels_last and channels_last_format(len(s)) is None)]
+            if lst:
+                blocks.append((b, "call", s, lst))
 
     # per round: torch[(block, size, threads)][key] and c[bench][(block, size, threads)][key]
     rounds = []
     for rnd in range(args.rounds):
         torch_first = rnd % 2 == 0
-        rec = {"torch": {}, "torch_disturbed": {}, "c": {}, "c_disturbed": {}}
+        rec = {"torch": {b: {} for b in benches_needed},
+               "torch_disturbed": {b: {} for b in benches_needed}, "c": {}, "c_disturbed": {}}
 
         def torch_block():
-            for blk, s, ents in blocks:
+            for b, blk, s, ents in blocks:
                 div = [args.calls if e.per_call else 1 for e, _ in ents]
                 for t in args.threads:
                     torch.set_num_threads(t)
@@ -924,22 +930,23 @@ def main() -> int:
                     for attempt in range(args.retries + 1):
                         with LoadMeter() as load:
                             meds = time_round_robin([fn for _, fn in ents], args.reps,
-                                                    args.warmup, args.pre, div)
+                                                    args.warmup, args.pre, div,
+                                                    C_BENCHES[b].shuffle)
                         if best is None or load.other_cores < best[1].other_cores:
                             best = (meds, load)
                         if not load.disturbed:
                             break
-                        sys.stderr.write("torch %s%s, %d threads: other processes used %.2f "
-                                         "cores; %s\n" %
-                                         ("per-call " if blk == "call" else "", dims_str(s), t,
+                        sys.stderr.write("torch %s %s%s, %d threads: other processes used "
+                                         "%.2f cores; %s\n" %
+                                         (b, "per-call " if blk == "call" else "", dims_str(s), t,
                                           load.other_cores,
                                           "measuring again in 1 s"
                                           if attempt < args.retries else "giving up"))
                         if attempt < args.retries:
                             time.sleep(1.0)
                     meds, load = best
-                    rec["torch"][(blk, s, t)] = {e.key: m for (e, _), m in zip(ents, meds)}
-                    rec["torch_disturbed"][(blk, s, t)] = load.disturbed
+                    rec["torch"][b][(blk, s, t)] = {e.key: m for (e, _), m in zip(ents, meds)}
+                    rec["torch_disturbed"][b][(blk, s, t)] = load.disturbed
 
         def c_block():
             for b in benches_needed:
@@ -972,9 +979,10 @@ def main() -> int:
             "threads": args.threads, "sizes": [list(s) for s in sizes],
             "calls": args.calls, "tiny": list(args.tiny),
             "binaries": binaries, "summary": summary,
-            "per_round": [{"torch": {keystr(k): v for k, v in r["torch"].items()},
-                           "torch_disturbed": {keystr(k): v
-                                               for k, v in r["torch_disturbed"].items()},
+            "per_round": [{"torch": {b: {keystr(k): v for k, v in d.items()}
+                                     for b, d in r["torch"].items()},
+                           "torch_disturbed": {b: {keystr(k): v for k, v in d.items()}
+                                               for b, d in r["torch_disturbed"].items()},
                            "c": {b: {keystr(k): v for k, v in d.items()}
                                  for b, d in r["c"].items()},
                            "c_disturbed": {b: {keystr(k): v for k, v in d.items()}
