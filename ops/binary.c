@@ -44,10 +44,8 @@
                 for (int64_t i0 = 0; i0 < n0; i0 += MFT__EW_BLOCK) {                           \
                     const int64_t m = n0 - i0 < MFT__EW_BLOCK ? n0 - i0 : MFT__EW_BLOCK;       \
                     OT *y = packed_out ? (OT *)(void *)(o + i0 * so) : yout;                   \
-                    for (int64_t i = 0; i < m; i++) {                                          \
-                        ain[i] = *(const T *)(const void *)(pa + (i0 + i) * sa);               \
-                        bin[i] = *(const T *)(const void *)(pb + (i0 + i) * sb);               \
-                    }                                                                          \
+                    mft__gather_##D(ain, pa + i0 * sa, sa, m);                                 \
+                    mft__gather_##D(bin, pb + i0 * sb, sb, m);                                 \
                     for (int64_t i = 0; i < m; i++) {                                          \
                         const T a = ain[i], b = bin[i];                                        \
                         y[i] = (OT)(E_##op##_##KIND(D, a, b));                                 \

@@ -117,6 +117,26 @@ static inline int64_t mft__ipow(int64_t base, int64_t e) {
  * inputs, mostly mispredicted branches of the scalar selects. */
 #define MFT__EW_BLOCK 256
 
+/* dst[i] = element i of a row starting at src with byte stride sb. A stride
+ * of two elements (x[..., ::2], interleaved pairs) gets a loop with a
+ * constant stride, which the compiler turns into vector shuffles. */
+#define MFT__GATHER_DEF(D)                                                                   \
+    static inline void mft__gather_##D(MFT__T_##D *dst, const char *src, int64_t sb,         \
+                                       int64_t m) {                                          \
+        typedef MFT__T_##D T;                                                                \
+        if (sb == 2 * (int64_t)sizeof(T)) {                                                  \
+            const T *s = (const T *)(const void *)src;                                       \
+            for (int64_t i = 0; i < m; i++) dst[i] = s[2 * i];                               \
+        } else {                                                                             \
+            for (int64_t i = 0; i < m; i++) dst[i] = *(const T *)(const void *)(src + i * sb); \
+        }                                                                                    \
+    }
+MFT__GATHER_DEF(F32)
+MFT__GATHER_DEF(F64)
+MFT__GATHER_DEF(I32)
+MFT__GATHER_DEF(I64)
+MFT__GATHER_DEF(U8)
+
 /* Grain of the elementwise parallel split (elements). */
 #define MFT__EW_GRAIN 32768
 

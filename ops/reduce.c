@@ -27,13 +27,25 @@ typedef enum reduce_kind { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_VAR, R_STD } reduce_
         for (int64_t j = 0; j < n1; j++) {                                                     \
             char *a = data[0] + j * st[2];                                                     \
             const char *x = data[1] + j * st[3];                                               \
-            if (st[0] == 0) { /* inner reduction: four independent partial sums */            \
+            if (st[0] == 0 && st[1] == (int64_t)sizeof(T)) {                                   \
+                /* packed inner reduction: 16 independent lanes (vectorised, fixed order) */  \
+                const T *xr = (const T *)(const void *)x;                                      \
+                A s[16] = {0};                                                                 \
+                int64_t i = 0;                                                                 \
+                for (; i + 16 <= n0; i += 16)                                                  \
+                    for (int k = 0; k < 16; k++) s[k] += (A)xr[i + k];                         \
+                for (; i < n0; i++) s[0] += (A)xr[i];                                          \
+                for (int k = 8; k > 0; k /= 2)                                                 \
+                    for (int q = 0; q < k; q++) s[q] += s[q + k];                              \
+                *(A *)(void *)a += s[0];                                                       \
+            } else if (st[0] == 0) { /* strided inner reduction: four partial sums */         \
+                const int64_t sx = st[1];                                                      \
                 A s[4] = {0, 0, 0, 0};                                                         \
                 int64_t i = 0;                                                                 \
                 for (; i + 4 <= n0; i += 4)                                                    \
                     for (int k = 0; k < 4; k++)                                                \
-                        s[k] += (A) * (const T *)(const void *)(x + (i + k) * st[1]);          \
-                for (; i < n0; i++) s[0] += (A) * (const T *)(const void *)(x + i * st[1]);    \
+                        s[k] += (A) * (const T *)(const void *)(x + (i + k) * sx);             \
+                for (; i < n0; i++) s[0] += (A) * (const T *)(const void *)(x + i * sx);       \
                 *(A *)(void *)a += (s[0] + s[1]) + (s[2] + s[3]);                              \
             } else if (st[0] == (int64_t)sizeof(A) && st[1] == (int64_t)sizeof(T)) {           \
                 A *ar = (A *)(void *)a;                                                        \

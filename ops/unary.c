@@ -36,8 +36,7 @@
                 for (int64_t i0 = 0; i0 < n0; i0 += MFT__EW_BLOCK) {                            \
                     const int64_t m = n0 - i0 < MFT__EW_BLOCK ? n0 - i0 : MFT__EW_BLOCK;        \
                     T *y = packed_out ? (T *)(void *)(o + i0 * so) : yout;                      \
-                    for (int64_t i = 0; i < m; i++)                                             \
-                        xin[i] = *(const T *)(const void *)(a + (i0 + i) * sa);                 \
+                    mft__gather_##D(xin, a + i0 * sa, sa, m);                                   \
                     for (int64_t i = 0; i < m; i++) {                                           \
                         const T x = xin[i];                                                     \
                         y[i] = (T)(E_##op##_##KIND(D, x));                                      \

@@ -127,8 +127,16 @@ static void copy_transpose(char *d, int64_t dj, const char *s, int64_t si, int64
 }
 
 /* ---------------------------------------------------------------- same dtype */
+/* Strided element copy; a packed destination reading every second element
+ * (x[..., ::2]) gets a constant-stride loop the compiler vectorises. */
 #define COPY_STRIDED_TYPED(name, T)                                                           \
     static void name(char *d, int64_t d0, const char *s, int64_t s0, int64_t n) {             \
+        if (d0 == (int64_t)sizeof(T) && s0 == 2 * (int64_t)sizeof(T)) {                       \
+            T *dd = (T *)(void *)d;                                                           \
+            const T *ss = (const T *)(const void *)s;                                         \
+            for (int64_t i = 0; i < n; i++) dd[i] = ss[2 * i];                                \
+            return;                                                                           \
+        }                                                                                     \
         for (int64_t i = 0; i < n; i++)                                                       \
             *(T *)(void *)(d + i * d0) = *(const T *)(const void *)(s + i * s0);              \
     }
