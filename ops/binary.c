@@ -14,30 +14,33 @@
         const T p0 = MFT__PARAM_##D(prm[0]);                                                   \
         (void)p0, (void)sizeof(UT);                                                            \
         const int64_t es = (int64_t)sizeof(T), os = (int64_t)sizeof(OT);                       \
+        /* everything in locals: stores through char * could alias data[] and st[] */         \
+        char *const d0 = data[0];                                                              \
+        const char *const d1 = data[1], *const d2 = data[2];                                   \
+        const int64_t so = st[0], sa = st[1], sb = st[2], ro = st[3], ra = st[4], rb = st[5];  \
         for (int64_t j = 0; j < n1; j++) {                                                     \
-            char *o = data[0] + j * st[3];                                                     \
-            const char *pa = data[1] + j * st[4], *pb = data[2] + j * st[5];                   \
+            char *o = d0 + j * ro;                                                             \
+            const char *pa = d1 + j * ra, *pb = d2 + j * rb;                                   \
             OT *O = (OT *)(void *)o;                                                           \
             const T *A = (const T *)(const void *)pa, *B = (const T *)(const void *)pb;        \
-            if (st[0] == os && st[1] == es && st[2] == es) {                                   \
+            if (so == os && sa == es && sb == es) {                                   \
                 for (int64_t i = 0; i < n0; i++) {                                             \
                     const T a = A[i], b = B[i];                                                \
                     O[i] = (OT)(E_##op##_##KIND(D, a, b));                                     \
                 }                                                                              \
-            } else if (st[0] == os && st[1] == es && st[2] == 0) {                             \
+            } else if (so == os && sa == es && sb == 0) {                             \
                 const T b = B[0];                                                              \
                 for (int64_t i = 0; i < n0; i++) {                                             \
                     const T a = A[i];                                                          \
                     O[i] = (OT)(E_##op##_##KIND(D, a, b));                                     \
                 }                                                                              \
-            } else if (st[0] == os && st[1] == 0 && st[2] == es) {                             \
+            } else if (so == os && sa == 0 && sb == es) {                             \
                 const T a = A[0];                                                              \
                 for (int64_t i = 0; i < n0; i++) {                                             \
                     const T b = B[i];                                                          \
                     O[i] = (OT)(E_##op##_##KIND(D, a, b));                                     \
                 }                                                                              \
             } else { /* Note [Buffered strided loops] */                                       \
-                const int64_t so = st[0], sa = st[1], sb = st[2];                              \
                 T ain[MFT__EW_BLOCK], bin[MFT__EW_BLOCK];                                      \
                 OT yout[MFT__EW_BLOCK];                                                        \
                 const bool packed_out = so == os;                                              \

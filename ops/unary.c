@@ -19,10 +19,14 @@
         const double *prm = ctx;                                                                \
         const T p0 = MFT__PARAM_##D(prm[0]), p1 = MFT__PARAM_##D(prm[1]);                      \
         (void)p0, (void)p1, (void)sizeof(UT);                                                   \
+        /* everything in locals: stores through char * could alias data[] and st[] */          \
+        char *const d0 = data[0];                                                               \
+        const char *const d1 = data[1];                                                         \
+        const int64_t so = st[0], sa = st[1], ro = st[2], ra = st[3];                           \
         for (int64_t j = 0; j < n1; j++) {                                                      \
-            char *o = data[0] + j * st[2];                                                      \
-            const char *a = data[1] + j * st[3];                                                \
-            if (st[0] == (int64_t)sizeof(T) && st[1] == (int64_t)sizeof(T)) {                   \
+            char *o = d0 + j * ro;                                                              \
+            const char *a = d1 + j * ra;                                                        \
+            if (so == (int64_t)sizeof(T) && sa == (int64_t)sizeof(T)) {                         \
                 T *O = (T *)(void *)o;                                                          \
                 const T *A = (const T *)(const void *)a;                                        \
                 for (int64_t i = 0; i < n0; i++) {                                              \
@@ -30,7 +34,6 @@
                     O[i] = (T)(E_##op##_##KIND(D, x));                                          \
                 }                                                                               \
             } else { /* Note [Buffered strided loops] */                                        \
-                const int64_t so = st[0], sa = st[1];                                           \
                 T xin[MFT__EW_BLOCK], yout[MFT__EW_BLOCK];                                       \
                 const bool packed_out = so == (int64_t)sizeof(T);                               \
                 for (int64_t i0 = 0; i0 < n0; i0 += MFT__EW_BLOCK) {                            \
