@@ -47,10 +47,13 @@
                 for (int64_t i0 = 0; i0 < n0; i0 += MFT__EW_BLOCK) {                           \
                     const int64_t m = n0 - i0 < MFT__EW_BLOCK ? n0 - i0 : MFT__EW_BLOCK;       \
                     OT *y = packed_out ? (OT *)(void *)(o + i0 * so) : yout;                   \
-                    mft__gather_##D(ain, pa + i0 * sa, sa, m);                                 \
-                    mft__gather_##D(bin, pb + i0 * sb, sb, m);                                 \
+                    /* packed operands are read in place, strided ones gathered */           \
+                    const T *xa = sa == es ? (const T *)(const void *)(pa + i0 * sa) : ain;    \
+                    const T *xb = sb == es ? (const T *)(const void *)(pb + i0 * sb) : bin;    \
+                    if (sa != es) mft__gather_##D(ain, pa + i0 * sa, sa, m);                   \
+                    if (sb != es) mft__gather_##D(bin, pb + i0 * sb, sb, m);                   \
                     for (int64_t i = 0; i < m; i++) {                                          \
-                        const T a = ain[i], b = bin[i];                                        \
+                        const T a = xa[i], b = xb[i];                                          \
                         y[i] = (OT)(E_##op##_##KIND(D, a, b));                                 \
                     }                                                                          \
                     if (!packed_out)                                                           \
