@@ -140,4 +140,37 @@ MFT__GATHER_DEF(U8)
 /* Grain of the elementwise parallel split (elements). */
 #define MFT__EW_GRAIN 32768
 
+/* ------------------------------------------------------------------ dispatch
+ * Ops with per-format kernels (mft/dispatch.h). */
+typedef enum mft__op_id {
+#define X(id, name, nin, nout) MFT__OP_##id,
+#include "ops.def"
+#undef X
+    MFT__OP_COUNT
+} mft__op_id;
+
+/* A built-in kernel; each family file exports a table ending with fn == NULL. */
+typedef struct mft__kernel_def {
+    mft__op_id op;
+    mft_format fmt; /* CONTIGUOUS, CHANNELS_LAST or MFT_FORMAT_ANY */
+    mft_dtype dtype;
+    const char *name;
+    mft_kernel_fn fn;
+} mft__kernel_def;
+
+extern const mft__kernel_def mft__kernels_pool[];
+extern const mft__kernel_def mft__kernels_softmax[];
+
+const char *mft__op_name(mft__op_id op);
+
+/* Runs op through the kernel table. fmt is the format the op decided for its
+ * outputs (SPEC §4); outputs are allocated by the caller, packed in fmt, of
+ * dtype. Inputs with convert[k] set are converted to the kernel's packed
+ * format when needed (counted). On a fallback the outputs are produced in
+ * the kernel's format and converted back (counted). Errors: no kernel for
+ * the dtype, strict-mode fallback, out of memory. */
+mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtype dtype, int nin,
+                         const mft_tensor *const *in, const bool *convert, int nout,
+                         mft_tensor *const *out, const void *params);
+
 #endif

@@ -259,6 +259,17 @@ static bool reduce_run(const reduce_plan *p, mft_tensor *acc, int nextra, mft_te
     return true;
 }
 
+/* Registers a finished result in the user's scope (it was made with the scope
+ * suspended, so a failure on the way could release it). */
+static mft_tensor *reduce_hand_over(const char *fn, mft_tensor *res) {
+    if (mft__scope_register(res) != MFT_OK) {
+        mft_tensor_release(res);
+        mft__set_error(MFT_ERR_NOMEM, "%s: out of memory registering the result in a scope", fn);
+        return NULL;
+    }
+    return res;
+}
+
 static mft_tensor *reduce_impl(const char *fn, const mft_tensor *x, int ndims, const int *dims,
                                bool keepdim, reduce_kind kind, double correction) {
     if (!x) {
@@ -286,9 +297,13 @@ static mft_tensor *reduce_impl(const char *fn, const mft_tensor *x, int ndims, c
     if (kind == R_AMIN) identity = is_float ? INFINITY : x->dtype == MFT_U8 ? 255.0 : 9.3e18;
 
     mft_tensor *keep = NULL, *acc = NULL, *mean = NULL;
-    mft_tensor *res = reduce_alloc_result(&p, x, keepdim, res_dt, &keep);
-    if (!res) return NULL;
+    /* the result joins the user's scope only on success (a failure releases it) */
     mft__scope_suspend();
+    mft_tensor *res = reduce_alloc_result(&p, x, keepdim, res_dt, &keep);
+    if (!res) {
+        mft__scope_resume();
+        return NULL;
+    }
     bool ok = true;
     if (acc_dt == res_dt && (keep->flags & MFT__F_CONTIG || keep->flags & MFT__F_CL_CONTIG) &&
         kind != R_MEAN && kind != R_VAR && kind != R_STD) {
@@ -361,7 +376,7 @@ static mft_tensor *reduce_impl(const char *fn, const mft_tensor *x, int ndims, c
         return NULL;
     }
     atomic_fetch_add(&res->storage->version, 1);
-    return res;
+    return reduce_hand_over(fn, res);
 }
 
 mft_tensor *mft_sum(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
@@ -427,11 +442,11 @@ mft_tensor *mft_argmax(const mft_tensor *x, int dim, bool keepdim) {
         return NULL;
     }
     mft_tensor *keep = NULL;
-    mft_tensor *res = reduce_alloc_result(&p, x, keepdim, MFT_I64, &keep);
-    if (!res) return NULL;
     mft__scope_suspend();
-    mft_tensor *xs = mft_select(x, d, 0), *rs = mft_select(keep, d, 0);
+    mft_tensor *res = reduce_alloc_result(&p, x, keepdim, MFT_I64, &keep);
+    mft_tensor *xs = res ? mft_select(x, d, 0) : NULL, *rs = res ? mft_select(keep, d, 0) : NULL;
     mft__scope_resume();
+    if (!res) return NULL;
     if (xs && rs && rs->numel) {
         argmax_ctx c = {x->sizes[d], x->strides[d] * (int64_t)mft__elem_size(x->dtype), x->dtype};
         mft__iter it;
@@ -448,7 +463,7 @@ mft_tensor *mft_argmax(const mft_tensor *x, int dim, bool keepdim) {
         mft__relabel_error(fn);
         return NULL;
     }
-    return res;
+    return reduce_hand_over(fn, res);
 }
 
 /* ---------------------------------------------------------------- sum_to_size */

@@ -13,6 +13,8 @@
 #include "mft/types.h"
 #include "mft/tensor.h"
 #include "mft/ops.h"
+#include "mft/dispatch.h"
+#include "mft/cnn.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,577 @@
+/* ops/pool.c — 2-D max and average pooling (forward), dispatched by
+ * (op, format, dtype) (DESIGN §7, mft/cnn.h).
+ *
+ * The file reads top to bottom: parameter checks and the entry points, the
+ * reference kernels (which define the semantics), the fast NCHW and NHWC F32
+ * kernels, and the kernel table.
+ *
+ * Semantics are PyTorch 1.13's (aten/src/ATen/native/Pool.h, MaxPoolKernel.cpp,
+ * AvgPoolKernel.cpp):
+ *   - out = floor_or_ceil((in + 2*pad - dilation*(kernel-1) - 1) / stride) + 1;
+ *     with ceil_mode the last window must start inside the input or its left
+ *     padding, else out is decremented. pad <= kernel/2, out >= 1.
+ *   - max: window rows ih = oh*stride - pad + kh*dilation inside [0, H) (and
+ *     the same for w), visited row by row; a value replaces the running max
+ *     when it is greater or NaN (so the LAST NaN of a window wins, and the
+ *     FIRST of equal maxima). The running max starts at -inf with index
+ *     h0*W + w0, the first valid position; an index is h*W + w in the plane.
+ *   - avg: the window [h0, h0+kernel) is clipped to [-pad, H+pad) to count
+ *     pool_size, then to [0, H) for the sum; an empty clipped window gives 0.
+ *     divisor = divisor_override if non-zero, else pool_size when
+ *     count_include_pad, else the clipped window's size.
+ * Rank 3 (C,H,W) runs as N = 1 through an internal view. The result is
+ * packed in x's tag (SPEC §4); rank 3 results are CONTIGUOUS like PyTorch's
+ * (mft's rank-3 CHANNELS_LAST means N,L,C, which is no pooling layout). */
+#include <string.h>
+#include "ops_internal.h"
+
+/* The reference kernels, for tests (ops_internal.h is shared; declared here). */
+mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt);
+
+/* Largest kernel/stride/padding/dilation accepted: keeps the output-size
+ * arithmetic far from int64 overflow. */
+#define POOL_MAX_PARAM ((int64_t)1 << 30)
+
+/* ---------------------------------------------------------------- output sizes */
+static int64_t pool_div_floor(int64_t a, int64_t b) {
+    int64_t q = a / b, r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+
+/* PyTorch's pooling_output_shape. */
+static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil,
+                             bool ceil_mode) {
+    int64_t out = pool_div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0),
+                                 stride) + 1;
+    if (ceil_mode && (out - 1) * stride >= in + pad) out--;
+    return out;
+}
+
+/* ---------------------------------------------------------------- entry points */
+typedef struct pool_args {
+    const int64_t *kernel, *stride, *padding, *dilation;
+    bool ceil_mode, count_include_pad;
+    int64_t divisor_override;
+} pool_args;
+
+/* Checks x and the arguments, fills the kernel parameters and the 4-D output
+ * sizes. Messages name fn and the values. */
+static bool pool_check(const char *fn, bool is_max, const mft_tensor *x, const pool_args *a,
+                       mft_pool2d_params *p, int64_t out4[4]) {
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    if (!x) {
+        mft__null_arg(fn, "x");
+        return false;
+    }
+    if (!a->kernel) {
+        mft__set_error(MFT_ERR_NULL, "%s: argument 'kernel' is NULL", fn);
+        return false;
+    }
+    if (x->ndim != 3 && x->ndim != 4) {
+        mft__set_error(MFT_ERR_RANK, "%s: expected a 3-D (C,H,W) or 4-D (N,C,H,W) input, got rank %d "
+                       "with sizes %s", fn, x->ndim, mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes));
+        return false;
+    }
+    if (x->dtype != MFT_F32 && x->dtype != MFT_F64) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: dtype %s is not supported (f32 and f64 only)", fn,
+                       mft_dtype_name(x->dtype));
+        return false;
+    }
+    memset(p, 0, sizeof *p);
+    bool stride_default = !a->stride || (a->stride[0] == 0 && a->stride[1] == 0);
+    for (int d = 0; d < 2; d++) {
+        p->kernel[d] = a->kernel[d];
+        p->stride[d] = stride_default ? a->kernel[d] : a->stride[d];
+        p->padding[d] = a->padding ? a->padding[d] : 0;
+        p->dilation[d] = a->dilation ? a->dilation[d] : 1;
+    }
+    p->ceil_mode = a->ceil_mode;
+    p->count_include_pad = a->count_include_pad;
+    p->divisor_override = a->divisor_override;
+    if (p->kernel[0] <= 0 || p->kernel[1] <= 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: kernel %s should be greater than zero", fn,
+                       mft__fmt_dims(b1, sizeof b1, 2, p->kernel));
+        return false;
+    }
+    if (p->stride[0] <= 0 || p->stride[1] <= 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: stride %s should be greater than zero", fn,
+                       mft__fmt_dims(b1, sizeof b1, 2, p->stride));
+        return false;
+    }
+    if (p->dilation[0] < 1 || p->dilation[1] < 1) {
+        mft__set_error(MFT_ERR_INVALID, "%s: dilation %s should be at least 1", fn,
+                       mft__fmt_dims(b1, sizeof b1, 2, p->dilation));
+        return false;
+    }
+    if (p->padding[0] < 0 || p->padding[1] < 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: padding %s should be non-negative", fn,
+                       mft__fmt_dims(b1, sizeof b1, 2, p->padding));
+        return false;
+    }
+    for (int d = 0; d < 2; d++) {
+        const int64_t *v[4] = {p->kernel, p->stride, p->padding, p->dilation};
+        static const char *const names[4] = {"kernel", "stride", "padding", "dilation"};
+        for (int k = 0; k < 4; k++)
+            if (v[k][d] > POOL_MAX_PARAM) {
+                mft__set_error(MFT_ERR_OVERFLOW, "%s: %s %s is too large (at most %lld)", fn,
+                               names[k], mft__fmt_dims(b1, sizeof b1, 2, v[k]),
+                               (long long)POOL_MAX_PARAM);
+                return false;
+            }
+    }
+    for (int d = 0; d < 2; d++)
+        if (p->padding[d] > p->kernel[d] / 2) {
+            mft__set_error(MFT_ERR_INVALID, "%s: pad %lld should be at most half of kernel %lld",
+                           fn, (long long)p->padding[d], (long long)p->kernel[d]);
+            return false;
+        }
+    const int off = x->ndim - 3; /* sizes[off] = C */
+    if (x->sizes[off] == 0 || x->sizes[off + 1] == 0 || x->sizes[off + 2] == 0) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: input sizes %s have a zero channel or spatial dim "
+                       "(only the batch may be empty)", fn,
+                       mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes));
+        return false;
+    }
+    out4[0] = x->ndim == 4 ? x->sizes[0] : 1;
+    out4[1] = x->sizes[off];
+    for (int d = 0; d < 2; d++)
+        out4[2 + d] = pool_out_size(x->sizes[off + 1 + d], p->kernel[d], p->padding[d],
+                                    p->stride[d], is_max ? p->dilation[d] : 1, p->ceil_mode);
+    if (out4[2] < 1 || out4[3] < 1) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: input sizes %s give output size %s, which is too small "
+                       "(kernel [%lld,%lld], stride [%lld,%lld], padding [%lld,%lld], dilation "
+                       "[%lld,%lld])", fn, mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes),
+                       mft__fmt_dims(b2, sizeof b2, 2, out4 + 2), (long long)p->kernel[0],
+                       (long long)p->kernel[1], (long long)p->stride[0], (long long)p->stride[1],
+                       (long long)p->padding[0], (long long)p->padding[1],
+                       (long long)(is_max ? p->dilation[0] : 1),
+                       (long long)(is_max ? p->dilation[1] : 1));
+        return false;
+    }
+    if (!is_max) p->dilation[0] = p->dilation[1] = 1;
+    return true;
+}
+
+/* Validates, allocates the outputs packed in the result format, dispatches.
+ * Returns the value result (user-owned) and, when indices_out is set, the
+ * indices (user-owned); for max pooling the indices are always computed. */
+static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, const pool_args *a,
+                            mft_tensor **indices_out) {
+    const bool is_max = op == MFT__OP_MAX_POOL2D;
+    mft_pool2d_params p;
+    int64_t out4[4];
+    if (!pool_check(fn, is_max, x, a, &p, out4)) return NULL;
+    const bool rank3 = x->ndim == 3;
+    const mft_format fmt = rank3 ? MFT_CONTIGUOUS : x->tag;
+
+    /* internal tensors are not the user's scope results */
+    mft__scope_suspend();
+    mft_tensor *x4 = rank3 ? mft_unsqueeze(x, 0) : mft_tensor_retain((mft_tensor *)x);
+    mft_tensor *outs[2] = {NULL, NULL};
+    bool ok = x4 != NULL;
+    if (ok) {
+        outs[0] = mft__tensor_alloc(fn, 4, out4, x->dtype, fmt);
+        ok = outs[0] != NULL;
+    }
+    if (ok && is_max) {
+        outs[1] = mft__tensor_alloc(fn, 4, out4, MFT_I64, fmt);
+        ok = outs[1] != NULL;
+    }
+    if (ok) {
+        const mft_tensor *ins[1] = {x4};
+        const bool convert[1] = {true};
+        ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, is_max ? 2 : 1, outs, &p) ==
+             MFT_OK;
+    }
+    /* user-visible results: rank 3 views drop the N = 1 dim */
+    mft_tensor *res[2] = {NULL, NULL};
+    for (int k = 0; ok && k < (is_max ? 2 : 1); k++) {
+        mft__tensor_set_tag_from(outs[k], x->tag);
+        res[k] = rank3 ? mft_squeeze(outs[k], 0) : mft_tensor_retain(outs[k]);
+        ok = res[k] != NULL;
+    }
+    mft__scope_resume();
+    mft_tensor_release(x4);
+    mft_tensor_release(outs[0]);
+    mft_tensor_release(outs[1]);
+    if (!ok) {
+        mft__relabel_error(fn);
+        mft_tensor_release(res[0]);
+        mft_tensor_release(res[1]);
+        return NULL;
+    }
+    /* hand the results to the caller (registered in the innermost scope) */
+    mft_tensor *r = mft__retain_result(fn, res[0]);
+    mft_tensor *ri = NULL;
+    if (r && indices_out) {
+        ri = mft__retain_result(fn, res[1]);
+        if (!ri) r = NULL; /* only fails inside a scope, which then owns r */
+    }
+    mft_tensor_release(res[0]);
+    mft_tensor_release(res[1]);
+    if (indices_out) *indices_out = ri;
+    return r;
+}
+
+mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64_t kernel[2],
+                                        const int64_t stride[2], const int64_t padding[2],
+                                        const int64_t dilation[2], bool ceil_mode,
+                                        mft_tensor **indices) {
+    static const char fn[] = "mft_max_pool2d_with_indices";
+    if (indices) *indices = NULL;
+    if (!indices) {
+        if (!x) mft__null_arg(fn, "x");
+        else mft__set_error(MFT_ERR_NULL, "%s: argument 'indices' is NULL", fn);
+        return NULL;
+    }
+    pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
+    return pool_run(fn, MFT__OP_MAX_POOL2D, x, &a, indices);
+}
+
+mft_tensor *mft_max_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                           const int64_t padding[2], const int64_t dilation[2], bool ceil_mode) {
+    pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
+    return pool_run("mft_max_pool2d", MFT__OP_MAX_POOL2D, x, &a, NULL);
+}
+
+mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                           const int64_t padding[2], bool ceil_mode, bool count_include_pad,
+                           int64_t divisor_override) {
+    pool_args a = {kernel, stride, padding, NULL, ceil_mode, count_include_pad, divisor_override};
+    return pool_run("mft_avg_pool2d", MFT__OP_AVG_POOL2D, x, &a, NULL);
+}
+
+/* ---------------------------------------------------------------- window helpers */
+/* Max window along one dim for output o: first valid position (PyTorch's i0
+ * after skipping the padding by dilation steps) and the end (exclusive). */
+static inline void max_window(int64_t o, int64_t in, int64_t k, int64_t s, int64_t pad,
+                              int64_t dil, int64_t *i0, int64_t *i1) {
+    int64_t start = o * s - pad, end = start + (k - 1) * dil + 1;
+    *i1 = end < in ? end : in;
+    while (start < 0) start += dil;
+    *i0 = start;
+}
+
+/* Avg window along one dim: clipped [i0, i1) and the padded extent. */
+static inline void avg_window(int64_t o, int64_t in, int64_t k, int64_t s, int64_t pad,
+                              int64_t *i0, int64_t *i1, int64_t *padded) {
+    int64_t start = o * s - pad, end = start + k;
+    if (end > in + pad) end = in + pad;
+    *padded = end - start;
+    *i0 = start < 0 ? 0 : start;
+    *i1 = end < in ? end : in;
+}
+
+/* The divisor of one avg output (0: empty window, the output is 0). */
+static inline int64_t avg_divisor(const mft_pool2d_params *p, int64_t h0, int64_t h1,
+                                  int64_t ph, int64_t w0, int64_t w1, int64_t pw) {
+    if (h0 >= h1 || w0 >= w1) return 0;
+    if (p->divisor_override) return p->divisor_override;
+    return p->count_include_pad ? ph * pw : (h1 - h0) * (w1 - w0);
+}
+
+/* ---------------------------------------------------------------- reference kernels
+ * The semantics in the simplest loops. They index with the tensors' real
+ * strides, so they accept any layout (the tests call them on any). */
+#define REF_KERNELS(D)                                                                        \
+    static void max_pool2d_ref_##D(const mft_kernel_args *a) {                                \
+        typedef MFT__T_##D T;                                                                 \
+        const mft_pool2d_params *p = a->params;                                               \
+        const mft_tensor *x = a->inputs[0], *y = a->outputs[0], *yi = a->outputs[1];          \
+        const T *xd = (const T *)(const void *)mft__tensor_ptr(x);                            \
+        T *yd = (T *)(void *)mft__tensor_ptr(y);                                              \
+        int64_t *id = (int64_t *)(void *)mft__tensor_ptr(yi);                                 \
+        const int64_t H = x->sizes[2], W = x->sizes[3];                                       \
+        for (int64_t n = 0; n < y->sizes[0]; n++)                                             \
+            for (int64_t c = 0; c < y->sizes[1]; c++)                                         \
+                for (int64_t oh = 0; oh < y->sizes[2]; oh++)                                  \
+                    for (int64_t ow = 0; ow < y->sizes[3]; ow++) {                            \
+                        int64_t h0, h1, w0, w1;                                               \
+                        max_window(oh, H, p->kernel[0], p->stride[0], p->padding[0],          \
+                                   p->dilation[0], &h0, &h1);                                 \
+                        max_window(ow, W, p->kernel[1], p->stride[1], p->padding[1],          \
+                                   p->dilation[1], &w0, &w1);                                 \
+                        T m = -INFINITY;                                                      \
+                        int64_t mi = h0 * W + w0;                                             \
+                        for (int64_t h = h0; h < h1; h += p->dilation[0])                     \
+                            for (int64_t w = w0; w < w1; w += p->dilation[1]) {               \
+                                T v = xd[n * x->strides[0] + c * x->strides[1] +              \
+                                         h * x->strides[2] + w * x->strides[3]];              \
+                                if (v > m || v != v) {                                        \
+                                    m = v;                                                    \
+                                    mi = h * W + w;                                           \
+                                }                                                             \
+                            }                                                                 \
+                        int64_t yo = n * y->strides[0] + c * y->strides[1] +                  \
+                                     oh * y->strides[2] + ow * y->strides[3];                 \
+                        int64_t io = n * yi->strides[0] + c * yi->strides[1] +                \
+                                     oh * yi->strides[2] + ow * yi->strides[3];               \
+                        yd[yo] = m;                                                           \
+                        id[io] = mi;                                                          \
+                    }                                                                         \
+    }                                                                                         \
+    static void avg_pool2d_ref_##D(const mft_kernel_args *a) {                                \
+        typedef MFT__T_##D T;                                                                 \
+        const mft_pool2d_params *p = a->params;                                               \
+        const mft_tensor *x = a->inputs[0], *y = a->outputs[0];                               \
+        const T *xd = (const T *)(const void *)mft__tensor_ptr(x);                            \
+        T *yd = (T *)(void *)mft__tensor_ptr(y);                                              \
+        const int64_t H = x->sizes[2], W = x->sizes[3];                                       \
+        for (int64_t n = 0; n < y->sizes[0]; n++)                                             \
+            for (int64_t c = 0; c < y->sizes[1]; c++)                                         \
+                for (int64_t oh = 0; oh < y->sizes[2]; oh++)                                  \
+                    for (int64_t ow = 0; ow < y->sizes[3]; ow++) {                            \
+                        int64_t h0, h1, ph, w0, w1, pw;                                       \
+                        avg_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], &h0,     \
+                                   &h1, &ph);                                                 \
+                        avg_window(ow, W, p->kernel[1], p->stride[1], p->padding[1], &w0,     \
+                                   &w1, &pw);                                                 \
+                        int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);                 \
+                        T s = 0;                                                              \
+                        for (int64_t h = h0; h < h1; h++)                                     \
+                            for (int64_t w = w0; w < w1; w++)                                 \
+                                s += xd[n * x->strides[0] + c * x->strides[1] +               \
+                                        h * x->strides[2] + w * x->strides[3]];               \
+                        yd[n * y->strides[0] + c * y->strides[1] + oh * y->strides[2] +       \
+                           ow * y->strides[3]] = div ? s / (T)div : (T)0;                     \
+                    }                                                                         \
+    }
+REF_KERNELS(F32)
+REF_KERNELS(F64)
+
+mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt) {
+    if (op == MFT__OP_MAX_POOL2D)
+        return dt == MFT_F32 ? max_pool2d_ref_F32 : dt == MFT_F64 ? max_pool2d_ref_F64 : NULL;
+    if (op == MFT__OP_AVG_POOL2D)
+        return dt == MFT_F32 ? avg_pool2d_ref_F32 : dt == MFT_F64 ? avg_pool2d_ref_F64 : NULL;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- shared by fast kernels */
+typedef struct pool_job {
+    const mft_pool2d_params *p;
+    const float *x;
+    float *y;
+    int64_t *yi; /* max only */
+    int64_t N, C, H, W, OH, OW;
+} pool_job;
+
+static pool_job pool_job_of(const mft_kernel_args *a, bool is_max) {
+    pool_job j;
+    const mft_tensor *x = a->inputs[0], *y = a->outputs[0];
+    j.p = a->params;
+    j.x = (const float *)(const void *)mft__tensor_ptr(x);
+    j.y = (float *)(void *)mft__tensor_ptr(y);
+    j.yi = is_max ? (int64_t *)(void *)mft__tensor_ptr(a->outputs[1]) : NULL;
+    j.N = x->sizes[0];
+    j.C = x->sizes[1];
+    j.H = x->sizes[2];
+    j.W = x->sizes[3];
+    j.OH = y->sizes[2];
+    j.OW = y->sizes[3];
+    return j;
+}
+
+/* Rows per parallel chunk for about 32k window elements each. */
+static int64_t pool_grain(int64_t work_per_row) {
+    int64_t g = 32768 / (work_per_row > 0 ? work_per_row : 1);
+    return g > 0 ? g : 1;
+}
+
+/* Outputs [lo, hi) of a row whose input column o*s + off lies in [0, W). */
+static inline void col_range(int64_t OW, int64_t W, int64_t s, int64_t off, int64_t *lo,
+                             int64_t *hi) {
+    /* o*s + off >= 0  <=>  o >= ceil(-off / s);  o*s + off <= W-1 */
+    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t h = W - 1 - off < 0 ? 0 : (W - 1 - off) / s + 1;
+    *lo = l;
+    *hi = h < OW ? h : OW;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* ---------------------------------------------------------------- NCHW F32
+ * One output row (plane, oh) at a time: for each window row and column the
+ * valid outputs of the row form a range, and the update over it is a
+ * unit-stride loop over W when the stride is 1 (the compiler vectorises it;
+ * the stride is a compile-time 1 there through the inlined helper). */
+static inline void nchw_max_row(const float *in, float *out, int64_t *idx, int64_t W, int64_t OW,
+                                int64_t kw_n, int64_t s, int64_t pad, int64_t dil, int64_t ih) {
+    for (int64_t kw = 0; kw < kw_n; kw++) {
+        int64_t off = kw * dil - pad, lo, hi;
+        col_range(OW, W, s, off, &lo, &hi);
+        const int64_t base = ih * W + off;
+        for (int64_t o = lo; o < hi; o++) {
+            float v = in[o * s + off];
+            bool t = v > out[o] || v != v;
+            out[o] = t ? v : out[o];
+            idx[o] = t ? base + o * s : idx[o];
+        }
+    }
+}
+
+static inline void nchw_sum_row(const float *in, float *out, int64_t W, int64_t OW, int64_t kw_n,
+                                int64_t s, int64_t pad) {
+    for (int64_t kw = 0; kw < kw_n; kw++) {
+        int64_t off = kw - pad, lo, hi;
+        col_range(OW, W, s, off, &lo, &hi);
+        for (int64_t o = lo; o < hi; o++) out[o] += in[o * s + off];
+    }
+}
+
+static void max_nchw_range(void *ctx, int64_t begin, int64_t end) {
+    const pool_job *j = ctx;
+    const mft_pool2d_params *p = j->p;
+    const int64_t sW = p->stride[1], pW = p->padding[1], dW = p->dilation[1];
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t plane = r / j->OH, oh = r % j->OH;
+        const float *in = j->x + plane * j->H * j->W;
+        float *out = j->y + r * j->OW;
+        int64_t *idx = j->yi + r * j->OW;
+        int64_t h0, h1;
+        max_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &h0, &h1);
+        for (int64_t ow = 0; ow < j->OW; ow++) {
+            int64_t w0, w1;
+            max_window(ow, j->W, p->kernel[1], sW, pW, dW, &w0, &w1);
+            out[ow] = -INFINITY;
+            idx[ow] = h0 * j->W + w0;
+        }
+        for (int64_t ih = h0; ih < h1; ih += p->dilation[0]) {
+            if (sW == 1)
+                nchw_max_row(in + ih * j->W, out, idx, j->W, j->OW, p->kernel[1], 1, pW, dW, ih);
+            else
+                nchw_max_row(in + ih * j->W, out, idx, j->W, j->OW, p->kernel[1], sW, pW, dW, ih);
+        }
+    }
+}
+
+static void avg_nchw_range(void *ctx, int64_t begin, int64_t end) {
+    const pool_job *j = ctx;
+    const mft_pool2d_params *p = j->p;
+    const int64_t sW = p->stride[1], pW = p->padding[1];
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t plane = r / j->OH, oh = r % j->OH;
+        const float *in = j->x + plane * j->H * j->W;
+        float *out = j->y + r * j->OW;
+        int64_t h0, h1, ph;
+        avg_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
+        for (int64_t ow = 0; ow < j->OW; ow++) out[ow] = 0.0f;
+        for (int64_t ih = h0; ih < h1; ih++) {
+            if (sW == 1)
+                nchw_sum_row(in + ih * j->W, out, j->W, j->OW, p->kernel[1], 1, pW);
+            else
+                nchw_sum_row(in + ih * j->W, out, j->W, j->OW, p->kernel[1], sW, pW);
+        }
+        for (int64_t ow = 0; ow < j->OW; ow++) {
+            int64_t w0, w1, pw;
+            avg_window(ow, j->W, p->kernel[1], sW, pW, &w0, &w1, &pw);
+            int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
+            out[ow] = div ? out[ow] / (float)div : 0.0f;
+        }
+    }
+}
+
+static void max_pool2d_nchw_f32(const mft_kernel_args *a) {
+    pool_job j = pool_job_of(a, true);
+    const int64_t work = j.OW * j.p->kernel[0] * j.p->kernel[1];
+    mft__parallel_for(0, j.N * j.C * j.OH, pool_grain(work), max_nchw_range, &j);
+}
+
+static void avg_pool2d_nchw_f32(const mft_kernel_args *a) {
+    pool_job j = pool_job_of(a, false);
+    const int64_t work = j.OW * j.p->kernel[0] * j.p->kernel[1];
+    mft__parallel_for(0, j.N * j.C * j.OH, pool_grain(work), avg_nchw_range, &j);
+}
+
+/* ---------------------------------------------------------------- NHWC F32
+ * Per output pixel (n, oh, ow): the window's input pixels are contiguous
+ * C-rows; max/add over a C-row is a unit-stride loop (vectorised). */
+static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
+    const pool_job *j = ctx;
+    const mft_pool2d_params *p = j->p;
+    const int64_t C = j->C;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / j->OH, oh = r % j->OH;
+        const float *in = j->x + n * j->H * j->W * C;
+        int64_t h0, h1;
+        max_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &h0, &h1);
+        for (int64_t ow = 0; ow < j->OW; ow++) {
+            float *out = j->y + (r * j->OW + ow) * C;
+            int64_t *idx = j->yi + (r * j->OW + ow) * C;
+            int64_t w0, w1;
+            max_window(ow, j->W, p->kernel[1], p->stride[1], p->padding[1], p->dilation[1], &w0,
+                       &w1);
+            const int64_t first = h0 * j->W + w0;
+            for (int64_t c = 0; c < C; c++) {
+                out[c] = -INFINITY;
+                idx[c] = first;
+            }
+            for (int64_t ih = h0; ih < h1; ih += p->dilation[0])
+                for (int64_t iw = w0; iw < w1; iw += p->dilation[1]) {
+                    const float *row = in + (ih * j->W + iw) * C;
+                    const int64_t pos = ih * j->W + iw;
+                    for (int64_t c = 0; c < C; c++) {
+                        float v = row[c];
+                        bool t = v > out[c] || v != v;
+                        out[c] = t ? v : out[c];
+                        idx[c] = t ? pos : idx[c];
+                    }
+                }
+        }
+    }
+}
+
+static void avg_nhwc_range(void *ctx, int64_t begin, int64_t end) {
+    const pool_job *j = ctx;
+    const mft_pool2d_params *p = j->p;
+    const int64_t C = j->C;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / j->OH, oh = r % j->OH;
+        const float *in = j->x + n * j->H * j->W * C;
+        int64_t h0, h1, ph;
+        avg_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
+        for (int64_t ow = 0; ow < j->OW; ow++) {
+            float *out = j->y + (r * j->OW + ow) * C;
+            int64_t w0, w1, pw;
+            avg_window(ow, j->W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
+            for (int64_t c = 0; c < C; c++) out[c] = 0.0f;
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++) {
+                    const float *row = in + (ih * j->W + iw) * C;
+                    for (int64_t c = 0; c < C; c++) out[c] += row[c];
+                }
+            int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
+            if (div) {
+                const float fd = (float)div;
+                for (int64_t c = 0; c < C; c++) out[c] /= fd;
+            } else {
+                for (int64_t c = 0; c < C; c++) out[c] = 0.0f;
+            }
+        }
+    }
+}
+
+static void max_pool2d_nhwc_f32(const mft_kernel_args *a) {
+    pool_job j = pool_job_of(a, true);
+    const int64_t work = j.OW * j.C * j.p->kernel[0] * j.p->kernel[1];
+    mft__parallel_for(0, j.N * j.OH, pool_grain(work), max_nhwc_range, &j);
+}
+
+static void avg_pool2d_nhwc_f32(const mft_kernel_args *a) {
+    pool_job j = pool_job_of(a, false);
+    const int64_t work = j.OW * j.C * j.p->kernel[0] * j.p->kernel[1];
+    mft__parallel_for(0, j.N * j.OH, pool_grain(work), avg_nhwc_range, &j);
+}
+
+/* ---------------------------------------------------------------- kernel table
+ * One entry per (op, format, dtype). The F32 reference kernels are not in the
+ * table (the fast NCHW kernel holds the CONTIGUOUS F32 key); the tests reach
+ * them through mft__pool_reference. */
+const mft__kernel_def mft__kernels_pool[] = {
+    {MFT__OP_MAX_POOL2D, MFT_CONTIGUOUS, MFT_F32, "max_pool2d.nchw.f32", max_pool2d_nchw_f32},
+    {MFT__OP_MAX_POOL2D, MFT_CHANNELS_LAST, MFT_F32, "max_pool2d.nhwc.f32", max_pool2d_nhwc_f32},
+    {MFT__OP_MAX_POOL2D, MFT_CONTIGUOUS, MFT_F64, "max_pool2d.nchw.f64.ref", max_pool2d_ref_F64},
+    {MFT__OP_AVG_POOL2D, MFT_CONTIGUOUS, MFT_F32, "avg_pool2d.nchw.f32", avg_pool2d_nchw_f32},
+    {MFT__OP_AVG_POOL2D, MFT_CHANNELS_LAST, MFT_F32, "avg_pool2d.nhwc.f32", avg_pool2d_nhwc_f32},
+    {MFT__OP_AVG_POOL2D, MFT_CONTIGUOUS, MFT_F64, "avg_pool2d.nchw.f64.ref", avg_pool2d_ref_F64},
+    {0, 0, 0, NULL, NULL},
+};

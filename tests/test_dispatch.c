@@ -1,0 +1,110 @@
+/* tests/test_dispatch.c — the kernel registry and dispatcher: every row of
+ * ops/ops.def has a reference kernel (CONTIGUOUS, F32) in the listed table;
+ * registering, overriding and unregistering user kernels (and their
+ * errors); the verbose log line through a replaced callback; strict mode;
+ * the conversion counter. Op-specific dispatch checks live with each op's
+ * tests (test_pool.c). */
+#include "harness.h"
+#include "ops_internal.h"
+
+static void test_every_op_has_a_reference(void) {
+    char buf[8192];
+    size_t need = mft_dispatch_list(buf, sizeof buf);
+    CHECK(need > 0 && need < sizeof buf);
+    for (int op = 0; op < MFT__OP_COUNT; op++) {
+        char key[96];
+        snprintf(key, sizeof key, "%-14s %-13s %-4s", mft__op_name((mft__op_id)op), "CONTIGUOUS", "f32");
+        CHECK_MSG(strstr(buf, key) != NULL, "op %s has no CONTIGUOUS f32 kernel in:\n%s",
+                  mft__op_name((mft__op_id)op), buf);
+    }
+    /* truncation follows snprintf */
+    char small[8];
+    CHECK(mft_dispatch_list(small, sizeof small) == need && strlen(small) == sizeof small - 1);
+}
+
+static int g_user_calls = 0;
+static void user_avg(const mft_kernel_args *a) {
+    g_user_calls++;
+    mft_fill_(a->outputs[0], 42.0);
+}
+
+static int g_log_lines = 0;
+static char g_last_line[256];
+static void capture_log(const char *line, void *ctx) {
+    (void)ctx;
+    g_log_lines++;
+    snprintf(g_last_line, sizeof g_last_line, "%s", line);
+}
+
+static void test_user_kernel_and_log(void) {
+    int64_t sz[4] = {1, 8, 4, 4};
+    int64_t k[2] = {2, 2};
+    mft_tensor *x = mft_rand(4, sz, MFT_F32, MFT_CHANNELS_LAST, 3);
+    CHECK(mft_dispatch_register("avg_pool2d", MFT_CHANNELS_LAST, MFT_F32, "user.avg.nhwc", user_avg) == MFT_OK);
+    char buf[8192];
+    mft_dispatch_list(buf, sizeof buf);
+    CHECK(strstr(buf, "user.avg.nhwc [user]") != NULL);
+    mft_set_log_callback(capture_log, NULL);
+    mft_set_verbose(1);
+    mft_tensor *y = mft_avg_pool2d(x, k, NULL, (int64_t[2]){0, 0}, false, true, 0);
+    mft_set_verbose(0);
+    mft_set_log_callback(NULL, NULL);
+    CHECK(y != NULL && g_user_calls == 1);
+    const mft_dispatch_info *d = mft_dispatch_last();
+    CHECK(strcmp(d->op, "avg_pool2d") == 0 && strcmp(d->kernel, "user.avg.nhwc") == 0 && d->user);
+    CHECK(d->kernel_format == MFT_CHANNELS_LAST && d->conversions == 0);
+    int64_t idx[4] = {0, 3, 1, 1};
+    CHECK(mft_tensor_get(y, idx) == 42.0);
+    CHECK(g_log_lines == 1 && strstr(g_last_line, "avg_pool2d,user.avg.nhwc") != NULL);
+    CHECK(mft_dispatch_unregister("avg_pool2d", MFT_CHANNELS_LAST, MFT_F32) == MFT_OK);
+    mft_tensor *z = mft_avg_pool2d(x, k, NULL, (int64_t[2]){0, 0}, false, true, 0);
+    CHECK(z != NULL && g_user_calls == 1 && !mft_dispatch_last()->user);
+    CHECK(mft_tensor_get(z, idx) != 42.0);
+    mft_tensor_release(x);
+    mft_tensor_release(y);
+    mft_tensor_release(z);
+}
+
+static void test_registry_errors(void) {
+    CHECK(mft_dispatch_register("no_such_op", MFT_CONTIGUOUS, MFT_F32, "x", user_avg) == MFT_ERR_INVALID);
+    CHECK_ERR(MFT_ERR_INVALID, "no_such_op");
+    CHECK(mft_dispatch_register(NULL, MFT_CONTIGUOUS, MFT_F32, "x", user_avg) == MFT_ERR_NULL);
+    CHECK_ERR(MFT_ERR_NULL, "mft_dispatch_register");
+    CHECK(mft_dispatch_register("avg_pool2d", MFT_CONTIGUOUS, MFT_F32, "x", NULL) == MFT_ERR_NULL);
+    CHECK_ERR(MFT_ERR_NULL, "fn is NULL");
+    CHECK(mft_dispatch_register("avg_pool2d", (mft_format)7, MFT_F32, "x", user_avg) == MFT_ERR_FORMAT);
+    CHECK_ERR(MFT_ERR_FORMAT, "format 7");
+    CHECK(mft_dispatch_register("avg_pool2d", MFT_CONTIGUOUS, (mft_dtype)9, "x", user_avg) == MFT_ERR_DTYPE);
+    CHECK_ERR(MFT_ERR_DTYPE, "dtype 9");
+    CHECK(mft_dispatch_unregister("avg_pool2d", MFT_CONTIGUOUS, MFT_F64) == MFT_ERR_INVALID);
+    CHECK_ERR(MFT_ERR_INVALID, "no user kernel");
+}
+
+static void test_conversion_counter_and_strict(void) {
+    /* F64 channels_last pooling: only CONTIGUOUS F64 kernels are built in */
+    int64_t sz[4] = {2, 3, 6, 6}, k[2] = {2, 2};
+    mft_tensor *x = mft_rand(4, sz, MFT_F64, MFT_CHANNELS_LAST, 5);
+    mft_dispatch_reset_conversions();
+    mft_tensor *y = mft_avg_pool2d(x, k, NULL, (int64_t[2]){0, 0}, false, true, 0);
+    CHECK(y != NULL);
+    const mft_dispatch_info *d = mft_dispatch_last();
+    CHECK(d->format == MFT_CHANNELS_LAST && d->kernel_format == MFT_CONTIGUOUS && d->conversions == 2);
+    CHECK(mft_dispatch_conversions() == 2);
+    CHECK(mft_tensor_is_contiguous(y, MFT_CHANNELS_LAST)); /* converted back to the SPEC format */
+    mft_dispatch_set_strict(true);
+    mft_tensor *z = mft_avg_pool2d(x, k, NULL, (int64_t[2]){0, 0}, false, true, 0);
+    mft_dispatch_set_strict(false);
+    CHECK(z == NULL);
+    CHECK_ERR(MFT_ERR_UNSUPPORTED, "strict mode");
+    CHECK(mft_dispatch_conversions() == 2);
+    mft_tensor_release(x);
+    mft_tensor_release(y);
+}
+
+int main(void) {
+    RUN(test_every_op_has_a_reference);
+    RUN(test_user_kernel_and_log);
+    RUN(test_registry_errors);
+    RUN(test_conversion_counter_and_strict);
+    TEST_MAIN_END();
+}
