@@ -19,7 +19,9 @@ const char *mft__op_name(mft__op_id op) {
     return (unsigned)op < MFT__OP_COUNT ? op_names[op] : "invalid";
 }
 
-static const mft__kernel_def *const builtin_tables[] = {mft__kernels_pool, mft__kernels_softmax};
+static const mft__kernel_def *const builtin_tables[] = {mft__kernels_pool, mft__kernels_softmax,
+                                                       mft__kernels_pad, mft__kernels_gemm,
+                                                       mft__kernels_norm};
 
 /* ---------------------------------------------------------------- user kernels */
 #define DISPATCH_MAX_USER 64

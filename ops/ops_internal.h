@@ -160,6 +160,9 @@ typedef struct mft__kernel_def {
 
 extern const mft__kernel_def mft__kernels_pool[];
 extern const mft__kernel_def mft__kernels_softmax[];
+extern const mft__kernel_def mft__kernels_pad[];
+extern const mft__kernel_def mft__kernels_gemm[];
+extern const mft__kernel_def mft__kernels_norm[];
 
 const char *mft__op_name(mft__op_id op);
 

@@ -1,0 +1,639 @@
+/* ops/gemm.c — matrix multiplication (mft_matmul, mft_linear), dispatched as
+ * op "matmul" (DESIGN §7, mft/cnn.h).
+ *
+ * The file reads top to bottom: argument checks and the entry points, the
+ * shared batch/stride bookkeeping, the reference kernels (which define the
+ * semantics), the packed fast kernels, and the kernel table.
+ *
+ * What a matmul kernel receives (built by the entry points):
+ *   inputs[0] A: (batch..., M, K), inputs[1] B: (batch..., K, N), or
+ *   (batch..., N, K) used as its transpose when params.transpose_b;
+ *   outputs[0] C: (batch..., M, N) packed CONTIGUOUS (the result's format,
+ *   SPEC §4).
+ * Layout choice: the kernels are registered under CONTIGUOUS and the op
+ * passes convert = {true, true}, so every kernel (also a user's) gets packed
+ * inputs as dispatch.h promises. The op avoids the copies where a packed
+ * operand exists without one: a B whose last two dims are a transposed
+ * packed matrix (w^T, the weight in linear) is passed as that packed matrix
+ * with transpose_b; a batched A times a 2-D (or 1-D) B is folded into one
+ * (batch*M, K) @ (K, N) product when A's batch dims merge into a view
+ * (PyTorch does the same fold). Other inputs (strided slices, a transposed
+ * A, batch dims broadcast by expand) are converted by the dispatcher, which
+ * counts them (mft_dispatch_last()->conversions); PyTorch copies in these
+ * cases too. The kernels themselves read A and B through their strides (the
+ * packing step of the fast kernels accepts any), so they also run correctly
+ * on unpacked inputs (a user calling them under MFT_FORMAT_ANY).
+ *
+ * Fast kernels (GotoBLAS/BLIS structure): B of one matrix is packed once (in
+ * parallel over strips) into NR-wide column strips per KC-deep block (zero
+ * padded to a multiple of NR);
+ * the output is split into MC x NC blocks (multiples of MR and NR) that run
+ * in parallel (mft__parallel_for); each block packs its rows of A into
+ * MR-row strips per KC block and runs the MR x NR micro-kernel over every
+ * strip pair, storing the first KC block and adding the later ones. Edge
+ * tiles run the same micro-kernel into a scratch tile. K is never split
+ * across threads and every element is computed by the same instruction
+ * sequence whatever the partition, so results are bit-identical for any
+ * thread count. Micro-kernels: F32 6x16 and F64 6x8 AVX2/FMA ones when
+ * compiled with AVX2+FMA, else (and through mft__gemm_set_portable, for
+ * tests) portable C ones of the same tile sizes. Batched inputs run one
+ * matrix per thread chunk (parallel over the batch) when there is more than
+ * one matrix. If the packing buffers cannot be allocated (kernels cannot
+ * fail) the kernel falls back to a plain loop. Mixed dtypes are rejected
+ * (no type promotion); the bias of linear is added in place with mft_add_
+ * on the internal result (not fused into the kernel's store). */
+#include <stdlib.h>
+#include <string.h>
+#include "ops_internal.h"
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define GEMM_AVX2 1
+#else
+#define GEMM_AVX2 0
+#endif
+
+/* For tests (ops_internal.h is shared; declared here): the reference kernel
+ * of a dtype, and forcing the portable micro-kernels (not thread-safe
+ * against running matmuls). */
+mft_kernel_fn mft__gemm_reference(mft_dtype dt);
+void mft__gemm_set_portable(bool on);
+
+static bool gemm_portable = false;
+void mft__gemm_set_portable(bool on) { gemm_portable = on; }
+
+/* ---------------------------------------------------------------- entry points */
+static bool gemm_check_dtypes(const char *fn, const char *n1, const mft_tensor *t1, const char *n2,
+                              const mft_tensor *t2) {
+    if (t1->dtype != MFT_F32 && t1->dtype != MFT_F64) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: dtype %s of '%s' is not supported (f32 and f64 only)",
+                       fn, mft_dtype_name(t1->dtype), n1);
+        return false;
+    }
+    if (t2->dtype != t1->dtype) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: expected '%s' and '%s' to have the same dtype, got %s "
+                       "and %s", fn, n1, n2, mft_dtype_name(t1->dtype), mft_dtype_name(t2->dtype));
+        return false;
+    }
+    return true;
+}
+
+/* Allocates C (rank r, CONTIGUOUS) and dispatches A @ B (B^T with
+ * transpose_b; B of rank r). Returns C (internal reference) or NULL with the
+ * error set. Called suspended. */
+static mft_tensor *gemm_dispatch(const char *fn, const mft_tensor *A, const mft_tensor *B,
+                                 int r, const int64_t *csizes, bool transpose_b) {
+    /* a transposed packed B: pass the packed matrix and flip transpose_b */
+    mft_tensor *bt = NULL;
+    if (!mft_tensor_is_contiguous(B, MFT_CONTIGUOUS)) {
+        bt = mft_transpose(B, -1, -2);
+        if (!bt) return NULL;
+        if (mft_tensor_is_contiguous(bt, MFT_CONTIGUOUS)) {
+            B = bt;
+            transpose_b = !transpose_b;
+        }
+    }
+    mft_tensor *c = mft__tensor_alloc(fn, r, csizes, A->dtype, MFT_CONTIGUOUS);
+    if (c) {
+        const mft_matmul_params p = {transpose_b};
+        const mft_tensor *ins[2] = {A, B};
+        const bool convert[2] = {true, true};
+        if (mft__dispatch(fn, MFT__OP_MATMUL, MFT_CONTIGUOUS, A->dtype, 2, ins, convert, 1, &c,
+                          &p) != MFT_OK) {
+            mft_tensor_release(c);
+            c = NULL;
+        }
+    }
+    mft_tensor_release(bt);
+    return c;
+}
+
+/* Hands an internal result to the caller (registered in the user's scope). */
+static mft_tensor *matmul_finish(const char *fn, mft_tensor *res) {
+    if (!res) {
+        mft__relabel_error(fn);
+        return NULL;
+    }
+    mft_tensor *r = mft__retain_result(fn, res);
+    mft_tensor_release(res);
+    return r;
+}
+
+mft_tensor *mft_matmul(const mft_tensor *a, const mft_tensor *b) {
+    static const char fn[] = "mft_matmul";
+    char d1[MFT__DIMS_BUF], d2[MFT__DIMS_BUF];
+    if (!a || !b) {
+        mft__null_arg(fn, !a ? "a" : "b");
+        return NULL;
+    }
+    if (a->ndim == 0 || b->ndim == 0) {
+        mft__set_error(MFT_ERR_RANK, "%s: both arguments need to be at least 1-D, but they are "
+                       "%d-D and %d-D", fn, a->ndim, b->ndim);
+        return NULL;
+    }
+    if (!gemm_check_dtypes(fn, "a", a, "b", b)) return NULL;
+    const bool a1 = a->ndim == 1, b1d = b->ndim == 1;
+    const int64_t M = a1 ? 1 : a->sizes[a->ndim - 2], K = a->sizes[a->ndim - 1];
+    const int64_t Kb = b1d ? b->sizes[0] : b->sizes[b->ndim - 2];
+    const int64_t N = b1d ? 1 : b->sizes[b->ndim - 1];
+    if (K != Kb) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: a of sizes %s and b of sizes %s cannot be multiplied "
+                       "(a has %lld columns, b has %lld rows)", fn,
+                       mft__fmt_dims(d1, sizeof d1, a->ndim, a->sizes),
+                       mft__fmt_dims(d2, sizeof d2, b->ndim, b->sizes), (long long)K,
+                       (long long)Kb);
+        return NULL;
+    }
+    /* broadcast batch dims */
+    const int nda = a->ndim > 2 ? a->ndim - 2 : 0, ndb = b->ndim > 2 ? b->ndim - 2 : 0;
+    const int ndims[2] = {nda, ndb};
+    const int64_t *szs[2] = {a->sizes, b->sizes};
+    int bnd = 0;
+    int64_t shape[MFT_MAX_DIMS];
+    if (mft__broadcast_shape(fn, 2, ndims, szs, &bnd, shape) != MFT_OK) return NULL;
+    int64_t asz[MFT_MAX_DIMS], bsz[MFT_MAX_DIMS], csz[MFT_MAX_DIMS], rsz[MFT_MAX_DIMS];
+    memcpy(asz, shape, sizeof(int64_t) * (size_t)bnd);
+    memcpy(bsz, shape, sizeof(int64_t) * (size_t)bnd);
+    memcpy(csz, shape, sizeof(int64_t) * (size_t)bnd);
+    memcpy(rsz, shape, sizeof(int64_t) * (size_t)bnd);
+    asz[bnd] = M, asz[bnd + 1] = K;
+    bsz[bnd] = K, bsz[bnd + 1] = N;
+    csz[bnd] = M, csz[bnd + 1] = N;
+    int rnd = bnd;
+    if (!a1) rsz[rnd++] = M;
+    if (!b1d) rsz[rnd++] = N;
+
+    mft__scope_suspend();
+    if (a->ndim >= 3 && b->ndim <= 2) {
+        /* fold: (batch..., M, K) @ (K, N) as one (batch*M, K) @ (K, N) when a view allows it */
+        int64_t rows = 1;
+        for (int d = 0; d < a->ndim - 1; d++) rows *= a->sizes[d];
+        const int64_t af[2] = {rows, K}, cf[2] = {rows, N};
+        mft_tensor *av = mft_view(a, 2, af);
+        if (av) {
+            mft_tensor *bv = b1d ? mft_unsqueeze(b, 1) : mft_tensor_retain((mft_tensor *)b);
+            mft_tensor *c = bv ? gemm_dispatch(fn, av, bv, 2, cf, false) : NULL;
+            mft_tensor *res = c ? mft_view(c, rnd, rsz) : NULL;
+            mft__scope_resume();
+            mft_tensor_release(av);
+            mft_tensor_release(bv);
+            mft_tensor_release(c);
+            return matmul_finish(fn, res);
+        }
+        if (mft_last_error() != MFT_ERR_NOT_VIEWABLE) {
+            mft__scope_resume();
+            return matmul_finish(fn, NULL);
+        }
+        mft_clear_error(); /* not viewable: the batched path below */
+    }
+    mft_tensor *a2 = a1 ? mft_unsqueeze(a, 0) : mft_tensor_retain((mft_tensor *)a);
+    mft_tensor *b2 = b1d ? mft_unsqueeze(b, 1) : mft_tensor_retain((mft_tensor *)b);
+    mft_tensor *ae = a2 ? mft_expand(a2, bnd + 2, asz) : NULL;
+    mft_tensor *be = b2 ? mft_expand(b2, bnd + 2, bsz) : NULL;
+    mft_tensor *c = ae && be ? gemm_dispatch(fn, ae, be, bnd + 2, csz, false) : NULL;
+    mft_tensor *res = c ? mft_view(c, rnd, rsz) : NULL;
+    mft__scope_resume();
+    mft_tensor_release(a2);
+    mft_tensor_release(b2);
+    mft_tensor_release(ae);
+    mft_tensor_release(be);
+    mft_tensor_release(c);
+    return matmul_finish(fn, res);
+}
+
+mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b) {
+    static const char fn[] = "mft_linear";
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    if (!x || !w) {
+        mft__null_arg(fn, !x ? "x" : "w");
+        return NULL;
+    }
+    if (x->ndim < 1 || w->ndim != 2) {
+        mft__set_error(MFT_ERR_RANK, "%s: expected x of rank >= 1 and a 2-D weight (out, in), got "
+                       "ranks %d and %d", fn, x->ndim, w->ndim);
+        return NULL;
+    }
+    if (!gemm_check_dtypes(fn, "x", x, "w", w)) return NULL;
+    if (b && !gemm_check_dtypes(fn, "x", x, "b", b)) return NULL;
+    const int64_t K = x->sizes[x->ndim - 1], N = w->sizes[0];
+    if (w->sizes[1] != K) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: x of sizes %s and weight of sizes %s do not match "
+                       "(x has %lld features, weight expects %lld)", fn,
+                       mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes),
+                       mft__fmt_dims(b2, sizeof b2, 2, w->sizes), (long long)K,
+                       (long long)w->sizes[1]);
+        return NULL;
+    }
+    if (b && (b->ndim != 1 || b->sizes[0] != N)) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: bias of sizes %s should be 1-D of size %lld (the "
+                       "weight's out features)", fn, mft__fmt_dims(b1, sizeof b1, b->ndim, b->sizes),
+                       (long long)N);
+        return NULL;
+    }
+    int64_t M = 1, rsz[MFT_MAX_DIMS];
+    for (int d = 0; d < x->ndim - 1; d++) {
+        M *= x->sizes[d];
+        rsz[d] = x->sizes[d];
+    }
+    rsz[x->ndim - 1] = N;
+    const int64_t x2sz[2] = {M, K}, csz[2] = {M, N};
+
+    mft__scope_suspend();
+    mft_tensor *x2 = mft_reshape(x, 2, x2sz); /* a view when the strides allow it */
+    mft_tensor *c = x2 ? gemm_dispatch(fn, x2, w, 2, csz, true) : NULL;
+    bool ok = c != NULL;
+    if (ok && b) ok = mft_add_(c, b) == MFT_OK;
+    mft_tensor *res = ok ? mft_view(c, x->ndim, rsz) : NULL;
+    mft__scope_resume();
+    mft_tensor_release(x2);
+    mft_tensor_release(c);
+    if (!res) {
+        mft__relabel_error(fn);
+        return NULL;
+    }
+    mft_tensor *r = mft__retain_result(fn, res);
+    mft_tensor_release(res);
+    return r;
+}
+
+/* ---------------------------------------------------------------- bookkeeping */
+typedef struct gemm_shape {
+    const mft_tensor *A, *B, *C;
+    int r;                   /* rank of A, B, C */
+    int64_t batch, M, N, K;
+    int64_t ars, acs;        /* A(i, k) at i*ars + k*acs */
+    int64_t bks, bns;        /* B(k, n) at k*bks + n*bns (transpose handled here) */
+} gemm_shape;
+
+static void gemm_shape_init(const mft_kernel_args *a, gemm_shape *g) {
+    const mft_matmul_params *p = a->params;
+    g->A = a->inputs[0];
+    g->B = a->inputs[1];
+    g->C = a->outputs[0];
+    const int r = g->r = g->C->ndim;
+    g->M = g->C->sizes[r - 2];
+    g->N = g->C->sizes[r - 1];
+    g->K = g->A->sizes[r - 1];
+    g->ars = g->A->strides[r - 2];
+    g->acs = g->A->strides[r - 1];
+    g->bks = g->B->strides[r - (p->transpose_b ? 1 : 2)];
+    g->bns = g->B->strides[r - (p->transpose_b ? 2 : 1)];
+    g->batch = 1;
+    for (int d = 0; d < r - 2; d++) g->batch *= g->C->sizes[d];
+}
+
+/* Element offsets of matrix bi of the batch in A and B (C is packed: bi*M*N). */
+static void gemm_batch_offsets(const gemm_shape *g, int64_t bi, int64_t *ao, int64_t *bo) {
+    int64_t oa = 0, ob = 0;
+    for (int d = g->r - 3; d >= 0; d--) {
+        int64_t n = g->C->sizes[d], i = bi % n;
+        bi /= n;
+        oa += i * g->A->strides[d];
+        ob += i * g->B->strides[d];
+    }
+    *ao = oa;
+    *bo = ob;
+}
+
+/* ---------------------------------------------------------------- reference kernels
+ * Triple loop accumulating in double, through the real strides. */
+#define GEMM_REF(D)                                                                           \
+    static void matmul_ref_##D(const mft_kernel_args *a) {                                    \
+        typedef MFT__T_##D T;                                                                 \
+        gemm_shape g;                                                                         \
+        gemm_shape_init(a, &g);                                                               \
+        const T *A = (const T *)(const void *)mft__tensor_ptr(g.A);                           \
+        const T *B = (const T *)(const void *)mft__tensor_ptr(g.B);                           \
+        T *C = (T *)(void *)mft__tensor_ptr(g.C);                                             \
+        for (int64_t bi = 0; bi < g.batch; bi++) {                                            \
+            int64_t ao, bo;                                                                   \
+            gemm_batch_offsets(&g, bi, &ao, &bo);                                             \
+            T *c = C + bi * g.M * g.N;                                                        \
+            for (int64_t i = 0; i < g.M; i++)                                                 \
+                for (int64_t j = 0; j < g.N; j++) {                                           \
+                    double s = 0;                                                             \
+                    for (int64_t k = 0; k < g.K; k++)                                         \
+                        s += (double)A[ao + i * g.ars + k * g.acs] *                          \
+                             (double)B[bo + k * g.bks + j * g.bns];                           \
+                    c[i * g.N + j] = (T)s;                                                    \
+                }                                                                             \
+        }                                                                                     \
+    }
+GEMM_REF(F32)
+GEMM_REF(F64)
+
+mft_kernel_fn mft__gemm_reference(mft_dtype dt) {
+    return dt == MFT_F32 ? matmul_ref_F32 : dt == MFT_F64 ? matmul_ref_F64 : NULL;
+}
+
+/* ---------------------------------------------------------------- micro-kernels
+ * c[MR x NR] (row stride ldc) = (acc ? c : 0) + sum_p ap[p*MR + i] * bp[p*NR + j]. */
+/* One row at a time, so a row of accumulators stays in vector registers
+ * (the compiler vectorizes the j loop); the B panel is re-read from L1. */
+#define GEMM_MICRO_C(T, S, MR, NR)                                                            \
+    static void micro_##S(int64_t kc, const T *restrict ap, const T *restrict bp,            \
+                          T *restrict c, int64_t ldc, bool acc) {                             \
+        for (int i = 0; i < MR; i++) {                                                        \
+            T t[NR];                                                                          \
+            for (int j = 0; j < NR; j++) t[j] = 0;                                            \
+            for (int64_t p = 0; p < kc; p++) {                                                \
+                const T av = ap[p * MR + i];                                                  \
+                const T *b = bp + p * NR;                                                     \
+                for (int j = 0; j < NR; j++) t[j] += av * b[j];                               \
+            }                                                                                 \
+            T *cr = c + i * ldc;                                                              \
+            for (int j = 0; j < NR; j++) cr[j] = acc ? cr[j] + t[j] : t[j];                   \
+        }                                                                                     \
+    }
+GEMM_MICRO_C(float, f32c, 6, 16)
+GEMM_MICRO_C(double, f64c, 6, 8)
+
+#if GEMM_AVX2
+static void micro_f32avx(int64_t kc, const float *restrict ap, const float *restrict bp,
+                         float *restrict c, int64_t ldc, bool acc) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t p = 0; p < kc; p++, ap += 6, bp += 16) {
+        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        __m256 av = _mm256_broadcast_ss(ap + 0);
+        c00 = _mm256_fmadd_ps(av, b0, c00);
+        c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(ap + 1);
+        c10 = _mm256_fmadd_ps(av, b0, c10);
+        c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(ap + 2);
+        c20 = _mm256_fmadd_ps(av, b0, c20);
+        c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(ap + 3);
+        c30 = _mm256_fmadd_ps(av, b0, c30);
+        c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(ap + 4);
+        c40 = _mm256_fmadd_ps(av, b0, c40);
+        c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(ap + 5);
+        c50 = _mm256_fmadd_ps(av, b0, c50);
+        c51 = _mm256_fmadd_ps(av, b1, c51);
+    }
+#define GEMM_STORE_ROW(i, lo, hi)                                                             \
+    do {                                                                                      \
+        float *cr = c + (i) * ldc;                                                            \
+        if (acc) {                                                                            \
+            lo = _mm256_add_ps(_mm256_loadu_ps(cr), lo);                                      \
+            hi = _mm256_add_ps(_mm256_loadu_ps(cr + 8), hi);                                  \
+        }                                                                                     \
+        _mm256_storeu_ps(cr, lo);                                                             \
+        _mm256_storeu_ps(cr + 8, hi);                                                         \
+    } while (0)
+    GEMM_STORE_ROW(0, c00, c01);
+    GEMM_STORE_ROW(1, c10, c11);
+    GEMM_STORE_ROW(2, c20, c21);
+    GEMM_STORE_ROW(3, c30, c31);
+    GEMM_STORE_ROW(4, c40, c41);
+    GEMM_STORE_ROW(5, c50, c51);
+#undef GEMM_STORE_ROW
+}
+
+/* F64: 6 rows x 8 columns = 12 accumulators of 4 doubles. */
+static void micro_f64avx(int64_t kc, const double *restrict ap, const double *restrict bp,
+                         double *restrict c, int64_t ldc, bool acc) {
+    __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t p = 0; p < kc; p++, ap += 6, bp += 8) {
+        const __m256d b0 = _mm256_loadu_pd(bp), b1 = _mm256_loadu_pd(bp + 4);
+        __m256d av = _mm256_broadcast_sd(ap + 0);
+        c00 = _mm256_fmadd_pd(av, b0, c00);
+        c01 = _mm256_fmadd_pd(av, b1, c01);
+        av = _mm256_broadcast_sd(ap + 1);
+        c10 = _mm256_fmadd_pd(av, b0, c10);
+        c11 = _mm256_fmadd_pd(av, b1, c11);
+        av = _mm256_broadcast_sd(ap + 2);
+        c20 = _mm256_fmadd_pd(av, b0, c20);
+        c21 = _mm256_fmadd_pd(av, b1, c21);
+        av = _mm256_broadcast_sd(ap + 3);
+        c30 = _mm256_fmadd_pd(av, b0, c30);
+        c31 = _mm256_fmadd_pd(av, b1, c31);
+        av = _mm256_broadcast_sd(ap + 4);
+        c40 = _mm256_fmadd_pd(av, b0, c40);
+        c41 = _mm256_fmadd_pd(av, b1, c41);
+        av = _mm256_broadcast_sd(ap + 5);
+        c50 = _mm256_fmadd_pd(av, b0, c50);
+        c51 = _mm256_fmadd_pd(av, b1, c51);
+    }
+#define GEMM_STORE_ROW(i, lo, hi)                                                             \
+    do {                                                                                      \
+        double *cr = c + (i) * ldc;                                                           \
+        if (acc) {                                                                            \
+            lo = _mm256_add_pd(_mm256_loadu_pd(cr), lo);                                      \
+            hi = _mm256_add_pd(_mm256_loadu_pd(cr + 4), hi);                                  \
+        }                                                                                     \
+        _mm256_storeu_pd(cr, lo);                                                             \
+        _mm256_storeu_pd(cr + 4, hi);                                                         \
+    } while (0)
+    GEMM_STORE_ROW(0, c00, c01);
+    GEMM_STORE_ROW(1, c10, c11);
+    GEMM_STORE_ROW(2, c20, c21);
+    GEMM_STORE_ROW(3, c30, c31);
+    GEMM_STORE_ROW(4, c40, c41);
+    GEMM_STORE_ROW(5, c50, c51);
+#undef GEMM_STORE_ROW
+}
+#endif
+
+/* ---------------------------------------------------------------- packed driver
+ * One template per dtype: S suffix, MR x NR micro-tile, KC depth, MC rows
+ * (multiple of MR) and NC columns (multiple of NR) per parallel block. */
+#define GEMM_SERIAL_FLOPS ((int64_t)1 << 17) /* below M*N*K: one thread per matrix */
+
+#define GEMM_DRIVER(T, S, MR, NR, KC, MC, NC)                                                 \
+    typedef void (*micro_fn_##S)(int64_t, const T *, const T *, T *, int64_t, bool);          \
+    typedef struct gemm_job_##S {                                                             \
+        const T *A, *B;                                                                       \
+        T *C;                                                                                 \
+        int64_t M, N, K, ars, acs, bks, bns;                                                  \
+        const T *Bp;                                                                          \
+        int64_t Npad, mc, nc, nnb;                                                            \
+        micro_fn_##S micro;                                                                   \
+    } gemm_job_##S;                                                                           \
+    /* plain loop for rows [i0, i0+m) x cols [n0, n0+n) (allocation failures only) */        \
+    static void gemm_plain_##S(const gemm_job_##S *j, int64_t i0, int64_t m, int64_t n0,      \
+                               int64_t n) {                                                   \
+        for (int64_t i = i0; i < i0 + m; i++)                                                 \
+            for (int64_t c = n0; c < n0 + n; c++) {                                           \
+                T s = 0;                                                                      \
+                for (int64_t k = 0; k < j->K; k++)                                            \
+                    s += j->A[i * j->ars + k * j->acs] * j->B[k * j->bks + c * j->bns];       \
+                j->C[i * j->N + c] = s;                                                       \
+            }                                                                                 \
+    }                                                                                         \
+    /* strips [s0, s1) of every KC block into j->Bp */                                        \
+    static void gemm_pack_b_##S(void *ctx, int64_t s0, int64_t s1) {                          \
+        const gemm_job_##S *j = ctx;                                                          \
+        T *Bp = (T *)j->Bp;                                                                   \
+        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {                                           \
+            const int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;                               \
+            for (int64_t s = s0; s < s1; s++) {                                               \
+                T *dst = Bp + k0 * j->Npad + s * NR * kc;                                     \
+                const int64_t nv = j->N - s * NR < NR ? j->N - s * NR : NR;                   \
+                for (int64_t kk = 0; kk < kc; kk++) {                                         \
+                    const T *src = j->B + (k0 + kk) * j->bks + s * NR * j->bns;               \
+                    int64_t jj = 0;                                                           \
+                    for (; jj < nv; jj++) dst[kk * NR + jj] = src[jj * j->bns];               \
+                    for (; jj < NR; jj++) dst[kk * NR + jj] = 0;                              \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void gemm_pack_a_##S(const gemm_job_##S *j, int64_t i0, int64_t m, int64_t k0,     \
+                                int64_t kc, T *Ap) {                                          \
+        for (int64_t r = 0; r * MR < m; r++) {                                                \
+            T *dst = Ap + r * MR * kc;                                                        \
+            const int64_t mv = m - r * MR < MR ? m - r * MR : MR;                             \
+            const T *src = j->A + (i0 + r * MR) * j->ars + k0 * j->acs;                       \
+            for (int64_t kk = 0; kk < kc; kk++) {                                             \
+                int64_t ii = 0;                                                               \
+                for (; ii < mv; ii++) dst[kk * MR + ii] = src[ii * j->ars + kk * j->acs];     \
+                for (; ii < MR; ii++) dst[kk * MR + ii] = 0;                                  \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void gemm_block_##S(const gemm_job_##S *j, int64_t t, T *Ap) {                     \
+        const int64_t i0 = (t / j->nnb) * j->mc, n0 = (t % j->nnb) * j->nc;                  \
+        const int64_t m = j->M - i0 < j->mc ? j->M - i0 : j->mc;                              \
+        const int64_t n = j->N - n0 < j->nc ? j->N - n0 : j->nc;                              \
+        if (!Ap) {                                                                            \
+            gemm_plain_##S(j, i0, m, n0, n);                                                  \
+            return;                                                                           \
+        }                                                                                     \
+        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {                                           \
+            const int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;                               \
+            const bool acc = k0 > 0;                                                          \
+            gemm_pack_a_##S(j, i0, m, k0, kc, Ap);                                            \
+            for (int64_t jr = 0; jr < n; jr += NR) {                                          \
+                const int64_t nr = n - jr < NR ? n - jr : NR;                                 \
+                const T *bs = j->Bp + k0 * j->Npad + ((n0 + jr) / NR) * NR * kc;              \
+                for (int64_t ir = 0; ir < m; ir += MR) {                                      \
+                    const int64_t mr = m - ir < MR ? m - ir : MR;                             \
+                    const T *as = Ap + (ir / MR) * MR * kc;                                   \
+                    T *cp = j->C + (i0 + ir) * j->N + n0 + jr;                                \
+                    if (mr == MR && nr == NR) {                                               \
+                        j->micro(kc, as, bs, cp, j->N, acc);                                  \
+                    } else {                                                                  \
+                        T tile[MR * NR];                                                      \
+                        j->micro(kc, as, bs, tile, NR, false);                                \
+                        for (int64_t i = 0; i < mr; i++)                                      \
+                            for (int64_t c = 0; c < nr; c++)                                  \
+                                cp[i * j->N + c] = acc ? cp[i * j->N + c] + tile[i * NR + c]  \
+                                                       : tile[i * NR + c];                    \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void gemm_blocks_##S(void *ctx, int64_t begin, int64_t end) {                      \
+        const gemm_job_##S *j = ctx;                                                          \
+        T *Ap = malloc(sizeof(T) * (size_t)(j->mc * KC));                                     \
+        for (int64_t t = begin; t < end; t++) gemm_block_##S(j, t, Ap);                       \
+        free(Ap);                                                                             \
+    }                                                                                         \
+    /* one matrix: C[M,N] (row stride N) = A @ B */                                           \
+    static void gemm_matrix_##S(gemm_job_##S *j, bool parallel) {                             \
+        if (j->M == 0 || j->N == 0) return;                                                   \
+        if (j->K == 0) {                                                                      \
+            memset(j->C, 0, sizeof(T) * (size_t)(j->M * j->N));                               \
+            return;                                                                           \
+        }                                                                                     \
+        j->Npad = (j->N + NR - 1) / NR * NR;                                                  \
+        T *Bp = malloc(sizeof(T) * (size_t)(j->K * j->Npad));                                 \
+        if (!Bp) {                                                                            \
+            gemm_plain_##S(j, 0, j->M, 0, j->N);                                              \
+            return;                                                                           \
+        }                                                                                     \
+        j->Bp = Bp;                                                                           \
+        j->mc = MC;                                                                           \
+        j->nc = NC;                                                                           \
+        j->nnb = (j->N + NC - 1) / NC;                                                        \
+        parallel = parallel && j->M * j->N * j->K >= GEMM_SERIAL_FLOPS &&                     \
+                   mft_get_num_threads() > 1;                                                 \
+        if (parallel) mft__parallel_for(0, j->Npad / NR, 1, gemm_pack_b_##S, j);              \
+        else gemm_pack_b_##S(j, 0, j->Npad / NR);                                             \
+        /* enough blocks for the threads: halve MC (the partition never changes results) */  \
+        while (parallel && ((j->M + j->mc - 1) / j->mc) * j->nnb < 4 && j->mc > MR)           \
+            j->mc = ((j->mc / 2) + MR - 1) / MR * MR;                                         \
+        const int64_t nblocks = ((j->M + j->mc - 1) / j->mc) * j->nnb;                        \
+        if (parallel) mft__parallel_for(0, nblocks, 1, gemm_blocks_##S, j);                   \
+        else gemm_blocks_##S(j, 0, nblocks);                                                  \
+        free(Bp);                                                                             \
+    }                                                                                         \
+    typedef struct gemm_batch_##S {                                                           \
+        gemm_shape g;                                                                         \
+        micro_fn_##S micro;                                                                   \
+    } gemm_batch_##S;                                                                         \
+    static void gemm_job_init_##S(const gemm_batch_##S *b, int64_t bi, gemm_job_##S *j) {     \
+        int64_t ao, bo;                                                                       \
+        gemm_batch_offsets(&b->g, bi, &ao, &bo);                                              \
+        memset(j, 0, sizeof *j);                                                              \
+        j->A = (const T *)(const void *)mft__tensor_ptr(b->g.A) + ao;                         \
+        j->B = (const T *)(const void *)mft__tensor_ptr(b->g.B) + bo;                         \
+        j->C = (T *)(void *)mft__tensor_ptr(b->g.C) + bi * b->g.M * b->g.N;                   \
+        j->M = b->g.M, j->N = b->g.N, j->K = b->g.K;                                          \
+        j->ars = b->g.ars, j->acs = b->g.acs, j->bks = b->g.bks, j->bns = b->g.bns;           \
+        j->micro = b->micro;                                                                  \
+    }                                                                                         \
+    static void gemm_batch_range_##S(void *ctx, int64_t begin, int64_t end) {                 \
+        const gemm_batch_##S *b = ctx;                                                        \
+        for (int64_t bi = begin; bi < end; bi++) {                                            \
+            gemm_job_##S j;                                                                   \
+            gemm_job_init_##S(b, bi, &j);                                                     \
+            gemm_matrix_##S(&j, false);                                                       \
+        }                                                                                     \
+    }                                                                                         \
+    static void gemm_run_##S(const mft_kernel_args *a, micro_fn_##S micro) {                  \
+        gemm_batch_##S b;                                                                     \
+        gemm_shape_init(a, &b.g);                                                             \
+        b.micro = micro;                                                                      \
+        if (b.g.batch == 1) {                                                                 \
+            gemm_job_##S j;                                                                   \
+            gemm_job_init_##S(&b, 0, &j);                                                     \
+            gemm_matrix_##S(&j, true);                                                        \
+        } else if (b.g.batch > 1) {                                                           \
+            const int64_t work = b.g.M * b.g.N * (b.g.K ? b.g.K : 1);                         \
+            const int64_t grain = work >= GEMM_SERIAL_FLOPS ? 1 : GEMM_SERIAL_FLOPS / (work ? work : 1); \
+            mft__parallel_for(0, b.g.batch, grain, gemm_batch_range_##S, &b);                 \
+        }                                                                                     \
+    }
+GEMM_DRIVER(float, f32, 6, 16, 256, 72, 256)
+GEMM_DRIVER(double, f64, 6, 8, 256, 72, 256)
+
+static void matmul_f32(const mft_kernel_args *a) {
+#if GEMM_AVX2
+    if (!gemm_portable) {
+        gemm_run_f32(a, micro_f32avx);
+        return;
+    }
+#endif
+    gemm_run_f32(a, micro_f32c);
+}
+
+static void matmul_f64(const mft_kernel_args *a) {
+#if GEMM_AVX2
+    if (!gemm_portable) {
+        gemm_run_f64(a, micro_f64avx);
+        return;
+    }
+#endif
+    gemm_run_f64(a, micro_f64c);
+}
+
+/* ---------------------------------------------------------------- kernel table
+ * Both kernels read any strides (see the top of the file) and write a packed
+ * CONTIGUOUS result; the reference kernels are reached through
+ * mft__gemm_reference. */
+const mft__kernel_def mft__kernels_gemm[] = {
+#if GEMM_AVX2
+    {MFT__OP_MATMUL, MFT_CONTIGUOUS, MFT_F32, "matmul.f32.packed.avx2", matmul_f32},
+    {MFT__OP_MATMUL, MFT_CONTIGUOUS, MFT_F64, "matmul.f64.packed.avx2", matmul_f64},
+#else
+    {MFT__OP_MATMUL, MFT_CONTIGUOUS, MFT_F32, "matmul.f32.packed", matmul_f32},
+    {MFT__OP_MATMUL, MFT_CONTIGUOUS, MFT_F64, "matmul.f64.packed", matmul_f64},
+#endif
+    {0},
+};

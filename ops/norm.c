@@ -1,0 +1,734 @@
+/* ops/norm.c — batch_norm, layer_norm, group_norm and instance_norm forward
+ * (mft/cnn.h), through the kernel dispatcher (DESIGN §7). Results are packed
+ * in the input's tag for rank 3-5, else contiguous (SPEC §4; instance_norm and
+ * layer_norm deviate from PyTorch 1.13, which returns contiguous strides).
+ *
+ * Kernel interface (all three ops)
+ *   inputs  = {x}            (converted to the kernel's packed format)
+ *   outputs = {y}            (packed in the kernel's format, same dtype)
+ *   params  = const mft__norm_kparams * (below; starts with mft_norm_params,
+ *             so a user kernel may read it as mft_norm_params).
+ * Optional tensors cannot pass through the dispatcher (it cannot convert a
+ * NULL), so weight / bias travel in the params struct: 1-D (batch_norm,
+ * group_norm: C elements) or of normalized_shape (layer_norm), any strides,
+ * the dtype of x, NULL meaning 1 / 0. Statistics live in double arrays the
+ * op allocates:
+ *   mean[nstat], var[nstat]  nstat = C (batch_norm), N*groups (group_norm),
+ *                            numel / prod(normalized_shape) (layer_norm).
+ *   If p.training (always set for layer/group norm) the kernel writes the
+ *   statistics (mean, BIASED variance) there; otherwise (batch_norm eval)
+ *   they hold the running statistics and the kernel only normalises:
+ *   y = (x - mean) / sqrt(var + eps) * w + b.
+ *   scratch[nscratch]: work space for the built-in kernels: batch_norm
+ *   2*C + max(N*C, ceil(N*S / BN_ROWS)*C) doubles (S = spatial numel),
+ *   group_norm 2*N*C doubles, layer_norm none.
+ * The op itself reads the running stats before (eval) and updates them after
+ * (training: running = (1-momentum)*running + momentum*stat, unbiased var)
+ * the kernel, so kernels never touch them.
+ *
+ * Validation beyond mft/cnn.h: weight / bias / running stats must have x's
+ * dtype; eps >= 0; batch_norm training needs more than one value per channel
+ * (N * spatial > 1), group_norm more than one value in N * C/groups * spatial,
+ * instance_norm more than one spatial element (PyTorch 1.13's checks). An
+ * empty input gives an empty result and leaves the running stats alone.
+ * Running stats are written in place only on success (version bumped).
+ *
+ * Kernels
+ *   reference (F32, F64): naive loops over logical indices reading and
+ *   writing through the real strides, statistics accumulated in double
+ *   (two passes: mean, then sum of squared deviations). Registered as the
+ *   CONTIGUOUS F64 kernels of all three ops and (since it reads any
+ *   strides) as the CHANNELS_LAST F64 group_norm kernel
+ *   ("group_norm.nhwc.f64.ref"). Exposed to tests through
+ *   mft__norm_reference.
+ *   fast batch_norm F32, CONTIGUOUS ([N, C, S]: each (n, c) plane is one
+ *   contiguous run) and CHANNELS_LAST ([N*S rows, C]: per-channel sums over
+ *   blocks of BN_ROWS rows with vectorisable loops over C). Partial sums go
+ *   to fixed work items ((n, c) planes, or row blocks) and are combined in
+ *   order, so the result does not depend on the thread count; the
+ *   normalisation writes each element from one thread with one formula.
+ *   fast group_norm / layer_norm F32, CONTIGUOUS: every statistics set is
+ *   one contiguous run (one work item each). fast group_norm F32
+ *   CHANNELS_LAST: one work item per sample, per-group sums over the pixel
+ *   rows (Note at gn_nhwc_samples). layer_norm has no CHANNELS_LAST kernel:
+ *   an NHWC input goes through the dispatcher's fallback (converted to
+ *   NCHW and back, 2 conversions counted; refused in strict mode) — the
+ *   strided reference was 30-60x slower than that. The CHANNELS_LAST F64
+ *   group_norm kernel is the strided reference.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "mft/cnn.h"
+#include "ops_internal.h"
+
+typedef struct mft__norm_kparams {
+    mft_norm_params p;
+    const mft_tensor *weight, *bias; /* NULL: 1 / 0 */
+    double *mean, *var;              /* [nstat] */
+    double *scratch;                 /* [nscratch] (batch_norm) */
+    int64_t nscratch;
+} mft__norm_kparams;
+
+#define BN_ROWS 256   /* rows per partial-sum block of the NHWC kernel */
+#define BN_GRAIN 32768 /* elements per parallel chunk, at least */
+#define BN_LANES 8
+
+/* offset (elements) of the row-major linear index lin over dims [d0, d1) */
+static int64_t norm_off(const mft_tensor *t, int d0, int d1, int64_t lin) {
+    int64_t off = 0;
+    for (int d = d1 - 1; d >= d0; d--) {
+        const int64_t s = t->sizes[d];
+        off += (lin % s) * t->strides[d];
+        lin /= s;
+    }
+    return off;
+}
+
+static int64_t norm_prod(const mft_tensor *t, int d0, int d1) {
+    int64_t n = 1;
+    for (int d = d0; d < d1; d++) n *= t->sizes[d];
+    return n;
+}
+
+/* ---------------------------------------------------------------- reference */
+/* The three ops as one loop nest: nstat statistics sets; set k has `len`
+ * elements whose offsets come from elem_off; the affine parameters are
+ * indexed by affine_idx. */
+#define NORM_REF(D)                                                                           \
+    static double norm_ld_##D(const mft_tensor *t, int64_t i, double dflt) {                 \
+        if (!t) return dflt;                                                                  \
+        const MFT__T_##D *p = (const MFT__T_##D *)(const void *)mft__tensor_ptr(t);          \
+        return (double)p[norm_off(t, 0, t->ndim, i)];                                         \
+    }                                                                                         \
+    /* op: 0 batch, 1 group, 2 layer. */                                                      \
+    static void norm_ref_run_##D(const mft_kernel_args *a, int op) {                          \
+        typedef MFT__T_##D T;                                                                 \
+        const mft__norm_kparams *kp = a->params;                                              \
+        const mft_tensor *x = a->inputs[0];                                                   \
+        mft_tensor *y = a->outputs[0];                                                        \
+        if (x->numel == 0) return;                                                            \
+        const T *xp = (const T *)(const void *)mft__tensor_ptr(x);                           \
+        T *yp = (T *)(void *)mft__tensor_ptr(y);                                              \
+        const int nd = x->ndim;                                                               \
+        const int64_t N = x->sizes[0];                                                        \
+        const int64_t C = op == 2 ? 1 : x->sizes[1];                                          \
+        const int64_t S = op == 2 ? 1 : norm_prod(x, 2, nd);                                  \
+        const int64_t G = op == 1 ? kp->p.groups : 1;                                         \
+        const int lead = op == 2 ? nd - kp->p.nnorm : 0;                                      \
+        const int64_t L = op == 2 ? norm_prod(x, lead, nd) : 0;                               \
+        const int64_t nstat = op == 0 ? C : op == 1 ? N * G : x->numel / L;                   \
+        const int64_t len = op == 0 ? N * S : op == 1 ? (C / G) * S : L;                      \
+        for (int64_t k = 0; k < nstat; k++) {                                                 \
+            /* element j of set k: x offset, y offset, affine index */                        \
+            for (int pass = 0; pass < 3; pass++) {                                            \
+                if (pass < 2 && !kp->p.training) continue;                                    \
+                double acc = 0.0, mean = pass ? kp->mean[k] : 0.0, rstd = 0.0;                \
+                if (pass == 2) rstd = 1.0 / sqrt(kp->var[k] + kp->p.eps);                     \
+                for (int64_t j = 0; j < len; j++) {                                           \
+                    int64_t xo, yo, ai;                                                       \
+                    if (op == 0) {                                                            \
+                        const int64_t n = j / S, s = j % S;                                   \
+                        xo = n * x->strides[0] + k * x->strides[1] + norm_off(x, 2, nd, s);   \
+                        yo = n * y->strides[0] + k * y->strides[1] + norm_off(y, 2, nd, s);   \
+                        ai = k;                                                               \
+                    } else if (op == 1) {                                                     \
+                        const int64_t n = k / G, c = (k % G) * (C / G) + j / S, s = j % S;    \
+                        xo = n * x->strides[0] + c * x->strides[1] + norm_off(x, 2, nd, s);   \
+                        yo = n * y->strides[0] + c * y->strides[1] + norm_off(y, 2, nd, s);   \
+                        ai = c;                                                               \
+                    } else {                                                                  \
+                        xo = norm_off(x, 0, lead, k) + norm_off(x, lead, nd, j);              \
+                        yo = norm_off(y, 0, lead, k) + norm_off(y, lead, nd, j);              \
+                        ai = j;                                                               \
+                    }                                                                         \
+                    const double v = (double)xp[xo];                                          \
+                    if (pass == 0)                                                            \
+                        acc += v;                                                             \
+                    else if (pass == 1)                                                       \
+                        acc += (v - mean) * (v - mean);                                       \
+                    else                                                                      \
+                        yp[yo] = (T)((v - mean) * rstd * norm_ld_##D(kp->weight, ai, 1.0) +   \
+                                     norm_ld_##D(kp->bias, ai, 0.0));                         \
+                }                                                                             \
+                if (pass == 0) kp->mean[k] = acc / (double)len;                               \
+                if (pass == 1) kp->var[k] = acc / (double)len;                                \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void batch_norm_ref_##D(const mft_kernel_args *a) { norm_ref_run_##D(a, 0); }      \
+    static void group_norm_ref_##D(const mft_kernel_args *a) { norm_ref_run_##D(a, 1); }      \
+    static void layer_norm_ref_##D(const mft_kernel_args *a) { norm_ref_run_##D(a, 2); }
+NORM_REF(F32)
+NORM_REF(F64)
+
+/* ---------------------------------------------------------------- fast batch_norm F32 */
+typedef struct bn_job {
+    const float *x;
+    float *y;
+    int64_t N, C, S, rows, nblk;
+    double *part;           /* partial sums */
+    const double *mean;     /* pass 2 */
+    const float *sc, *sh, *mf; /* normalisation: y = (x - mf) * sc + sh */
+} bn_job;
+
+/* Sum (pass 0) or sum of squared deviations from m (pass 1) of n floats. */
+static double bn_sum(const float *restrict x, int64_t n, double m, int pass) {
+    double s[BN_LANES] = {0};
+    int64_t i = 0;
+    if (pass == 0) {
+        for (; i + BN_LANES <= n; i += BN_LANES)
+            for (int k = 0; k < BN_LANES; k++) s[k] += (double)x[i + k];
+        for (; i < n; i++) s[0] += (double)x[i];
+    } else {
+        for (; i + BN_LANES <= n; i += BN_LANES)
+            for (int k = 0; k < BN_LANES; k++) {
+                const double d = (double)x[i + k] - m;
+                s[k] += d * d;
+            }
+        for (; i < n; i++) {
+            const double d = (double)x[i] - m;
+            s[0] += d * d;
+        }
+    }
+    for (int k = BN_LANES / 2; k > 0; k /= 2)
+        for (int q = 0; q < k; q++) s[q] += s[q + k];
+    return s[0];
+}
+
+/* NCHW: work item = (n, c) plane; part[n*C + c]. */
+static void bn_nchw_sum0(void *v, int64_t b, int64_t e) {
+    bn_job *j = v;
+    for (int64_t it = b; it < e; it++) j->part[it] = bn_sum(j->x + it * j->S, j->S, 0.0, 0);
+}
+static void bn_nchw_sum1(void *v, int64_t b, int64_t e) {
+    bn_job *j = v;
+    for (int64_t it = b; it < e; it++)
+        j->part[it] = bn_sum(j->x + it * j->S, j->S, j->mean[it % j->C], 1);
+}
+static void bn_nchw_norm(void *v, int64_t b, int64_t e) {
+    bn_job *j = v;
+    for (int64_t it = b; it < e; it++) {
+        const float sc = j->sc[it % j->C], sh = j->sh[it % j->C], m = j->mf[it % j->C];
+        const float *restrict x = j->x + it * j->S;
+        float *restrict y = j->y + it * j->S;
+        for (int64_t i = 0; i < j->S; i++) y[i] = (x[i] - m) * sc + sh;
+    }
+}
+
+/* NHWC: work item = block of BN_ROWS rows; part[blk*C + c]. */
+static void bn_nhwc_sum(bn_job *j, int64_t b, int64_t e, int pass) {
+    const int64_t C = j->C;
+    for (int64_t blk = b; blk < e; blk++) {
+        double *restrict acc = j->part + blk * C;
+        for (int64_t c = 0; c < C; c++) acc[c] = 0.0;
+        const int64_t r1 = (blk + 1) * BN_ROWS < j->rows ? (blk + 1) * BN_ROWS : j->rows;
+        for (int64_t r = blk * BN_ROWS; r < r1; r++) {
+            const float *restrict xr = j->x + r * C;
+            if (pass == 0)
+                for (int64_t c = 0; c < C; c++) acc[c] += (double)xr[c];
+            else
+                for (int64_t c = 0; c < C; c++) {
+                    const double d = (double)xr[c] - j->mean[c];
+                    acc[c] += d * d;
+                }
+        }
+    }
+}
+static void bn_nhwc_sum0(void *v, int64_t b, int64_t e) { bn_nhwc_sum(v, b, e, 0); }
+static void bn_nhwc_sum1(void *v, int64_t b, int64_t e) { bn_nhwc_sum(v, b, e, 1); }
+static void bn_nhwc_norm(void *v, int64_t b, int64_t e) {
+    bn_job *j = v;
+    const int64_t C = j->C;
+    for (int64_t r = b; r < e; r++) {
+        const float *restrict x = j->x + r * C;
+        float *restrict y = j->y + r * C;
+        const float *restrict sc = j->sc, *restrict sh = j->sh, *restrict m = j->mf;
+        for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m[c]) * sc[c] + sh[c];
+    }
+}
+
+static int64_t bn_grain(int64_t per_item) {
+    int64_t g = BN_GRAIN / (per_item > 0 ? per_item : 1);
+    return g < 1 ? 1 : g;
+}
+
+/* cl: x and y are packed CHANNELS_LAST (rank 3-5), else CONTIGUOUS. */
+static void batch_norm_fast_run(const mft_kernel_args *a, bool cl) {
+    const mft__norm_kparams *kp = a->params;
+    const mft_tensor *x = a->inputs[0];
+    mft_tensor *y = a->outputs[0];
+    if (x->numel == 0) return;
+    bn_job j;
+    j.x = (const float *)(const void *)mft__tensor_ptr(x);
+    j.y = (float *)(void *)mft__tensor_ptr(y);
+    j.N = x->sizes[0];
+    j.C = x->sizes[1];
+    j.S = norm_prod(x, 2, x->ndim);
+    j.rows = j.N * j.S;
+    j.nblk = (j.rows + BN_ROWS - 1) / BN_ROWS;
+    const int64_t C = j.C;
+    float *scf = (float *)(void *)kp->scratch; /* 3*C floats fit in 2*C doubles */
+    float *shf = scf + C, *mf = scf + 2 * C;
+    j.part = kp->scratch + 2 * C;
+    j.sc = scf;
+    j.sh = shf;
+    j.mf = mf;
+    j.mean = kp->mean;
+    if (kp->p.training) {
+        for (int pass = 0; pass < 2; pass++) {
+            double *out = pass == 0 ? kp->mean : kp->var;
+            if (cl) {
+                mft__parallel_for(0, j.nblk, bn_grain(BN_ROWS * C), pass ? bn_nhwc_sum1 : bn_nhwc_sum0,
+                                  &j);
+                for (int64_t c = 0; c < C; c++) out[c] = 0.0;
+                for (int64_t b = 0; b < j.nblk; b++)
+                    for (int64_t c = 0; c < C; c++) out[c] += j.part[b * C + c];
+            } else {
+                mft__parallel_for(0, j.N * C, bn_grain(j.S), pass ? bn_nchw_sum1 : bn_nchw_sum0,
+                                  &j);
+                for (int64_t c = 0; c < C; c++) {
+                    double s = 0.0;
+                    for (int64_t n = 0; n < j.N; n++) s += j.part[n * C + c];
+                    out[c] = s;
+                }
+            }
+            for (int64_t c = 0; c < C; c++) out[c] /= (double)j.rows;
+        }
+    }
+    /* y = (x - mean) * (w * invstd) + b in float: subtracting the mean
+     * first keeps degenerate (zero-variance) channels exact, where the
+     * folded x * scale + shift form loses ~|mean| * invstd * 2^-24 */
+    for (int64_t c = 0; c < C; c++) {
+        const double w = norm_ld_F32(kp->weight, c, 1.0);
+        scf[c] = (float)(w / sqrt(kp->var[c] + kp->p.eps));
+        shf[c] = (float)norm_ld_F32(kp->bias, c, 0.0);
+        mf[c] = (float)kp->mean[c];
+    }
+    if (cl)
+        mft__parallel_for(0, j.rows, bn_grain(C), bn_nhwc_norm, &j);
+    else
+        mft__parallel_for(0, j.N * C, bn_grain(j.S), bn_nchw_norm, &j);
+}
+static void batch_norm_nchw_f32(const mft_kernel_args *a) { batch_norm_fast_run(a, false); }
+static void batch_norm_nhwc_f32(const mft_kernel_args *a) {
+    batch_norm_fast_run(a, a->inputs[0]->ndim >= 3);
+}
+
+/* ---------------------------------------------------------------- fast group/layer norm F32
+ * CONTIGUOUS only: then each statistics set (group (n, g): C/groups channel
+ * planes; layer_norm row: the last nnorm dims) is one contiguous run of len
+ * elements. Work item = one set, computed by one thread (two passes with
+ * bn_sum, then the normalisation), so results do not depend on the thread
+ * count. */
+typedef struct gln_job {
+    const float *x;
+    float *y;
+    int64_t len, S, C, G; /* group_norm: S spatial, C channels, G groups */
+    const mft__norm_kparams *kp;
+    const float *w, *b; /* layer_norm: packed weight / bias, or NULL (then read by strides) */
+} gln_job;
+
+static void gln_stats(const gln_job *j, int64_t k, const float *x) {
+    const double m = bn_sum(x, j->len, 0.0, 0) / (double)j->len;
+    j->kp->mean[k] = m;
+    j->kp->var[k] = bn_sum(x, j->len, m, 1) / (double)j->len;
+}
+
+static void gn_sets(void *v, int64_t b0, int64_t e) {
+    const gln_job *j = v;
+    const mft__norm_kparams *kp = j->kp;
+    const int64_t cg = j->C / j->G;
+    for (int64_t k = b0; k < e; k++) {
+        const float *x = j->x + k * j->len;
+        float *y = j->y + k * j->len;
+        gln_stats(j, k, x);
+        const double m = kp->mean[k], rs = 1.0 / sqrt(kp->var[k] + kp->p.eps);
+        for (int64_t q = 0; q < cg; q++) {
+            const int64_t c = (k % j->G) * cg + q;
+            const float scf = (float)(rs * norm_ld_F32(kp->weight, c, 1.0));
+            const float bf = (float)norm_ld_F32(kp->bias, c, 0.0), mf = (float)m;
+            const float *restrict xc = x + q * j->S;
+            float *restrict yc = y + q * j->S;
+            for (int64_t i = 0; i < j->S; i++) yc[i] = (xc[i] - mf) * scf + bf;
+        }
+    }
+}
+
+static void ln_sets(void *v, int64_t b0, int64_t e) {
+    const gln_job *j = v;
+    const mft__norm_kparams *kp = j->kp;
+    for (int64_t k = b0; k < e; k++) {
+        const float *restrict x = j->x + k * j->len;
+        float *restrict y = j->y + k * j->len;
+        gln_stats(j, k, x);
+        const float m = (float)kp->mean[k], rs = (float)(1.0 / sqrt(kp->var[k] + kp->p.eps));
+        if (j->w && j->b) {
+            const float *restrict w = j->w, *restrict b = j->b;
+            for (int64_t i = 0; i < j->len; i++) y[i] = (x[i] - m) * rs * w[i] + b[i];
+        } else if (!kp->weight && !kp->bias) {
+            for (int64_t i = 0; i < j->len; i++) y[i] = (x[i] - m) * rs;
+        } else {
+            for (int64_t i = 0; i < j->len; i++)
+                y[i] = (x[i] - m) * rs * (j->w ? j->w[i] : (float)norm_ld_F32(kp->weight, i, 1.0)) +
+                       (j->b ? j->b[i] : (float)norm_ld_F32(kp->bias, i, 0.0));
+        }
+    }
+}
+
+static const float *gln_packed(const mft_tensor *t) {
+    return t && mft_tensor_is_contiguous(t, MFT_CONTIGUOUS)
+               ? (const float *)(const void *)mft__tensor_ptr(t)
+               : NULL;
+}
+
+static void gln_fast_run(const mft_kernel_args *a, bool layer) {
+    const mft__norm_kparams *kp = a->params;
+    const mft_tensor *x = a->inputs[0];
+    if (x->numel == 0) return;
+    gln_job j;
+    j.x = (const float *)(const void *)mft__tensor_ptr(x);
+    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
+    j.kp = kp;
+    j.w = j.b = NULL;
+    if (layer) {
+        j.len = norm_prod(x, x->ndim - kp->p.nnorm, x->ndim);
+        j.S = j.C = j.G = 1;
+        j.w = gln_packed(kp->weight);
+        j.b = gln_packed(kp->bias);
+    } else {
+        j.C = x->sizes[1];
+        j.G = kp->p.groups;
+        j.S = norm_prod(x, 2, x->ndim);
+        j.len = (j.C / j.G) * j.S;
+    }
+    mft__parallel_for(0, x->numel / j.len, bn_grain(j.len), layer ? ln_sets : gn_sets, &j);
+}
+static void group_norm_nchw_f32(const mft_kernel_args *a) { gln_fast_run(a, false); }
+static void layer_norm_nchw_f32(const mft_kernel_args *a) { gln_fast_run(a, true); }
+
+/* NHWC group_norm: x is [N, S, C]. Work item = one sample n (all its groups):
+ * pass 0 sums each group over the S rows into mean[n*G + g], pass 1 the
+ * squared deviations into var[...], in row order; then per-channel scale /
+ * mean / bias rows (scratch, 3*C floats per sample) and one vectorisable
+ * pass over the rows. Parallel over samples only. */
+static void gn_nhwc_samples(void *v, int64_t b0, int64_t e) {
+    const gln_job *j = v;
+    const mft__norm_kparams *kp = j->kp;
+    const int64_t C = j->C, G = j->G, S = j->S, cg = C / G;
+    for (int64_t n = b0; n < e; n++) {
+        const float *xs = j->x + n * S * C;
+        float *ys = j->y + n * S * C;
+        double *m = kp->mean + n * G, *var = kp->var + n * G;
+        float *sc = (float *)(void *)(kp->scratch + n * 2 * C), *mf = sc + C, *bf = sc + 2 * C;
+        for (int64_t g = 0; g < G; g++) m[g] = var[g] = 0.0;
+        for (int64_t r = 0; r < S; r++) {
+            const float *xr = xs + r * C;
+            for (int64_t g = 0; g < G; g++) {
+                double acc = 0.0;
+                for (int64_t q = 0; q < cg; q++) acc += (double)xr[g * cg + q];
+                m[g] += acc;
+            }
+        }
+        for (int64_t g = 0; g < G; g++) m[g] /= (double)(S * cg);
+        for (int64_t c = 0; c < C; c++) mf[c] = (float)m[c / cg];
+        for (int64_t r = 0; r < S; r++) {
+            const float *xr = xs + r * C;
+            for (int64_t g = 0; g < G; g++) {
+                double acc = 0.0;
+                for (int64_t q = 0; q < cg; q++) {
+                    const double d = (double)xr[g * cg + q] - m[g];
+                    acc += d * d;
+                }
+                var[g] += acc;
+            }
+        }
+        for (int64_t g = 0; g < G; g++) var[g] /= (double)(S * cg);
+        for (int64_t c = 0; c < C; c++) {
+            sc[c] = (float)(norm_ld_F32(kp->weight, c, 1.0) / sqrt(var[c / cg] + kp->p.eps));
+            bf[c] = (float)norm_ld_F32(kp->bias, c, 0.0);
+        }
+        for (int64_t r = 0; r < S; r++) {
+            const float *restrict xr = xs + r * C;
+            float *restrict yr = ys + r * C;
+            for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mf[c]) * sc[c] + bf[c];
+        }
+    }
+}
+
+static void group_norm_nhwc_f32(const mft_kernel_args *a) {
+    const mft_tensor *x = a->inputs[0];
+    if (x->numel == 0) return;
+    if (x->ndim < 3) { /* rank 2: CHANNELS_LAST is CONTIGUOUS */
+        gln_fast_run(a, false);
+        return;
+    }
+    gln_job j;
+    j.x = (const float *)(const void *)mft__tensor_ptr(x);
+    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
+    j.kp = a->params;
+    j.w = j.b = NULL;
+    j.C = x->sizes[1];
+    j.G = j.kp->p.groups;
+    j.S = norm_prod(x, 2, x->ndim);
+    j.len = j.S * j.C;
+    mft__parallel_for(0, x->sizes[0], bn_grain(j.len), gn_nhwc_samples, &j);
+}
+
+/* ---------------------------------------------------------------- table */
+const mft__kernel_def mft__kernels_norm[] = {
+    {MFT__OP_BATCH_NORM, MFT_CONTIGUOUS, MFT_F32, "batch_norm.nchw.f32", batch_norm_nchw_f32},
+    {MFT__OP_BATCH_NORM, MFT_CHANNELS_LAST, MFT_F32, "batch_norm.nhwc.f32", batch_norm_nhwc_f32},
+    {MFT__OP_BATCH_NORM, MFT_CONTIGUOUS, MFT_F64, "batch_norm.nchw.f64.ref", batch_norm_ref_F64},
+    {MFT__OP_GROUP_NORM, MFT_CONTIGUOUS, MFT_F32, "group_norm.nchw.f32", group_norm_nchw_f32},
+    {MFT__OP_GROUP_NORM, MFT_CHANNELS_LAST, MFT_F32, "group_norm.nhwc.f32", group_norm_nhwc_f32},
+    {MFT__OP_GROUP_NORM, MFT_CONTIGUOUS, MFT_F64, "group_norm.nchw.f64.ref", group_norm_ref_F64},
+    {MFT__OP_GROUP_NORM, MFT_CHANNELS_LAST, MFT_F64, "group_norm.nhwc.f64.ref", group_norm_ref_F64},
+    {MFT__OP_LAYER_NORM, MFT_CONTIGUOUS, MFT_F32, "layer_norm.nchw.f32", layer_norm_nchw_f32},
+    {MFT__OP_LAYER_NORM, MFT_CONTIGUOUS, MFT_F64, "layer_norm.nchw.f64.ref", layer_norm_ref_F64},
+    {0, 0, 0, NULL, NULL},
+};
+
+/* The reference kernels for tests (op: 0 batch_norm, 1 group_norm, 2
+ * layer_norm); they read and write through the real strides. NULL for other
+ * dtypes. (Declared here: ops_internal.h is not this file's to change.) */
+mft_kernel_fn mft__norm_reference(int op, mft_dtype dt);
+mft_kernel_fn mft__norm_reference(int op, mft_dtype dt) {
+    static const mft_kernel_fn f32[3] = {batch_norm_ref_F32, group_norm_ref_F32, layer_norm_ref_F32};
+    static const mft_kernel_fn f64[3] = {batch_norm_ref_F64, group_norm_ref_F64, layer_norm_ref_F64};
+    if (op < 0 || op > 2) return NULL;
+    return dt == MFT_F32 ? f32[op] : dt == MFT_F64 ? f64[op] : NULL;
+}
+
+/* ---------------------------------------------------------------- entry points */
+static bool norm_check_x(const char *fn, const mft_tensor *x, int min_rank) {
+    if (!x) {
+        mft__null_arg(fn, "x");
+        return false;
+    }
+    if (x->ndim < min_rank) {
+        mft__set_error(MFT_ERR_RANK, "%s: needs a tensor of rank >= %d, got rank %d", fn, min_rank,
+                       x->ndim);
+        return false;
+    }
+    if (x->dtype != MFT_F32 && x->dtype != MFT_F64) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: dtype %s is not supported (f32 or f64 only)", fn,
+                       mft_dtype_name(x->dtype));
+        return false;
+    }
+    return true;
+}
+
+/* t NULL (allowed), or of shape want[0..n) and x's dtype. */
+static bool norm_check_param(const char *fn, const char *what, const mft_tensor *t,
+                             const mft_tensor *x, int n, const int64_t *want) {
+    if (!t) return true;
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    bool same = t->ndim == n;
+    for (int d = 0; same && d < n; d++) same = t->sizes[d] == want[d];
+    if (!same) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: %s has shape %s, expected %s", fn, what,
+                       mft__fmt_dims(b1, sizeof b1, t->ndim, t->sizes),
+                       mft__fmt_dims(b2, sizeof b2, n, want));
+        return false;
+    }
+    if (t->dtype != x->dtype) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: %s has dtype %s, x has %s", fn, what,
+                       mft_dtype_name(t->dtype), mft_dtype_name(x->dtype));
+        return false;
+    }
+    return true;
+}
+
+/* Allocates the result and stats, dispatches; running stats handled by the
+ * caller through kp->mean/var (filled before for eval, read after for
+ * training). Returns the result (owned like any op result) or NULL. */
+static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
+                            mft__norm_kparams *kp, int64_t nstat, int64_t nscratch,
+                            const mft_tensor *rmean, const mft_tensor *rvar, mft_tensor *wmean,
+                            mft_tensor *wvar, int64_t count) {
+    const mft_format fmt = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
+    size_t nd = (size_t)(2 * nstat + nscratch);
+    double *buf = mft__alloc_or_err(fn, (nd ? nd : 1) * sizeof(double), 64);
+    if (!buf) return NULL;
+    kp->mean = buf;
+    kp->var = buf + nstat;
+    kp->scratch = buf + 2 * nstat;
+    kp->nscratch = nscratch;
+    if (rmean) /* eval: running statistics */
+        for (int64_t c = 0; c < nstat; c++) {
+            kp->mean[c] = mft__load(rmean->dtype, mft__tensor_ptr(rmean) +
+                                                      (size_t)(c * rmean->strides[0]) *
+                                                          mft__elem_size(rmean->dtype));
+            kp->var[c] = mft__load(rvar->dtype, mft__tensor_ptr(rvar) +
+                                                    (size_t)(c * rvar->strides[0]) *
+                                                        mft__elem_size(rvar->dtype));
+        }
+    mft__scope_suspend();
+    mft_tensor *res = mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt);
+    bool ok = res != NULL;
+    if (ok) {
+        const mft_tensor *ins[1] = {x};
+        const bool convert[1] = {true};
+        mft_tensor *outs[1] = {res};
+        ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, 1, outs, kp) == MFT_OK;
+    }
+    if (ok) mft__tensor_set_tag_from(res, x->tag);
+    mft__scope_resume();
+    if (!ok) {
+        mft__relabel_error(fn);
+        mft_tensor_release(res);
+        mft__free(buf);
+        return NULL;
+    }
+    /* training: running = (1 - momentum) * running + momentum * stat */
+    const double mom = kp->p.momentum;
+    for (int pass = 0; pass < 2 && count > 0; pass++) {
+        mft_tensor *t = pass == 0 ? wmean : wvar;
+        if (!t) continue;
+        const size_t es = mft__elem_size(t->dtype);
+        for (int64_t c = 0; c < nstat; c++) {
+            char *p = mft__tensor_ptr(t) + (size_t)(c * t->strides[0]) * es;
+            double stat = pass == 0 ? kp->mean[c]
+                                    : kp->var[c] * (double)count / (double)(count - 1);
+            mft__store(t->dtype, p, (1.0 - mom) * mft__load(t->dtype, p) + mom * stat);
+        }
+        atomic_fetch_add(&t->storage->version, 1);
+    }
+    mft__free(buf);
+    mft_tensor *r = mft__retain_result(fn, res);
+    mft_tensor_release(res);
+    return r;
+}
+
+mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_tensor *running_var,
+                           const mft_tensor *weight, const mft_tensor *bias, bool training,
+                           double momentum, double eps) {
+    const char *fn = "mft_batch_norm";
+    if (!norm_check_x(fn, x, 2)) return NULL;
+    const int64_t C = x->sizes[1];
+    if (!norm_check_param(fn, "weight", weight, x, 1, &C) ||
+        !norm_check_param(fn, "bias", bias, x, 1, &C) ||
+        !norm_check_param(fn, "running_mean", running_mean, x, 1, &C) ||
+        !norm_check_param(fn, "running_var", running_var, x, 1, &C))
+        return NULL;
+    if (!training && (!running_mean || !running_var)) {
+        mft__set_error(MFT_ERR_NULL, "%s: eval mode (training = false) needs running_mean and "
+                       "running_var, got %s NULL", fn,
+                       !running_mean && !running_var ? "both" : !running_mean ? "running_mean"
+                                                                               : "running_var");
+        return NULL;
+    }
+    const int64_t count = x->numel / (C ? C : 1);
+    if (training && x->numel > 0 && count == 1) {
+        char b[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_SHAPE,
+                       "%s: expected more than 1 value per channel when training, got input of "
+                       "shape %s", fn, mft__fmt_dims(b, sizeof b, x->ndim, x->sizes));
+        return NULL;
+    }
+    if (!(eps >= 0.0)) {
+        mft__set_error(MFT_ERR_INVALID, "%s: eps must be >= 0, got %g", fn, eps);
+        return NULL;
+    }
+    if (training) {
+        for (int k = 0; k < 2; k++) {
+            mft_tensor *t = k ? running_var : running_mean;
+            if (t && mft__check_writable(fn, t) != MFT_OK) return NULL;
+        }
+    }
+    const int64_t S = x->numel && C ? x->numel / (x->sizes[0] * C) : 0;
+    const int64_t rows = x->sizes[0] * S;
+    const int64_t nblk = (rows + BN_ROWS - 1) / BN_ROWS;
+    const int64_t part = nblk * C > x->sizes[0] * C ? nblk * C : x->sizes[0] * C;
+    mft__norm_kparams kp = {{eps, momentum, training, 0, 0}, weight, bias, NULL, NULL, NULL, 0};
+    return norm_run(fn, MFT__OP_BATCH_NORM, x, &kp, C, 2 * C + part,
+                    training ? NULL : running_mean, training ? NULL : running_var,
+                    training ? running_mean : NULL, training ? running_var : NULL,
+                    x->numel ? count : 0);
+}
+
+static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t groups,
+                                   const mft_tensor *weight, const mft_tensor *bias, double eps,
+                                   bool instance) {
+    if (!norm_check_x(fn, x, 2)) return NULL;
+    const int64_t C = x->sizes[1];
+    if (instance) {
+        groups = C;
+        if (x->numel > 0 && norm_prod(x, 2, x->ndim) == 1) {
+            char b[MFT__DIMS_BUF];
+            mft__set_error(MFT_ERR_SHAPE,
+                           "%s: expected more than 1 spatial element, got input of shape %s", fn,
+                           mft__fmt_dims(b, sizeof b, x->ndim, x->sizes));
+            return NULL;
+        }
+    } else if (groups < 1 || C % groups != 0) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: groups = %lld must be >= 1 and divide C = %lld", fn,
+                       (long long)groups, (long long)C);
+        return NULL;
+    } else if (x->numel > 0 && x->sizes[0] * (C / groups) * norm_prod(x, 2, x->ndim) == 1) {
+        /* PyTorch 1.13's F.group_norm check (_verify_batch_size) */
+        char b[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_SHAPE,
+                       "%s: expected more than 1 value per group (N * C / groups * spatial), got "
+                       "input of shape %s with groups = %lld", fn,
+                       mft__fmt_dims(b, sizeof b, x->ndim, x->sizes), (long long)groups);
+        return NULL;
+    }
+    if (!norm_check_param(fn, "weight", weight, x, 1, &C) ||
+        !norm_check_param(fn, "bias", bias, x, 1, &C))
+        return NULL;
+    if (!(eps >= 0.0)) {
+        mft__set_error(MFT_ERR_INVALID, "%s: eps must be >= 0, got %g", fn, eps);
+        return NULL;
+    }
+    mft__norm_kparams kp = {{eps, 0.0, true, groups ? groups : 1, 0}, weight, bias, NULL, NULL,
+                            NULL, 0};
+    return norm_run(fn, MFT__OP_GROUP_NORM, x, &kp, x->sizes[0] * (groups ? groups : 1),
+                    x->sizes[0] * 2 * C, NULL, NULL, NULL, NULL, 0);
+}
+
+mft_tensor *mft_group_norm(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
+                           const mft_tensor *bias, double eps) {
+    return group_norm_impl("mft_group_norm", x, groups, weight, bias, eps, false);
+}
+
+mft_tensor *mft_instance_norm(const mft_tensor *x, const mft_tensor *weight,
+                              const mft_tensor *bias, double eps) {
+    return group_norm_impl("mft_instance_norm", x, 0, weight, bias, eps, true);
+}
+
+mft_tensor *mft_layer_norm(const mft_tensor *x, int nnorm, const int64_t *normalized_shape,
+                           const mft_tensor *weight, const mft_tensor *bias, double eps) {
+    const char *fn = "mft_layer_norm";
+    if (!norm_check_x(fn, x, 1)) return NULL;
+    if (nnorm < 1 || nnorm > x->ndim) {
+        mft__set_error(MFT_ERR_INVALID, "%s: nnorm = %d must be in 1..%d (rank of x)", fn, nnorm,
+                       x->ndim);
+        return NULL;
+    }
+    if (!normalized_shape) {
+        mft__null_arg(fn, "normalized_shape");
+        return NULL;
+    }
+    const int lead = x->ndim - nnorm;
+    for (int d = 0; d < nnorm; d++)
+        if (x->sizes[lead + d] != normalized_shape[d]) {
+            char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+            mft__set_error(MFT_ERR_SHAPE,
+                           "%s: normalized_shape %s does not match the last %d dims of x %s", fn,
+                           mft__fmt_dims(b1, sizeof b1, nnorm, normalized_shape), nnorm,
+                           mft__fmt_dims(b2, sizeof b2, x->ndim, x->sizes));
+            return NULL;
+        }
+    if (!norm_check_param(fn, "weight", weight, x, nnorm, normalized_shape) ||
+        !norm_check_param(fn, "bias", bias, x, nnorm, normalized_shape))
+        return NULL;
+    if (!(eps >= 0.0)) {
+        mft__set_error(MFT_ERR_INVALID, "%s: eps must be >= 0, got %g", fn, eps);
+        return NULL;
+    }
+    const int64_t L = norm_prod(x, lead, x->ndim);
+    const int64_t nstat = L ? x->numel / L : 0;
+    mft__norm_kparams kp = {{eps, 0.0, true, 0, nnorm}, weight, bias, NULL, NULL, NULL, 0};
+    return norm_run(fn, MFT__OP_LAYER_NORM, x, &kp, nstat, 0, NULL, NULL, NULL, NULL, 0);
+}

@@ -1,0 +1,547 @@
+/* ops/pad.c — padding (dispatched op "pad") and the layout ops cat, stack and
+ * split (not dispatched: built on copies and views) (mft/cnn.h).
+ *
+ * The file reads top to bottom: pad's checks and entry point, the reference
+ * kernels (which define the semantics), the fast packed kernel, the kernel
+ * table, then cat / stack / split.
+ *
+ * pad follows PyTorch 1.13's F.pad (aten/src/ATen/native/PadNd.cpp,
+ * ConstantPadNd, ReflectionPad.cpp, ReplicationPadding.cpp):
+ *   - pads = {last_before, last_after, prev_before, ...}, npad even and
+ *     <= 2*ndim. Output size of a dim = size + before + after.
+ *   - constant: any rank, any dtype; negative pads crop; an output size < 0
+ *     is an error (0 is allowed).
+ *   - reflect / replicate: F32/F64 only (PyTorch: "not implemented for
+ *     'Int'"), value must be 0, and only npad 2 on 2-D/3-D, npad 4 on 3-D/4-D,
+ *     npad 6 on 4-D/5-D inputs; the non-batch dims must be non-zero (a
+ *     (dims+2)-D input may have an empty batch); reflect needs each pad < the
+ *     dim's size; output sizes >= 1.
+ *   - for output index o of a dim, p = o - before is the input position;
+ *     constant: p outside [0, size) -> value; reflect: p < 0 -> -p, p >= size
+ *     -> 2*(size-1) - p; replicate: clamp to [0, size-1]. (This equals
+ *     PyTorch's index arithmetic, negative pads included.)
+ * The result is packed in x's tag for rank 3-5, else CONTIGUOUS (SPEC §4). */
+#include <stdio.h>
+#include <string.h>
+#include "ops_internal.h"
+
+/* The reference kernels, for tests (declared here, ops_internal.h is shared). */
+mft_kernel_fn mft__pad_reference(mft_dtype dt);
+
+/* Largest |pad| accepted: keeps size + before + after far from overflow. */
+#define PAD_MAX ((int64_t)1 << 40)
+
+static const char *pad_mode_name(mft_pad_mode m) {
+    return m == MFT_PAD_CONSTANT ? "constant" : m == MFT_PAD_REFLECT ? "reflect" : "replicate";
+}
+
+/* Source position of output index o along a dim (see the header); -1 for
+ * constant padding. */
+static inline int64_t pad_src(int64_t o, int64_t before, int64_t size, mft_pad_mode mode) {
+    int64_t p = o - before;
+    if (p >= 0 && p < size) return p;
+    if (mode == MFT_PAD_CONSTANT) return -1;
+    if (mode == MFT_PAD_REPLICATE) return p < 0 ? 0 : size - 1;
+    return p < 0 ? -p : 2 * (size - 1) - p; /* reflect: |pad| < size keeps this in range */
+}
+
+/* ---------------------------------------------------------------- checks, entry */
+static bool pad_check(const char *fn, const mft_tensor *x, int npad, const int64_t *pads,
+                      mft_pad_mode mode, double value, mft_pad_params *p, int64_t *out) {
+    char b1[MFT__DIMS_BUF];
+    if (!x) {
+        mft__null_arg(fn, "x");
+        return false;
+    }
+    if (npad > 0 && !pads) {
+        mft__set_error(MFT_ERR_NULL, "%s: argument 'pads' is NULL", fn);
+        return false;
+    }
+    if ((int)mode < 0 || mode >= MFT_PAD_MODE_COUNT) {
+        mft__set_error(MFT_ERR_INVALID, "%s: invalid padding mode %d", fn, (int)mode);
+        return false;
+    }
+    if (npad < 0 || npad % 2 != 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: padding length must be divisible by 2, got %d", fn,
+                       npad);
+        return false;
+    }
+    if (npad > 2 * x->ndim) {
+        mft__set_error(MFT_ERR_INVALID,
+                       "%s: padding length should be less than or equal to two times the input "
+                       "dimension but got padding length %d and input of dimension %d",
+                       fn, npad, x->ndim);
+        return false;
+    }
+    for (int i = 0; i < npad; i++)
+        if (pads[i] > PAD_MAX || pads[i] < -PAD_MAX) {
+            mft__set_error(MFT_ERR_OVERFLOW, "%s: pad %lld is too large (at most %lld in magnitude)",
+                           fn, (long long)pads[i], (long long)PAD_MAX);
+            return false;
+        }
+    memset(p, 0, sizeof *p);
+    p->mode = mode;
+    p->value = mode == MFT_PAD_CONSTANT ? value : 0.0;
+    for (int i = 0; i < npad / 2; i++) {
+        int d = x->ndim - 1 - i;
+        p->before[d] = pads[2 * i];
+        p->after[d] = pads[2 * i + 1];
+    }
+    if (mode != MFT_PAD_CONSTANT) {
+        const char *mn = pad_mode_name(mode);
+        if (value != 0.0) {
+            mft__set_error(MFT_ERR_INVALID, "%s: padding mode \"%s\" doesn't take in value argument "
+                           "(got %g)", fn, mn, value);
+            return false;
+        }
+        const int k = npad / 2, nd = x->ndim;
+        if (!(k >= 1 && k <= 3 && (nd == k + 1 || nd == k + 2))) {
+            mft__set_error(MFT_ERR_UNSUPPORTED,
+                           "%s: only 2D, 3D, 4D, 5D padding with non-constant padding are supported "
+                           "(mode \"%s\", padding length %d, input of dimension %d)",
+                           fn, mn, npad, nd);
+            return false;
+        }
+        if (x->dtype != MFT_F32 && x->dtype != MFT_F64) {
+            mft__set_error(MFT_ERR_DTYPE, "%s: padding mode \"%s\" is not implemented for dtype %s "
+                           "(f32 and f64 only)", fn, mn, mft_dtype_name(x->dtype));
+            return false;
+        }
+        bool valid = true;
+        for (int d = nd == k + 2 ? 1 : 0; d < nd; d++) valid = valid && x->sizes[d] != 0;
+        if (!valid) {
+            mft__set_error(MFT_ERR_SHAPE,
+                           "%s: expected %dD or %dD (batch mode) tensor with possibly 0 batch size "
+                           "and other non-zero dimensions for input, but got: %s",
+                           fn, k + 1, k + 2, mft__fmt_dims(b1, sizeof b1, nd, x->sizes));
+            return false;
+        }
+        for (int d = nd - k; d < nd && mode == MFT_PAD_REFLECT; d++)
+            if (p->before[d] >= x->sizes[d] || p->after[d] >= x->sizes[d]) {
+                mft__set_error(MFT_ERR_INVALID,
+                               "%s: padding size should be less than the corresponding input "
+                               "dimension, but got: padding (%lld, %lld) at dimension %d of input %s",
+                               fn, (long long)p->before[d], (long long)p->after[d], d,
+                               mft__fmt_dims(b1, sizeof b1, nd, x->sizes));
+                return false;
+            }
+    }
+    for (int d = 0; d < x->ndim; d++) {
+        out[d] = x->sizes[d] + p->before[d] + p->after[d];
+        if (mode == MFT_PAD_CONSTANT && out[d] < 0) {
+            mft__set_error(MFT_ERR_SHAPE,
+                           "%s: the input size %lld, plus negative padding %lld and %lld resulted "
+                           "in a negative output size, which is invalid (dimension %d)",
+                           fn, (long long)x->sizes[d], (long long)p->before[d],
+                           (long long)p->after[d], d);
+            return false;
+        }
+        if (mode != MFT_PAD_CONSTANT && d >= x->ndim - npad / 2 && out[d] < 1) {
+            mft__set_error(MFT_ERR_SHAPE,
+                           "%s: input size %lld is too small; calculated output size %lld at "
+                           "dimension %d (padding %lld, %lld)",
+                           fn, (long long)x->sizes[d], (long long)out[d], d,
+                           (long long)p->before[d], (long long)p->after[d]);
+            return false;
+        }
+    }
+    return true;
+}
+
+mft_tensor *mft_pad(const mft_tensor *x, int npad, const int64_t *pads, mft_pad_mode mode,
+                    double value) {
+    static const char fn[] = "mft_pad";
+    mft_pad_params p;
+    int64_t out[MFT_MAX_DIMS];
+    if (!pad_check(fn, x, npad, pads, mode, value, &p, out)) return NULL;
+    const mft_format fmt = x->ndim >= 3 && x->ndim <= 5 ? x->tag : MFT_CONTIGUOUS;
+
+    mft__scope_suspend(); /* internal tensors are not the user's scope results */
+    mft_tensor *y = mft__tensor_alloc(fn, x->ndim, out, x->dtype, fmt);
+    bool ok = y != NULL;
+    if (ok) {
+        const mft_tensor *ins[1] = {x};
+        const bool convert[1] = {true};
+        mft_tensor *outs[1] = {y};
+        ok = mft__dispatch(fn, MFT__OP_PAD, fmt, x->dtype, 1, ins, convert, 1, outs, &p) ==
+             MFT_OK;
+    }
+    if (ok) mft__tensor_set_tag_from(y, x->tag);
+    mft__scope_resume();
+    if (!ok) {
+        mft__relabel_error(fn);
+        mft_tensor_release(y);
+        return NULL;
+    }
+    mft_tensor *r = mft__retain_result(fn, y); /* registered in the innermost scope */
+    mft_tensor_release(y);
+    return r;
+}
+
+/* ---------------------------------------------------------------- reference kernels
+ * Element by element with the real strides of both tensors (any layout). */
+#define REF_KERNEL(D)                                                                        \
+    static void pad_ref_##D(const mft_kernel_args *a) {                                      \
+        typedef MFT__T_##D T;                                                                \
+        const mft_pad_params *p = a->params;                                                 \
+        const mft_tensor *x = a->inputs[0], *y = a->outputs[0];                              \
+        const T *xd = (const T *)(const void *)mft__tensor_ptr(x);                           \
+        T *yd = (T *)(void *)mft__tensor_ptr(y);                                             \
+        const int nd = y->ndim;                                                              \
+        const T fill = MFT__PARAM_##D(p->value);                                             \
+        if (y->numel == 0) return;                                                           \
+        int64_t idx[MFT_MAX_DIMS] = {0};                                                     \
+        for (;;) {                                                                           \
+            int64_t xo = 0, yo = 0;                                                          \
+            bool inside = true;                                                              \
+            for (int d = 0; d < nd; d++) {                                                   \
+                int64_t s = pad_src(idx[d], p->before[d], x->sizes[d], p->mode);             \
+                if (s < 0) inside = false;                                                   \
+                else xo += s * x->strides[d];                                                \
+                yo += idx[d] * y->strides[d];                                                \
+            }                                                                                \
+            yd[yo] = inside ? xd[xo] : fill;                                                 \
+            int d = nd - 1;                                                                  \
+            for (; d >= 0; d--) {                                                            \
+                if (++idx[d] < y->sizes[d]) break;                                           \
+                idx[d] = 0;                                                                  \
+            }                                                                                \
+            if (d < 0) break;                                                                \
+        }                                                                                    \
+    }
+REF_KERNEL(F32)
+REF_KERNEL(F64)
+#undef REF_KERNEL
+
+mft_kernel_fn mft__pad_reference(mft_dtype dt) {
+    return dt == MFT_F32 ? pad_ref_F32 : dt == MFT_F64 ? pad_ref_F64 : NULL;
+}
+
+/* ---------------------------------------------------------------- packed kernel
+ * Input and output are packed in the kernel's format (the dispatcher converts
+ * the input). Dims are walked in physical order (slowest first); the last
+ * physical dim is unit-stride in both, so each output row is: a source row
+ * found by mapping the outer indices (or a row of `value` when an outer index
+ * falls into constant padding), whose interior is one memcpy and whose border
+ * elements are the fill value or single copies. In NHWC the innermost dim is
+ * C (rarely padded), so a whole C-row of a pixel copies in one memcpy.
+ * Outer strides are the tensors' own (size-1 dims may carry any stride);
+ * byte-generic, so one function serves every dtype. */
+typedef struct pad_job {
+    const mft_pad_params *p;
+    const char *x;
+    char *y;
+    size_t es;
+    int nouter;                   /* physical dims before the innermost */
+    int64_t osz[MFT_MAX_DIMS];    /* output sizes, physical order */
+    int64_t isz[MFT_MAX_DIMS];    /* input sizes, physical order */
+    int64_t bef[MFT_MAX_DIMS];    /* before pads, physical order */
+    int64_t xs[MFT_MAX_DIMS];     /* input strides (elements), physical order */
+    int64_t ys[MFT_MAX_DIMS];     /* output strides (elements), physical order */
+    unsigned char fill[8];        /* the fill value in the dtype */
+} pad_job;
+
+static inline void fill_elems(char *dst, const unsigned char *fill, size_t es, int64_t n) {
+    if (n <= 0) return;
+    memcpy(dst, fill, es);
+    int64_t done = 1;
+    while (done < n) { /* doubling copies */
+        int64_t c = done < n - done ? done : n - done;
+        memcpy(dst + (size_t)done * es, dst, (size_t)c * es);
+        done += c;
+    }
+}
+
+static void pad_rows(void *ctx, int64_t begin, int64_t end) {
+    const pad_job *j = ctx;
+    const int L = j->nouter;
+    const size_t es = j->es;
+    const int64_t ow = j->osz[L], iw = j->isz[L], bw = j->bef[L];
+    const mft_pad_mode mode = j->p->mode;
+    /* interior: output columns [lo, hi) map to input columns [lo-bw, hi-bw) */
+    int64_t lo = bw > 0 ? bw : 0, hi = bw + iw < ow ? bw + iw : ow;
+    if (lo > ow) lo = ow;
+    if (hi < lo) hi = lo;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t rem = r, xo = 0, yo = 0;
+        bool inside = true;
+        for (int d = L - 1; d >= 0; d--) {
+            int64_t o = rem % j->osz[d];
+            rem /= j->osz[d];
+            yo += o * j->ys[d];
+            int64_t s = pad_src(o, j->bef[d], j->isz[d], mode);
+            if (s < 0) inside = false;
+            else xo += s * j->xs[d];
+        }
+        char *yrow = j->y + (size_t)yo * es;
+        if (!inside) {
+            fill_elems(yrow, j->fill, es, ow);
+            continue;
+        }
+        const char *xrow = j->x + (size_t)xo * es;
+        if (hi > lo) memcpy(yrow + (size_t)lo * es, xrow + (size_t)(lo - bw) * es, (size_t)(hi - lo) * es);
+        if (mode == MFT_PAD_CONSTANT) {
+            fill_elems(yrow, j->fill, es, lo);
+            fill_elems(yrow + (size_t)hi * es, j->fill, es, ow - hi);
+        } else {
+            for (int64_t o = 0; o < lo; o++)
+                memcpy(yrow + (size_t)o * es, xrow + (size_t)pad_src(o, bw, iw, mode) * es, es);
+            for (int64_t o = hi; o < ow; o++)
+                memcpy(yrow + (size_t)o * es, xrow + (size_t)pad_src(o, bw, iw, mode) * es, es);
+        }
+    }
+}
+
+static void pad_packed(const mft_kernel_args *a, mft_format fmt) {
+    const mft_tensor *x = a->inputs[0], *y = a->outputs[0];
+    if (y->numel == 0) return;
+    pad_job j;
+    memset(&j, 0, sizeof j);
+    j.p = a->params;
+    j.x = mft__tensor_ptr(x);
+    j.y = mft__tensor_ptr(y);
+    j.es = mft__elem_size(y->dtype);
+    mft__store(y->dtype, j.fill, j.p->value);
+    const int nd = y->ndim;
+    if (nd == 0) {
+        memcpy(j.y, j.x, j.es);
+        return;
+    }
+    int order[MFT_MAX_DIMS];
+    mft__format_order(nd, fmt, order);
+    for (int i = 0; i < nd; i++) {
+        int d = order[i];
+        j.osz[i] = y->sizes[d];
+        j.isz[i] = x->sizes[d];
+        j.bef[i] = j.p->before[d];
+        j.xs[i] = x->strides[d];
+        j.ys[i] = y->strides[d];
+    }
+    j.nouter = nd - 1;
+    const int64_t rows = y->numel / j.osz[nd - 1];
+    int64_t grain = 32768 / (j.osz[nd - 1] > 0 ? j.osz[nd - 1] : 1);
+    mft__parallel_for(0, rows, grain > 0 ? grain : 1, pad_rows, &j);
+}
+
+static void pad_nchw(const mft_kernel_args *a) { pad_packed(a, MFT_CONTIGUOUS); }
+static void pad_nhwc(const mft_kernel_args *a) { pad_packed(a, MFT_CHANNELS_LAST); }
+
+/* ---------------------------------------------------------------- table */
+const mft__kernel_def mft__kernels_pad[] = {
+    {MFT__OP_PAD, MFT_CONTIGUOUS, MFT_F32, "pad.nchw.f32", pad_nchw},
+    {MFT__OP_PAD, MFT_CHANNELS_LAST, MFT_F32, "pad.nhwc.f32", pad_nhwc},
+    {MFT__OP_PAD, MFT_CONTIGUOUS, MFT_F64, "pad.nchw.f64.ref", pad_ref_F64},
+    {MFT__OP_PAD, MFT_CONTIGUOUS, MFT_I32, "pad.nchw.i32", pad_nchw},
+    {MFT__OP_PAD, MFT_CONTIGUOUS, MFT_I64, "pad.nchw.i64", pad_nchw},
+    {MFT__OP_PAD, MFT_CONTIGUOUS, MFT_U8, "pad.nchw.u8", pad_nchw},
+    {MFT__OP_PAD, MFT_CHANNELS_LAST, MFT_I32, "pad.nhwc.i32", pad_nhwc},
+    {MFT__OP_PAD, MFT_CHANNELS_LAST, MFT_I64, "pad.nhwc.i64", pad_nhwc},
+    {MFT__OP_PAD, MFT_CHANNELS_LAST, MFT_U8, "pad.nhwc.u8", pad_nhwc},
+    {0},
+};
+
+/* ---------------------------------------------------------------- cat, stack */
+/* PyTorch's legacy rule: 1-D tensors of size 0 take no part in cat. */
+static bool cat_skipped(const mft_tensor *t) { return t->ndim == 1 && t->sizes[0] == 0; }
+
+/* Concatenates ts (already validated non-NULL) along dim; skip enables the
+ * legacy empty rule (cat), off for stack. Messages name fn. */
+static mft_tensor *cat_impl(const char *fn, int n, const mft_tensor *const *ts, int dim, bool skip) {
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    int ref = -1;
+    for (int i = 0; i < n; i++) {
+        if (ts[i]->ndim == 0) {
+            mft__set_error(MFT_ERR_RANK, "%s: zero-dimensional tensor (at position %d) cannot be "
+                           "concatenated", fn, i);
+            return NULL;
+        }
+        if (ref < 0 && !(skip && cat_skipped(ts[i]))) ref = i;
+    }
+    const bool all_skipped = ref < 0;
+    if (all_skipped) ref = 0;
+    const mft_tensor *r = ts[ref];
+    const int nd = r->ndim;
+    int d = mft__wrap_dim(fn, dim, nd);
+    if (d < 0) return NULL;
+    int64_t sizes[MFT_MAX_DIMS];
+    memcpy(sizes, r->sizes, sizeof sizes);
+    sizes[d] = 0;
+    bool same_tag = true;
+    for (int i = 0; i < n; i++) {
+        const mft_tensor *t = ts[i];
+        if (skip && cat_skipped(t) && !all_skipped) continue;
+        if (t->ndim != nd) {
+            mft__set_error(MFT_ERR_RANK, "%s: tensors must have same number of dimensions: got %d "
+                           "and %d (tensor number %d in the list)", fn, nd, t->ndim, i);
+            return NULL;
+        }
+        for (int k = 0; k < nd; k++)
+            if (k != d && t->sizes[k] != r->sizes[k]) {
+                mft__set_error(MFT_ERR_SHAPE,
+                               "%s: sizes of tensors must match except in dimension %d. Expected "
+                               "size %lld but got size %lld for tensor number %d in the list "
+                               "(sizes %s and %s)",
+                               fn, d, (long long)r->sizes[k], (long long)t->sizes[k], i,
+                               mft__fmt_dims(b1, sizeof b1, nd, r->sizes),
+                               mft__fmt_dims(b2, sizeof b2, nd, t->sizes));
+                return NULL;
+            }
+        if (sizes[d] > INT64_MAX - t->sizes[d]) {
+            mft__set_error(MFT_ERR_OVERFLOW, "%s: concatenated size overflows", fn);
+            return NULL;
+        }
+        sizes[d] += t->sizes[d];
+        same_tag = same_tag && t->tag == r->tag;
+    }
+    mft_dtype dt = mft_result_type(n, ts, false, 0.0);
+    if (dt == MFT_DTYPE_COUNT) {
+        mft__relabel_error(fn);
+        return NULL;
+    }
+    const mft_format fmt = same_tag && nd >= 3 && nd <= 5 ? r->tag : MFT_CONTIGUOUS;
+
+    mft__scope_suspend();
+    mft_tensor *y = mft__tensor_alloc(fn, nd, sizes, dt, fmt);
+    bool ok = y != NULL;
+    int64_t off = 0;
+    for (int i = 0; ok && i < n && !all_skipped; i++) {
+        const mft_tensor *t = ts[i];
+        if ((skip && cat_skipped(t)) || t->sizes[d] == 0) continue;
+        mft_tensor *v = mft_narrow(y, d, off, t->sizes[d]);
+        ok = v != NULL;
+        if (ok && v->numel) mft__copy_kernel(v, t);
+        mft_tensor_release(v);
+        off += t->sizes[d];
+    }
+    mft__scope_resume();
+    if (!ok) {
+        mft__relabel_error(fn);
+        mft_tensor_release(y);
+        return NULL;
+    }
+    mft_tensor *res = mft__retain_result(fn, y);
+    mft_tensor_release(y);
+    return res;
+}
+
+static bool list_check(const char *fn, int n, const mft_tensor *const *ts) {
+    if (!ts) {
+        mft__set_error(MFT_ERR_NULL, "%s: argument 'ts' is NULL", fn);
+        return false;
+    }
+    if (n < 1) {
+        mft__set_error(MFT_ERR_INVALID, "%s: expected a non-empty list of tensors, got n = %d", fn,
+                       n);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (!ts[i]) {
+            char what[32];
+            snprintf(what, sizeof what, "ts[%d]", i);
+            mft__null_arg(fn, what);
+            return false;
+        }
+    return true;
+}
+
+mft_tensor *mft_cat(int n, const mft_tensor *const *ts, int dim) {
+    static const char fn[] = "mft_cat";
+    if (!list_check(fn, n, ts)) return NULL;
+    return cat_impl(fn, n, ts, dim, true);
+}
+
+mft_tensor *mft_stack(int n, const mft_tensor *const *ts, int dim) {
+    static const char fn[] = "mft_stack";
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    if (!list_check(fn, n, ts)) return NULL;
+    for (int i = 1; i < n; i++) {
+        bool eq = ts[i]->ndim == ts[0]->ndim;
+        for (int k = 0; eq && k < ts[0]->ndim; k++) eq = ts[i]->sizes[k] == ts[0]->sizes[k];
+        if (!eq) {
+            mft__set_error(MFT_ERR_SHAPE, "%s: expects each tensor to be equal size, but got %s at "
+                           "entry 0 and %s at entry %d", fn,
+                           mft__fmt_dims(b1, sizeof b1, ts[0]->ndim, ts[0]->sizes),
+                           mft__fmt_dims(b2, sizeof b2, ts[i]->ndim, ts[i]->sizes), i);
+            return NULL;
+        }
+    }
+    if (ts[0]->ndim + 1 > MFT_MAX_DIMS) {
+        mft__set_error(MFT_ERR_RANK, "%s: stacking rank-%d tensors exceeds %d dims", fn,
+                       ts[0]->ndim, MFT_MAX_DIMS);
+        return NULL;
+    }
+    int d = mft__wrap_dim(fn, dim, ts[0]->ndim + 1);
+    if (d < 0) return NULL;
+    mft_tensor **us = mft__alloc_or_err(fn, (size_t)n * sizeof *us, sizeof(void *));
+    if (!us) return NULL;
+    bool ok = true;
+    int made = 0;
+    mft__scope_suspend();
+    for (; made < n && ok; made++) {
+        us[made] = mft_unsqueeze(ts[made], d);
+        ok = us[made] != NULL;
+    }
+    mft__scope_resume();
+    mft_tensor *r = NULL;
+    if (ok) r = cat_impl(fn, n, (const mft_tensor *const *)us, d, false);
+    else mft__relabel_error(fn);
+    for (int i = 0; i < made; i++) mft_tensor_release(us[i]);
+    mft__free(us);
+    return r;
+}
+
+/* ---------------------------------------------------------------- split */
+mft_status mft_split(const mft_tensor *x, int64_t split_size, int dim, int max_out,
+                     mft_tensor **outs, int *nout) {
+    static const char fn[] = "mft_split";
+    if (nout) *nout = 0;
+    if (!x) {
+        mft__null_arg(fn, "x");
+        return mft_last_error();
+    }
+    if (!outs || !nout) {
+        mft__set_error(MFT_ERR_NULL, "%s: argument '%s' is NULL", fn, !outs ? "outs" : "nout");
+        return MFT_ERR_NULL;
+    }
+    if (x->ndim == 0) {
+        mft__set_error(MFT_ERR_RANK, "%s: cannot split a zero-dimensional tensor", fn);
+        return MFT_ERR_RANK;
+    }
+    int d = mft__wrap_dim(fn, dim, x->ndim);
+    if (d < 0) return mft_last_error();
+    const int64_t size = x->sizes[d];
+    if (split_size < 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: split expects split_size be non-negative, but got "
+                       "split_size=%lld", fn, (long long)split_size);
+        return MFT_ERR_INVALID;
+    }
+    if (split_size == 0 && size != 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: split_size can only be 0 if dimension size is 0, but "
+                       "got dimension size of %lld", fn, (long long)size);
+        return MFT_ERR_INVALID;
+    }
+    int64_t chunks = split_size == 0 ? 1 : size / split_size + (size % split_size != 0);
+    if (chunks < 1) chunks = 1;
+    if (chunks > max_out) {
+        mft__set_error(MFT_ERR_INVALID, "%s: %lld chunks (size %lld, split_size %lld) exceed "
+                       "max_out %d", fn, (long long)chunks, (long long)size,
+                       (long long)split_size, max_out);
+        return MFT_ERR_INVALID;
+    }
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t start = c * split_size;
+        int64_t len = size - start < split_size ? size - start : split_size;
+        if (split_size == 0) start = len = 0;
+        outs[c] = mft_narrow(x, d, start, len);
+        if (!outs[c]) {
+            mft_status st = mft__relabel_error(fn);
+            for (int64_t k = 0; k < c; k++) {
+                mft_tensor_release(outs[k]);
+                outs[k] = NULL;
+            }
+            return st;
+        }
+    }
+    *nout = (int)chunks;
+    return MFT_OK;
+}
