@@ -965,18 +965,7 @@ int main(int argc, char **argv) {
         i++;
     }
 
-    if (getenv("OMP_NUM_THREADS"))
-        fprintf(stderr,
-                "bench_elementwise: note: OMP_NUM_THREADS=%s is set; thread counts come from "
-                "--threads\n",
-                getenv("OMP_NUM_THREADS"));
-    for (int t = 0; t < nthreads; t++)
-        if (threads[t] > bench_num_procs())
-            fprintf(stderr, "bench_elementwise: warning: %d threads > %d processors\n", threads[t],
-                    bench_num_procs());
-    if (!bench_have_openmp())
-        fprintf(stderr, "bench_elementwise: warning: built without OpenMP; reference loops run "
-                        "on 1 thread\n");
+    bench_env_warnings("bench_elementwise", threads, nthreads);
 
     static size_data sds[MAX_SIZES];
     static size_data tiny;

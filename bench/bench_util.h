@@ -130,6 +130,21 @@ static inline int bench_num_procs(void) {
 #endif
 }
 
+/* Start-up notes every bench prints: an OMP_NUM_THREADS that --threads
+ * overrides, more threads than processors, a build without OpenMP. */
+static inline void bench_env_warnings(const char *prog, const int *threads, int nthreads) {
+    if (getenv("OMP_NUM_THREADS"))
+        fprintf(stderr, "%s: note: OMP_NUM_THREADS=%s is set; thread counts come from --threads\n",
+                prog, getenv("OMP_NUM_THREADS"));
+    for (int t = 0; t < nthreads; t++)
+        if (threads[t] > bench_num_procs())
+            fprintf(stderr, "%s: warning: %d threads > %d processors\n", prog, threads[t],
+                    bench_num_procs());
+    if (!bench_have_openmp())
+        fprintf(stderr, "%s: warning: built without OpenMP; reference loops run on 1 thread\n",
+                prog);
+}
+
 /* ------------------------------------------------------------------ machine load
  * Linux only (/proc/stat); elsewhere ok = 0 and the numbers are NaN.
  * other_cores: CPU time used by everything except this process during the
