@@ -30,7 +30,6 @@
 #define GE_MIN_CASES 600 /* the file holds ~930; fewer means it is broken */
 #define GE_MIN_ERROR_CASES 20
 #define GE_MAX_IN 3
-#define GE_MAX_VALUES 64
 #define GE_LINE 4096
 #define GE_RTOL 1e-5
 #define GE_ATOL 1e-6
@@ -117,7 +116,7 @@ static int kind_scalars(ge_kind k) {
     }
 }
 
-enum { F_SIZES = 1 << 0, F_STRIDES = 1 << 1, F_VALUES = 1 << 2, F_OP = 1 << 3 };
+enum { F_OP = 1 << 3 };
 
 typedef struct {
     char name[160];
@@ -128,14 +127,7 @@ typedef struct {
     double s[2];
     tu_list dims;
     int keepdim;
-    bool has_result, expect_error;
-    mft_dtype r_dtype;
-    int ndim;
-    tu_list r_sizes, r_strides;
-    bool full_values;
-    int64_t nvalues;
-    double values[GE_MAX_VALUES];
-    double checksum;
+    tu_result r;
     unsigned seen;
 } ge_case;
 
@@ -149,32 +141,11 @@ static ge_stats g_stats;
 /* ------------------------------------------------------------------ parsing */
 
 /* A double; accepts nan, inf, -inf (strtod). */
-static bool next_double(const char **p, double *out) {
-    char tok[64];
-    char *end;
-    if (!tu_next_tok(p, tok, sizeof tok)) return false;
-    errno = 0;
-    *out = strtod(tok, &end);
-    return *end == '\0' && end != tok;
-}
-
-static bool next_dtype(const char **p, mft_dtype *out) {
-    char tok[16];
-    if (!tu_next_tok(p, tok, sizeof tok)) return false;
-    for (int d = 0; d < (int)MFT_DTYPE_COUNT; d++) {
-        if (strcmp(tok, mft_dtype_name((mft_dtype)d)) == 0) {
-            *out = (mft_dtype)d;
-            return true;
-        }
-    }
-    return false;
-}
-
 static bool parse_input(const char *p, ge_input *in) {
     char tok[32];
     int64_t seed;
     memset(in, 0, sizeof *in);
-    if (!next_dtype(&p, &in->dtype) || !tu_next_list(&p, &in->sizes) ||
+    if (!tu_next_dtype(&p, &in->dtype) || !tu_next_list(&p, &in->sizes) ||
         !tu_next_list(&p, &in->strides) || in->sizes.n != in->strides.n ||
         !tu_next_int(&p, &in->offset) || !tu_next_int(&p, &in->storage_numel) ||
         in->storage_numel < 0 || in->offset < 0)
@@ -206,7 +177,7 @@ static bool parse_op(const char *p, ge_case *c) {
         c->keepdim = (int)k;
     } else {
         for (int i = 0; i < kind_scalars(c->op->kind); i++)
-            if (!next_double(&p, &c->s[i])) return false;
+            if (!tu_next_double(&p, &c->s[i])) return false;
     }
     return tu_at_eol(p);
 }
@@ -221,40 +192,10 @@ static bool parse_line(const char *line, ge_case *c) {
     } else if (strcmp(key, "op") == 0) {
         if (c->seen & F_OP) return false;
         return parse_op(p, c);
-    } else if (strcmp(key, "result") == 0) {
-        const char *q = p;
-        if (!tu_next_tok(&q, tok, sizeof tok)) return false;
-        c->has_result = true;
-        if (strcmp(tok, "error") == 0) {
-            c->expect_error = true;
-            p = q;
-        } else {
-            int64_t nd;
-            if (!next_dtype(&p, &c->r_dtype) || !tu_next_int(&p, &nd) || nd < 0 ||
-                nd > TU_MAX_LIST)
-                return false;
-            c->ndim = (int)nd;
-        }
-    } else if (strcmp(key, "sizes") == 0) {
-        c->seen |= F_SIZES;
-        if (!tu_next_list(&p, &c->r_sizes)) return false;
-    } else if (strcmp(key, "strides") == 0) {
-        c->seen |= F_STRIDES;
-        if (!tu_next_list(&p, &c->r_strides)) return false;
-    } else if (strcmp(key, "values") == 0) {
-        c->seen |= F_VALUES;
-        c->full_values = true;
-        if (!tu_next_int(&p, &c->nvalues) || c->nvalues < 0 || c->nvalues > GE_MAX_VALUES)
-            return false;
-        for (int64_t i = 0; i < c->nvalues; i++)
-            if (!next_double(&p, &c->values[i])) return false;
-    } else if (strcmp(key, "checksum") == 0) {
-        c->seen |= F_VALUES;
-        c->full_values = false;
-        if (!tu_next_int(&p, &c->nvalues) || c->nvalues < 0 || !next_double(&p, &c->checksum))
-            return false;
     } else {
-        return false;
+        int got = tu_parse_result_line(key, p, &c->r);
+        if (got < 0) return false;
+        return got == 1;
     }
     return tu_at_eol(p);
 }
@@ -375,17 +316,17 @@ static void check_values(const ge_case *c, const mft_tensor *r) {
     double sum = 0.0, abs_sum = 0.0;
     int bad = 0;
     mft_dtype dt = mft_tensor_dtype(r);
-    CASE_CHECK(c, numel == c->nvalues, "numel %lld, golden %lld", (long long)numel,
-               (long long)c->nvalues);
-    if (numel != c->nvalues) return;
+    CASE_CHECK(c, numel == c->r.nvalues, "numel %lld, golden %lld", (long long)numel,
+               (long long)c->r.nvalues);
+    if (numel != c->r.nvalues) return;
     for (int64_t i = 0; i < numel; i++) {
         double v = mft_tensor_get(r, idx);
-        if (c->full_values) {
-            if (!value_close(dt, c->values[i], v) && bad++ < 3) {
+        if (c->r.full_values) {
+            if (!value_close(dt, c->r.values[i], v) && bad++ < 3) {
                 char ib[128];
                 tu_fmt_list(ib, sizeof ib, nd, idx);
                 CASE_CHECK(c, false, "value at %s (logical %lld) expected %.9g, got %.9g", ib,
-                           (long long)i, c->values[i], v);
+                           (long long)i, c->r.values[i], v);
             }
         } else {
             double w = (double)(i % 13 + 1);
@@ -394,13 +335,13 @@ static void check_values(const ge_case *c, const mft_tensor *r) {
         }
         tu_next_index(nd, sz, idx);
     }
-    if (c->full_values) {
+    if (c->r.full_values) {
         CASE_CHECK(c, bad == 0, "%d of %lld values differ", bad, (long long)numel);
         g_stats.value_lists++;
     } else {
-        bool ok = tu_is_float(dt) ? fabs(sum - c->checksum) <= GE_RTOL * abs_sum + GE_ATOL
-                               : sum == c->checksum;
-        CASE_CHECK(c, ok, "checksum expected %.17g, got %.17g", c->checksum, sum);
+        bool ok = tu_is_float(dt) ? fabs(sum - c->r.checksum) <= GE_RTOL * abs_sum + GE_ATOL
+                               : sum == c->r.checksum;
+        CASE_CHECK(c, ok, "checksum expected %.17g, got %.17g", c->r.checksum, sum);
         g_stats.checksums++;
     }
 }
@@ -442,17 +383,17 @@ static void check_tag(const ge_case *c, const mft_tensor *r, mft_tensor *const *
 static void check_result(const ge_case *c, const mft_tensor *r, mft_tensor *const *in) {
     int nd = mft_tensor_ndim(r);
     char a[256], b[256];
-    CASE_CHECK(c, nd == c->ndim, "ndim expected %d, got %d", c->ndim, nd);
-    tu_fmt_list(a, sizeof a, c->r_sizes.n, c->r_sizes.v);
+    CASE_CHECK(c, nd == c->r.ndim, "ndim expected %d, got %d", c->r.ndim, nd);
+    tu_fmt_list(a, sizeof a, c->r.sizes.n, c->r.sizes.v);
     tu_fmt_list(b, sizeof b, nd, mft_tensor_sizes(r));
-    bool sizes_ok = tu_list_eq(&c->r_sizes, nd, mft_tensor_sizes(r));
+    bool sizes_ok = tu_list_eq(&c->r.sizes, nd, mft_tensor_sizes(r));
     CASE_CHECK(c, sizes_ok, "sizes expected %s, got %s", a, b);
-    CASE_CHECK(c, mft_tensor_dtype(r) == c->r_dtype, "dtype expected %s, got %s",
-               mft_dtype_name(c->r_dtype), mft_dtype_name(mft_tensor_dtype(r)));
+    CASE_CHECK(c, mft_tensor_dtype(r) == c->r.dtype, "dtype expected %s, got %s",
+               mft_dtype_name(c->r.dtype), mft_dtype_name(mft_tensor_dtype(r)));
     if (!sizes_ok) return;
 
     /* strides */
-    tu_fmt_list(a, sizeof a, c->r_strides.n, c->r_strides.v);
+    tu_fmt_list(a, sizeof a, c->r.strides.n, c->r.strides.v);
     tu_fmt_list(b, sizeof b, nd, mft_tensor_strides(r));
     if (c->op->kind == K_REDUCE && c->keepdim) {
         /* deviation: packed in the input's tag (PyTorch 1.13: contiguous) */
@@ -460,7 +401,7 @@ static void check_result(const ge_case *c, const mft_tensor *r, mft_tensor *cons
         tu_list want;
         char w[256];
         want.n = nd;
-        mft_status st = mft_strides_for_format(nd, c->r_sizes.v, tag, want.v);
+        mft_status st = mft_strides_for_format(nd, c->r.sizes.v, tag, want.v);
         CASE_CHECK(c, st == MFT_OK, "mft_strides_for_format(%s) failed", mft_format_name(tag));
         if (st != MFT_OK) return;
         tu_fmt_list(w, sizeof w, nd, want.v);
@@ -468,9 +409,9 @@ static void check_result(const ge_case *c, const mft_tensor *r, mft_tensor *cons
                    "keepdim strides expected %s (packed in the input's tag %s; PyTorch: %s), "
                    "got %s", w, mft_format_name(tag), a, b);
         g_stats.keepdim_cases++;
-        if (!tu_list_eq(&want, c->r_strides.n, c->r_strides.v)) g_stats.keepdim_torch_differs++;
+        if (!tu_list_eq(&want, c->r.strides.n, c->r.strides.v)) g_stats.keepdim_torch_differs++;
     } else {
-        CASE_CHECK(c, tu_list_eq(&c->r_strides, nd, mft_tensor_strides(r)),
+        CASE_CHECK(c, tu_list_eq(&c->r.strides, nd, mft_tensor_strides(r)),
                    "strides expected %s (PyTorch), got %s", a, b);
     }
     CASE_CHECK(c, mft_tensor_offset(r) == 0, "fresh result has storage offset %lld",
@@ -487,7 +428,7 @@ static void run_case(const ge_case *c) {
     bool built = true;
     g_stats.cases++;
     g_case_failed = 0;
-    if (c->expect_error) g_stats.error_cases++;
+    if (c->r.expect_error) g_stats.error_cases++;
     mft_clear_error();
     for (int i = 0; i < c->nin; i++) {
         in[i] = build_input(c, i);
@@ -497,7 +438,7 @@ static void run_case(const ge_case *c) {
     if (built) {
         mft_clear_error();
         mft_tensor *r = call_op(c, in);
-        if (c->expect_error) {
+        if (c->r.expect_error) {
             CASE_CHECK(c, r == NULL && mft_last_error() != MFT_OK,
                        "%s should fail (PyTorch rejects it), got %s (status %s)", c->op->name,
                        r ? "a tensor" : "NULL", mft_status_str(mft_last_error()));
@@ -522,8 +463,9 @@ static bool case_field(const char *line) { return parse_line(line, &g_case); }
 
 static void case_end(int lineno, bool in_case) {
     unsigned need = F_OP;
-    if (!g_case.expect_error) need |= (unsigned)(F_SIZES | F_STRIDES | F_VALUES);
-    bool complete = in_case && g_case.has_result && (g_case.seen & need) == need && g_case.op &&
+    unsigned rneed = g_case.r.expect_error ? 0u : (unsigned)(TU_R_SIZES | TU_R_STRIDES | TU_R_VALUES);
+    bool complete = in_case && g_case.r.has_result && (g_case.seen & need) == need &&
+                    (g_case.r.seen & rneed) == rneed && g_case.op &&
                     g_case.nin == kind_inputs(g_case.op->kind);
     CHECK_MSG(complete, "line %d: incomplete case %s (fields 0x%x, %d inputs)", lineno,
               g_case.name, g_case.seen, g_case.nin);

@@ -26,7 +26,6 @@ mft_kernel_fn mft__softmax_reference(int log, mft_dtype dt);
 
 #define SG_MIN_CASES 1000 /* the file holds ~1100; fewer means it is broken */
 #define SG_MIN_ERROR_CASES 8
-#define SG_MAX_VALUES 64
 #define SG_MAX_SPECIAL 16
 #define SG_LINE 4096
 
@@ -41,7 +40,7 @@ static bool close_to(mft_dtype dt, double want, double got) {
 
 /* ------------------------------------------------------------------ golden cases */
 
-enum { F_OP = 1 << 0, F_SIZES = 1 << 1, F_STRIDES = 1 << 2, F_VALUES = 1 << 3, F_INPUT = 1 << 4 };
+enum { F_OP = 1 << 0, F_INPUT = 1 << 4 };
 
 typedef struct {
     char name[160];
@@ -60,14 +59,7 @@ typedef struct {
     bool log;
     int dim;
     /* result */
-    bool has_result, expect_error;
-    mft_dtype r_dtype;
-    int ndim;
-    tu_list r_sizes, r_strides;
-    bool full_values;
-    int64_t nvalues;
-    double values[SG_MAX_VALUES];
-    double checksum;
+    tu_result r;
 } sg_case;
 
 static sg_case g_case;
@@ -84,26 +76,6 @@ static int g_case_failed;
         CHECK_MSG(ok_, "case %s (line %d): " fmt, (c)->name, (c)->line, __VA_ARGS__);   \
     } while (0)
 
-static bool next_double(const char **p, double *out) {
-    char tok[64];
-    char *end;
-    if (!tu_next_tok(p, tok, sizeof tok)) return false;
-    errno = 0;
-    *out = strtod(tok, &end);
-    return *end == '\0' && end != tok;
-}
-
-static bool next_dtype(const char **p, mft_dtype *out) {
-    char tok[16];
-    if (!tu_next_tok(p, tok, sizeof tok)) return false;
-    for (int d = 0; d < (int)MFT_DTYPE_COUNT; d++)
-        if (strcmp(tok, mft_dtype_name((mft_dtype)d)) == 0) {
-            *out = (mft_dtype)d;
-            return true;
-        }
-    return false;
-}
-
 static bool sg_field(const char *line) {
     sg_case *c = &g_case;
     const char *p = line;
@@ -113,7 +85,7 @@ static bool sg_field(const char *line) {
         int64_t seed;
         if (c->seen & F_INPUT) return false;
         c->seen |= F_INPUT;
-        if (!next_dtype(&p, &c->dtype) || !tu_next_list(&p, &c->sizes) ||
+        if (!tu_next_dtype(&p, &c->dtype) || !tu_next_list(&p, &c->sizes) ||
             !tu_next_list(&p, &c->strides) || c->sizes.n != c->strides.n ||
             !tu_next_int(&p, &c->offset) || !tu_next_int(&p, &c->storage_numel) ||
             c->offset < 0 || c->storage_numel < 0 || !tu_next_int(&p, &seed) || seed < 0 ||
@@ -127,7 +99,7 @@ static bool sg_field(const char *line) {
     } else if (strcmp(key, "special") == 0) {
         if (!(c->seen & F_INPUT) || c->nspecial >= SG_MAX_SPECIAL) return false;
         if (!tu_next_int(&p, &c->special_k[c->nspecial]) ||
-            !next_double(&p, &c->special_v[c->nspecial]) || c->special_k[c->nspecial] < 0 ||
+            !tu_next_double(&p, &c->special_v[c->nspecial]) || c->special_k[c->nspecial] < 0 ||
             c->special_k[c->nspecial] >= c->storage_numel)
             return false;
         c->nspecial++;
@@ -140,40 +112,10 @@ static bool sg_field(const char *line) {
         if (!tu_next_int(&p, &d) || d < -100 || d > 100) return false;
         c->dim = (int)d;
         c->seen |= F_OP;
-    } else if (strcmp(key, "result") == 0) {
-        const char *q = p;
-        if (!tu_next_tok(&q, tok, sizeof tok)) return false;
-        c->has_result = true;
-        if (strcmp(tok, "error") == 0) {
-            c->expect_error = true;
-            p = q;
-        } else {
-            int64_t nd;
-            if (!next_dtype(&p, &c->r_dtype) || !tu_next_int(&p, &nd) || nd < 0 ||
-                nd > TU_MAX_LIST)
-                return false;
-            c->ndim = (int)nd;
-        }
-    } else if (strcmp(key, "sizes") == 0) {
-        c->seen |= F_SIZES;
-        if (!tu_next_list(&p, &c->r_sizes)) return false;
-    } else if (strcmp(key, "strides") == 0) {
-        c->seen |= F_STRIDES;
-        if (!tu_next_list(&p, &c->r_strides)) return false;
-    } else if (strcmp(key, "values") == 0) {
-        c->seen |= F_VALUES;
-        c->full_values = true;
-        if (!tu_next_int(&p, &c->nvalues) || c->nvalues < 0 || c->nvalues > SG_MAX_VALUES)
-            return false;
-        for (int64_t i = 0; i < c->nvalues; i++)
-            if (!next_double(&p, &c->values[i])) return false;
-    } else if (strcmp(key, "checksum") == 0) {
-        c->seen |= F_VALUES;
-        c->full_values = false;
-        if (!tu_next_int(&p, &c->nvalues) || c->nvalues < 0 || !next_double(&p, &c->checksum))
-            return false;
     } else {
-        return false;
+        int got = tu_parse_result_line(key, p, &c->r);
+        if (got < 0) return false;
+        return got == 1;
     }
     return tu_at_eol(p);
 }
@@ -219,16 +161,16 @@ static void check_values(const sg_case *c, const mft_tensor *r) {
     mft_dtype dt = mft_tensor_dtype(r);
     double sum = 0.0, abs_sum = 0.0;
     int bad = 0;
-    CASE_CHECK(c, numel == c->nvalues, "numel %lld, golden %lld", (long long)numel,
-               (long long)c->nvalues);
-    if (numel != c->nvalues) return;
+    CASE_CHECK(c, numel == c->r.nvalues, "numel %lld, golden %lld", (long long)numel,
+               (long long)c->r.nvalues);
+    if (numel != c->r.nvalues) return;
     for (int64_t i = 0; i < numel; i++) {
         double v = mft_tensor_get(r, idx);
-        if (c->full_values) {
-            if (!close_to(dt, c->values[i], v) && bad++ < 3) {
+        if (c->r.full_values) {
+            if (!close_to(dt, c->r.values[i], v) && bad++ < 3) {
                 char ib[128];
                 tu_fmt_list(ib, sizeof ib, nd, idx);
-                CASE_CHECK(c, false, "value at %s expected %.17g, got %.17g", ib, c->values[i], v);
+                CASE_CHECK(c, false, "value at %s expected %.17g, got %.17g", ib, c->r.values[i], v);
             }
         } else {
             double w = (double)(i % 13 + 1);
@@ -237,12 +179,12 @@ static void check_values(const sg_case *c, const mft_tensor *r) {
         }
         tu_next_index(nd, sz, idx);
     }
-    if (c->full_values) {
+    if (c->r.full_values) {
         CASE_CHECK(c, bad == 0, "%d of %lld values differ", bad, (long long)numel);
         g_stats.value_lists++;
     } else {
-        bool ok = fabs(sum - c->checksum) <= rtol_of(dt) * abs_sum + atol_of(dt);
-        CASE_CHECK(c, ok, "checksum expected %.17g, got %.17g", c->checksum, sum);
+        bool ok = fabs(sum - c->r.checksum) <= rtol_of(dt) * abs_sum + atol_of(dt);
+        CASE_CHECK(c, ok, "checksum expected %.17g, got %.17g", c->r.checksum, sum);
         g_stats.checksums++;
     }
 }
@@ -253,18 +195,19 @@ static void sg_end(int lineno, bool in_case) {
     if (!in_case) return;
     g_case_failed = 0;
     g_stats.cases++;
-    CASE_CHECK(c, (c->seen & (F_INPUT | F_OP)) == (F_INPUT | F_OP) && c->has_result, "%s",
+    CASE_CHECK(c, (c->seen & (F_INPUT | F_OP)) == (F_INPUT | F_OP) && c->r.has_result, "%s",
                "incomplete case");
-    if ((c->seen & (F_INPUT | F_OP)) != (F_INPUT | F_OP) || !c->has_result) return;
-    if (!c->expect_error)
-        CASE_CHECK(c, (c->seen & (F_SIZES | F_STRIDES | F_VALUES)) == (F_SIZES | F_STRIDES | F_VALUES),
+    if ((c->seen & (F_INPUT | F_OP)) != (F_INPUT | F_OP) || !c->r.has_result) return;
+    if (!c->r.expect_error)
+        CASE_CHECK(c, (c->r.seen & (TU_R_SIZES | TU_R_STRIDES | TU_R_VALUES)) ==
+                          (TU_R_SIZES | TU_R_STRIDES | TU_R_VALUES),
                    "%s", "result lines missing");
     mft_tensor *x = build_input(c);
     if (!x) return;
     uint64_t h = mft_tensor_hash(x);
     mft_clear_error();
     mft_tensor *r = c->log ? mft_log_softmax(x, c->dim) : mft_softmax(x, c->dim);
-    if (c->expect_error) {
+    if (c->r.expect_error) {
         g_stats.error_cases++;
         CASE_CHECK(c, r == NULL && mft_last_error() != MFT_OK, "%s", "PyTorch rejects, mft did not");
         mft_clear_error();
@@ -272,9 +215,9 @@ static void sg_end(int lineno, bool in_case) {
         CASE_CHECK(c, false, "failed: %s", mft_last_error_message());
     } else {
         int nd = mft_tensor_ndim(r);
-        CASE_CHECK(c, tu_list_eq(&c->r_sizes, nd, mft_tensor_sizes(r)) && nd == c->ndim, "%s",
+        CASE_CHECK(c, tu_list_eq(&c->r.sizes, nd, mft_tensor_sizes(r)) && nd == c->r.ndim, "%s",
                    "sizes differ");
-        CASE_CHECK(c, mft_tensor_dtype(r) == c->r_dtype, "dtype %s",
+        CASE_CHECK(c, mft_tensor_dtype(r) == c->r.dtype, "dtype %s",
                    mft_dtype_name(mft_tensor_dtype(r)));
         /* SPEC §4: packed in the input's tag (rank 3-5), else contiguous */
         mft_format want = nd >= 3 && nd <= 5 ? mft_tensor_format(x) : MFT_CONTIGUOUS;

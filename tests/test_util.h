@@ -200,6 +200,86 @@ static inline bool tu_at_eol(const char *p) {
     return !tu_next_tok(&p, tok, sizeof tok);
 }
 
+static inline bool tu_next_double(const char **p, double *out) {
+    char tok[64];
+    char *end;
+    if (!tu_next_tok(p, tok, sizeof tok)) return false;
+    errno = 0;
+    *out = strtod(tok, &end);
+    return *end == '\0' && end != tok;
+}
+
+/* A dtype written by name ("f32", "u8", ...). */
+static inline bool tu_next_dtype(const char **p, mft_dtype *out) {
+    char tok[16];
+    if (!tu_next_tok(p, tok, sizeof tok)) return false;
+    for (int d = 0; d < (int)MFT_DTYPE_COUNT; d++) {
+        if (strcmp(tok, mft_dtype_name((mft_dtype)d)) == 0) {
+            *out = (mft_dtype)d;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The result block shared by the golden op files:
+ *   result error | result DTYPE NDIM
+ *   sizes LIST / strides LIST / values N v... | checksum N S */
+#define TU_MAX_VALUES 64
+enum { TU_R_SIZES = 1 << 0, TU_R_STRIDES = 1 << 1, TU_R_VALUES = 1 << 2 };
+typedef struct tu_result {
+    bool has_result, expect_error;
+    mft_dtype dtype;
+    int ndim;
+    tu_list sizes, strides;
+    bool full_values;
+    int64_t nvalues;
+    double values[TU_MAX_VALUES];
+    double checksum;
+    unsigned seen; /* TU_R_* lines read */
+} tu_result;
+
+/* Parses the rest of a line whose first token is key into r: 1 if parsed, 0
+ * on a malformed line, -1 if key is not a result-block key. */
+static inline int tu_parse_result_line(const char *key, const char *p, tu_result *r) {
+    char tok[64];
+    if (strcmp(key, "result") == 0) {
+        const char *q = p;
+        if (!tu_next_tok(&q, tok, sizeof tok)) return 0;
+        r->has_result = true;
+        if (strcmp(tok, "error") == 0) {
+            r->expect_error = true;
+            p = q;
+        } else {
+            int64_t nd;
+            if (!tu_next_dtype(&p, &r->dtype) || !tu_next_int(&p, &nd) || nd < 0 ||
+                nd > TU_MAX_LIST)
+                return 0;
+            r->ndim = (int)nd;
+        }
+    } else if (strcmp(key, "sizes") == 0) {
+        r->seen |= TU_R_SIZES;
+        if (!tu_next_list(&p, &r->sizes)) return 0;
+    } else if (strcmp(key, "strides") == 0) {
+        r->seen |= TU_R_STRIDES;
+        if (!tu_next_list(&p, &r->strides)) return 0;
+    } else if (strcmp(key, "values") == 0) {
+        r->seen |= TU_R_VALUES;
+        r->full_values = true;
+        if (!tu_next_int(&p, &r->nvalues) || r->nvalues < 0 || r->nvalues > TU_MAX_VALUES) return 0;
+        for (int64_t i = 0; i < r->nvalues; i++)
+            if (!tu_next_double(&p, &r->values[i])) return 0;
+    } else if (strcmp(key, "checksum") == 0) {
+        r->seen |= TU_R_VALUES;
+        r->full_values = false;
+        if (!tu_next_int(&p, &r->nvalues) || r->nvalues < 0 || !tu_next_double(&p, &r->checksum))
+            return 0;
+    } else {
+        return -1;
+    }
+    return tu_at_eol(p) ? 1 : 0;
+}
+
 /* "(v0,v1,...)" into buf, truncated to len. */
 static inline void tu_fmt_list(char *buf, size_t len, int n, const int64_t *v) {
     size_t used = 0;
