@@ -184,7 +184,7 @@ static bool parse_op(const char *p, ge_case *c) {
 
 static bool parse_line(const char *line, ge_case *c) {
     const char *p = line;
-    char key[32], tok[64];
+    char key[32];
     if (!tu_next_tok(&p, key, sizeof key)) return true;
     if (strcmp(key, "input") == 0) {
         if (c->nin >= GE_MAX_IN || (c->seen & F_OP)) return false;
