@@ -347,6 +347,62 @@ static inline double bench_stream_sum_f32(const float *restrict b, size_t n, int
     return total;
 }
 
+/* FMA peak reference: `iters` iterations of 12 independent F32 FMA chains
+ * (8 lanes each when compiled with AVX2+FMA; enough chains to cover the FMA
+ * latency on two pipes) on every thread. Returns the FLOPs done (2 per FMA
+ * lane); divide by the elapsed time for the machine's F32 FMA peak at that
+ * thread count, the denominator of the conv benchmarks' "of peak" ratios.
+ * Without AVX2+FMA it runs the same loop on scalars (a portable lower
+ * bound). */
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+static inline double bench_fma_peak_flops(long iters, int threads) {
+    double chk = 0.0;
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) reduction(+ : chk)
+#endif
+    {
+#if defined(__AVX2__) && defined(__FMA__)
+        const __m256 b = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-4f);
+        __m256 a0 = _mm256_set1_ps(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+        for (long i = 0; i < iters; i++) {
+            a0 = _mm256_fmadd_ps(a0, b, c); a1 = _mm256_fmadd_ps(a1, b, c);
+            a2 = _mm256_fmadd_ps(a2, b, c); a3 = _mm256_fmadd_ps(a3, b, c);
+            a4 = _mm256_fmadd_ps(a4, b, c); a5 = _mm256_fmadd_ps(a5, b, c);
+            a6 = _mm256_fmadd_ps(a6, b, c); a7 = _mm256_fmadd_ps(a7, b, c);
+            a8 = _mm256_fmadd_ps(a8, b, c); a9 = _mm256_fmadd_ps(a9, b, c);
+            a10 = _mm256_fmadd_ps(a10, b, c); a11 = _mm256_fmadd_ps(a11, b, c);
+            __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5),
+                             "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
+        }
+        __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                 _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+        s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+        float o[8];
+        _mm256_storeu_ps(o, s);
+        chk += (double)o[0];
+#else
+        float a[12] = {0};
+        for (long i = 0; i < iters; i++)
+            for (int j = 0; j < 12; j++) a[j] = a[j] * 0.9999f + 1e-4f;
+        for (int j = 0; j < 12; j++) chk += (double)a[j];
+#endif
+    }
+    bench_escape(&chk);
+    int nt = 1;
+#ifdef _OPENMP
+    nt = threads;
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+    return (double)iters * 12.0 * 16.0 * nt;
+#else
+    return (double)iters * 12.0 * 2.0 * nt;
+#endif
+}
+
 /* ------------------------------------------------------------------ the driver */
 /* One measured operation. fn(ctx) runs it once and returns 0, or non-zero on
  * failure (the driver then stops and returns that value). `bytes` is the

@@ -163,6 +163,11 @@ extern const mft__kernel_def mft__kernels_softmax[];
 extern const mft__kernel_def mft__kernels_pad[];
 extern const mft__kernel_def mft__kernels_gemm[];
 extern const mft__kernel_def mft__kernels_norm[];
+extern const mft__kernel_def mft__kernels_norm_backward[];
+extern const mft__kernel_def mft__kernels_pool_more[];
+extern const mft__kernel_def mft__kernels_conv[];
+extern const mft__kernel_def mft__kernels_conv_fast[];
+extern const mft__kernel_def mft__kernels_resize[];
 
 const char *mft__op_name(mft__op_id op);
 

@@ -1,0 +1,131 @@
+/* mft/pool.h — pooling: max / avg pools in 1-D, 2-D and 3-D, adaptive
+ * pools, and their backward functions; dispatched by (op, format, dtype)
+ * (mft/dispatch.h). Results and input gradients are packed in the input's
+ * tag (SPEC §4, §5). Ownership and NULL propagation as in mft/tensor.h. */
+#ifndef MFT_POOL_H
+#define MFT_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "mft/dispatch.h"
+#include "mft/export.h"
+#include "mft/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Parameters of 2-D pooling kernels (what a registered max_pool2d /
+ * avg_pool2d kernel receives in mft_kernel_args.params). Output sizes:
+ * out = floor_or_ceil((in + 2*pad - dilation*(kernel-1) - 1) / stride) + 1,
+ * with PyTorch's ceil_mode rule (the last window must start inside the input
+ * or its left padding). */
+typedef struct mft_pool2d_params {
+    int64_t kernel[2], stride[2], padding[2], dilation[2];
+    bool ceil_mode;
+    bool count_include_pad;   /* avg only */
+    int64_t divisor_override; /* avg only; 0 = none */
+} mft_pool2d_params;
+
+/* Max pooling over (H, W) of an (N,C,H,W) or (C,H,W) tensor, F32 or F64.
+ * stride NULL or zeros = kernel; padding <= kernel/2; dilation >= 1.
+ * NaN propagates. Result packed in x's tag. Errors name the values. */
+MFT_API mft_tensor *mft_max_pool2d(const mft_tensor *x, const int64_t kernel[2],
+                                   const int64_t stride[2], const int64_t padding[2],
+                                   const int64_t dilation[2], bool ceil_mode);
+/* The same, also returning (new reference in *indices) the flat index
+ * h*W + w of each maximum within its (n, c) plane, I64, laid out like the
+ * result (PyTorch's return_indices). */
+MFT_API mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64_t kernel[2],
+                                                const int64_t stride[2], const int64_t padding[2],
+                                                const int64_t dilation[2], bool ceil_mode,
+                                                mft_tensor **indices);
+/* Average pooling (PyTorch's semantics for count_include_pad and
+ * divisor_override; 0 = no override). */
+MFT_API mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2],
+                                   const int64_t stride[2], const int64_t padding[2],
+                                   bool ceil_mode, bool count_include_pad,
+                                   int64_t divisor_override);
+
+
+
+/* Backward of max pooling (any of the max pools below, 1d/2d/3d and
+ * adaptive): grad_x[n, c, i] = sum of grad_out over the windows whose
+ * maximum was at flat spatial index i (indices as returned by the
+ * *_with_indices forward). x gives the input's sizes, dtype and format;
+ * grad_x is packed in x's tag (SPEC §5). grad_out and indices must have the
+ * forward result's sizes. */
+MFT_API mft_tensor *mft_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                            const mft_tensor *indices);
+/* Backward of avg_pool2d with the forward's parameters. */
+MFT_API mft_tensor *mft_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                            const int64_t kernel[2], const int64_t stride[2],
+                                            const int64_t padding[2], bool ceil_mode,
+                                            bool count_include_pad, int64_t divisor_override);
+
+/* 1-D pools of (N, C, L) or (C, L) tensors (PyTorch runs them as 2-D pools
+ * with H = 1; so do we). Indices are flat positions l. */
+MFT_API mft_tensor *mft_max_pool1d(const mft_tensor *x, const int64_t kernel[1],
+                                   const int64_t stride[1], const int64_t padding[1],
+                                   const int64_t dilation[1], bool ceil_mode);
+MFT_API mft_tensor *mft_max_pool1d_with_indices(const mft_tensor *x, const int64_t kernel[1],
+                                                const int64_t stride[1], const int64_t padding[1],
+                                                const int64_t dilation[1], bool ceil_mode,
+                                                mft_tensor **indices);
+MFT_API mft_tensor *mft_max_pool1d_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                            const mft_tensor *indices);
+MFT_API mft_tensor *mft_avg_pool1d(const mft_tensor *x, const int64_t kernel[1],
+                                   const int64_t stride[1], const int64_t padding[1],
+                                   bool ceil_mode, bool count_include_pad);
+MFT_API mft_tensor *mft_avg_pool1d_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                            const int64_t kernel[1], const int64_t stride[1],
+                                            const int64_t padding[1], bool ceil_mode,
+                                            bool count_include_pad);
+
+/* 3-D pools of (N, C, D, H, W) or (C, D, H, W) tensors; results packed in
+ * x's tag (CHANNELS_LAST_3D stays NDHWC). Indices are flat d*H*W + h*W + w. */
+typedef struct mft_pool3d_params {
+    int64_t kernel[3], stride[3], padding[3], dilation[3];
+    bool ceil_mode;
+    bool count_include_pad;   /* avg only */
+    int64_t divisor_override; /* avg only; 0 = none */
+} mft_pool3d_params;
+MFT_API mft_tensor *mft_max_pool3d(const mft_tensor *x, const int64_t kernel[3],
+                                   const int64_t stride[3], const int64_t padding[3],
+                                   const int64_t dilation[3], bool ceil_mode);
+MFT_API mft_tensor *mft_max_pool3d_with_indices(const mft_tensor *x, const int64_t kernel[3],
+                                                const int64_t stride[3], const int64_t padding[3],
+                                                const int64_t dilation[3], bool ceil_mode,
+                                                mft_tensor **indices);
+MFT_API mft_tensor *mft_max_pool3d_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                            const mft_tensor *indices);
+MFT_API mft_tensor *mft_avg_pool3d(const mft_tensor *x, const int64_t kernel[3],
+                                   const int64_t stride[3], const int64_t padding[3],
+                                   bool ceil_mode, bool count_include_pad,
+                                   int64_t divisor_override);
+MFT_API mft_tensor *mft_avg_pool3d_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                            const int64_t kernel[3], const int64_t stride[3],
+                                            const int64_t padding[3], bool ceil_mode,
+                                            bool count_include_pad, int64_t divisor_override);
+
+/* Adaptive pools of (N, C, H, W) or (C, H, W) tensors to out[0] x out[1]
+ * (each >= 1): window i covers [floor(i*in/out), ceil((i+1)*in/out)).
+ * Results packed in x's tag. */
+typedef struct mft_adaptive_pool_params {
+    int64_t out[3]; /* 2 used by the 2-D pools */
+} mft_adaptive_pool_params;
+MFT_API mft_tensor *mft_adaptive_avg_pool2d(const mft_tensor *x, const int64_t out[2]);
+MFT_API mft_tensor *mft_adaptive_avg_pool2d_backward(const mft_tensor *grad_out,
+                                                     const mft_tensor *x);
+MFT_API mft_tensor *mft_adaptive_max_pool2d(const mft_tensor *x, const int64_t out[2]);
+MFT_API mft_tensor *mft_adaptive_max_pool2d_with_indices(const mft_tensor *x,
+                                                         const int64_t out[2],
+                                                         mft_tensor **indices);
+MFT_API mft_tensor *mft_adaptive_max_pool2d_backward(const mft_tensor *grad_out,
+                                                     const mft_tensor *x,
+                                                     const mft_tensor *indices);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
