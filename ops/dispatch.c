@@ -19,10 +19,13 @@ const char *mft__op_name(mft__op_id op) {
     return (unsigned)op < MFT__OP_COUNT ? op_names[op] : "invalid";
 }
 
+/* Searched in this order, first match wins: a family's fast-kernel table
+ * comes before its reference table, so a reference kernel registered under
+ * the same key only serves as documentation and fallback. */
 static const mft__kernel_def *const builtin_tables[] = {
     mft__kernels_pool,      mft__kernels_pool_more,     mft__kernels_softmax,
     mft__kernels_pad,       mft__kernels_gemm,          mft__kernels_norm,
-    mft__kernels_norm_backward, mft__kernels_conv,      mft__kernels_conv_fast,
+    mft__kernels_norm_backward, mft__kernels_conv_fast, mft__kernels_conv,
     mft__kernels_resize};
 
 /* ---------------------------------------------------------------- user kernels */
