@@ -5,7 +5,9 @@
 # (Release, -march=native) and runs bench/compare_pytorch.py, which interleaves
 # PyTorch timings with runs of the C benchmarks -- bench_copy (copy, NCHW<->NHWC
 # conversion) and bench_elementwise (relu, x*2.5, x+y, x+bias, in-place/out,
-# non-dense operands, sums, per-call time) -- and prints medians and ratios.
+# non-dense operands, sums, per-call time) -- and, through bench/compare_cnn.py,
+# the CNN operator benches (conv, pool, norm, resize, gemm) -- and prints
+# medians and ratios.
 # Extra arguments go to compare_pytorch.py (e.g. --rounds 9, --benches copy).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,6 +22,8 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMFT_BUILD_BENCH=ON >/dev
 cmake --build "$BUILD_DIR" -j "$MFT_JOBS"
 
 section "mft vs PyTorch 1.13"
-/usr/bin/python3 bench/compare_pytorch.py \
-    --bench "$BUILD_DIR/bench/bench_copy" \
-    --bench "$BUILD_DIR/bench/bench_elementwise" "$@"
+benches=()
+for b in "$BUILD_DIR"/bench/bench_*; do
+    [[ -x $b && -f $b ]] && benches+=(--bench "$b")
+done
+/usr/bin/python3 bench/compare_pytorch.py "${benches[@]}" "$@"

@@ -29,6 +29,12 @@ sums; 1.00 = as fast as the plain loop moving the same bytes), ours/memcpy
 (1x4x4x4) time --calls calls per sample on both sides (PyTorch from a Python
 loop) and report the median time per call.
 
+The CNN operator benches (bench_conv, bench_pool, bench_norm, bench_resize,
+bench_gemm: GFLOP/s against the FMA peak, GB/s against STREAM) run through
+bench/compare_cnn.py with the same --threads/--rounds/--reps: name them with
+--bench PATH or --benches conv,pool,...; without --bench/--benches every
+built bench of both kinds runs.
+
 Extending it: a later benchmark adds a CBench (its binary and reference keys)
 to C_BENCHES and Entry objects to ENTRIES; each Entry names the C bench and
 the key of its matching case in that bench's JSON, plus a setup function that
@@ -815,7 +821,7 @@ def bench_of_path(path: str) -> Optional[str]:
 
 
 # --------------------------------------------------------------------------- main
-def main() -> int:
+def main_copy_elementwise(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(
         description="mft vs PyTorch side by side: copy / NCHW<->NHWC conversion "
                     "(bench_copy) and elementwise ops (bench_elementwise)",
@@ -844,7 +850,7 @@ def main() -> int:
     ap.add_argument("--tiny", type=parse_dims, default=TINY_SIZE,
                     help="tensor size of the per-call entries, default %s" % dims_str(TINY_SIZE))
     ap.add_argument("--json-out", help="write every per-round median and the summary here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.rounds < 1 or args.reps < 1 or args.calls < 1 or \
             min(args.warmup, args.pre, args.retries) < 0:
         ap.error("--rounds/--reps/--calls must be >= 1, --warmup/--pre/--retries >= 0")
@@ -992,6 +998,82 @@ def main() -> int:
         with open(args.json_out, "w") as f:
             json.dump(doc, f, indent=1)
     return 0
+
+
+# --------------------------------------------------------------------------- CNN operators
+CNN_FAMILIES = ("conv", "pool", "norm", "resize", "gemm")
+
+
+def split_argv(argv: List[str]):
+    """Separates the CNN benches (bench/compare_cnn.py: conv, pool, norm,
+    resize, gemm) from copy/elementwise ones. Returns (argv for this script,
+    argv for compare_cnn.py or None, whether copy/elementwise should run)."""
+    mine, cnn, shared = [], [], []
+    explicit_cnn = explicit_mine = False
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        key, val = (a.split("=", 1) + [None])[:2] if a.startswith("--") else (a, None)
+        takes = key in ("--bench", "--benches", "--threads", "--rounds", "--reps", "--json-out",
+                        "--warmup", "--pre", "--retries", "--size", "--calls", "--tiny")
+        if takes and val is None:
+            i += 1
+            val = argv[i] if i < len(argv) else ""
+        if key == "--bench":
+            fam = os.path.basename(val)[len("bench_"):] if \
+                os.path.basename(val).startswith("bench_") else ""
+            if fam in CNN_FAMILIES:
+                cnn += ["--bench", val]
+                explicit_cnn = True
+            else:
+                mine += ["--bench", val]
+                explicit_mine = True
+        elif key == "--benches":
+            names = [n for n in val.split(",") if n]
+            c = [n for n in names if n in CNN_FAMILIES]
+            m = [n for n in names if n not in CNN_FAMILIES]
+            if c:
+                cnn += ["--benches", ",".join(c)]
+                explicit_cnn = True
+            if m:
+                mine += ["--benches", ",".join(m)]
+                explicit_mine = True
+        elif key in ("--threads", "--rounds", "--reps"):
+            shared += [key, val]
+        elif takes:
+            mine += [key, val]
+        else:
+            mine.append(a)
+        i += 1
+    explicit = explicit_cnn or explicit_mine
+    run_mine = explicit_mine or not explicit
+    run_cnn = explicit_cnn or not explicit
+    return mine + shared, (cnn + shared if run_cnn else None), run_mine
+
+
+def main() -> int:
+    """copy / elementwise here; conv, pool, norm, resize and gemm through
+    bench/compare_cnn.py (same --threads/--rounds/--reps). Without --bench or
+    --benches every built bench of both kinds runs."""
+    mine, cnn, run_mine = split_argv(sys.argv[1:])
+    rc = main_copy_elementwise(mine) if run_mine else 0
+    if cnn is not None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "compare_cnn", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "compare_cnn.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        saved = sys.argv
+        sys.argv = [saved[0]] + cnn
+        try:
+            rc2 = mod.main()
+        finally:
+            sys.argv = saved
+        if rc2 == 2 and "--bench" not in cnn and "--benches" not in cnn:
+            rc2 = 0     # none built: only the copy/elementwise benches exist in this build
+        rc = rc or rc2
+    return rc
 
 
 if __name__ == "__main__":

@@ -1,3 +1,1166 @@
-/* ops/conv_fast.c — placeholder kernel table (being written). */
+/* ops/conv_fast.c — fast F32 convolution kernels (2-D and 3-D; forward,
+ * backward_input, backward_weight) for the CHANNELS_LAST(_3D) and CONTIGUOUS
+ * formats, registered in mft__kernels_conv_fast (searched before the
+ * reference kernels of ops/conv.c). The kernel interface is mft_conv_params
+ * (mft/conv.h). Everything runs on a 3-D geometry (2-D: D = OD = KD = 1).
+ *
+ * Structure (top to bottom): geometry, the inner kernels (included from
+ * ops/conv_fast_kernels.h: 6x16 micro-kernels, AVX2/FMA and portable C of the
+ * same tiling; depthwise pixel kernels; 8x8 transpose), the
+ * indirect-convolution driver shared by
+ * forward and backward_input, the backward_weight driver, depthwise kernels,
+ * plain direct loops (the fallback when a scratch allocation fails), the
+ * NCHW wrappers and the kernel table.
+ *
+ * Note [Indirect convolution]
+ * NHWC forward: the output pixels (n, od, oh, ow), flattened, are cut into
+ * tiles of 6; for each tile and kernel tap the 6 input pixels it reads are
+ * looked up once (a pointer to the pixel's channel vector of the group, or
+ * to a zero vector when the tap falls into padding), taps where all 6 are
+ * padding are dropped. The micro-kernel then runs, for each 16-wide block of
+ * output channels, over (tap, c_in): broadcast 6 inputs, load 16 packed
+ * weights (packed [group][co block][tap][ci][16], zero padded in co), 12
+ * FMAs into 12 ymm accumulators initialised with the bias. Edge tiles (fewer
+ * than 6 pixels or 16 channels) are written to a scratch tile and copied.
+ * backward_input is the same kernel with the roles swapped: for each grad_x
+ * pixel and tap, the grad_y pixel that read it (or the zero vector), weights
+ * packed [group][ci block][tap][co][16].
+ * Work items are fixed groups of 8 tiles (mft__parallel_for), so every output
+ * element is computed by the same instruction sequence at any thread count.
+ *
+ * Note [backward_weight]
+ * Work items are (group, 16-wide block of c_out); an item owns its slice of
+ * grad_w (accumulated in a scratch buffer [tap][ci block of 6][6][16]) and
+ * sums over every (n, output row) in order: for each tap, the contiguous run
+ * of output columns whose input column is inside the image is one call of a
+ * 6x16 micro-kernel (broadcast 6 x channels, load 16 grad_y channels) with
+ * the accumulators loaded from and stored to the scratch tile. c_in edges
+ * repeat the last valid channel (results discarded); grad_y with c_out per
+ * group not a multiple of 16 is copied to a zero-padded scratch first.
+ *
+ * Note [NCHW kernels]
+ * The CONTIGUOUS kernels transpose their input activations into an NHWC
+ * scratch buffer (8x8 AVX transposes; skipped when C == 1, where both
+ * layouts coincide) and run the NHWC path, which writes the NCHW result
+ * directly: each work item computes into a small pixel-major buffer that is
+ * transposed into the output (forward and backward_input); backward_weight
+ * transposes grad_y and x. This is the kernels' internal choice (the
+ * dispatcher does no conversion and counts none).
+ *
+ * Note [Depthwise kernels]
+ * groups == C_in (one input channel per group, any multiplier; this also
+ * covers C_in = 1, groups = 1, the first layer of a CNN) runs separate
+ * channel-vectorised kernels: forward / backward_input per dst pixel, over
+ * its in-image taps (a per-row tap table; interior pixels reuse the row's
+ * list shifted; pairs of interior pixels share the weight loads), 32
+ * channels per register block, streaming stores for big NHWC outputs;
+ * backward_weight sums over 16 fixed chunks of output rows into per-chunk
+ * partials (each tap's run of columns accumulated in registers) that are
+ * added in chunk order. F64 has no fast kernels (the reference runs).
+ * If any scratch allocation fails, the kernels run plain direct loops. */
+#include <string.h>
+#include "mft/conv.h"
 #include "ops_internal.h"
-const mft__kernel_def mft__kernels_conv_fast[] = {{.fn = NULL}};
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define CF_AVX2 1
+#define CF_SFX  "avx2_6x16"
+#else
+#define CF_AVX2 0
+#define CF_SFX  "c6x16"
+#endif
+
+/* For tests: force the portable micro-kernels / the direct loops. */
+void mft__conv_fast_set_mode(int mode);
+static int cf_mode = 0; /* 0 normal, 1 portable micro-kernels, 2 direct loops */
+void mft__conv_fast_set_mode(int mode) { cf_mode = mode; }
+
+#define TILE_M         6
+#define TILE_N         16
+#define TILES_PER_ITEM 8
+
+/* ---------------------------------------------------------------- geometry */
+typedef struct cgeom {
+    int64_t N, Cin, Cout, G, Cgi, Cgo;
+    int64_t D, H, W, OD, OH, OW;
+    int64_t K[3], T;
+    int64_t s[3], p[3], d[3];
+    int64_t ws[5]; /* weight strides (co, ci, kd, kh, kw) in elements */
+    const float *w;
+    const float *bias; /* NULL or element 0 of the bias */
+    int64_t bstride;
+} cgeom;
+
+/* a: activation with the input spatial sizes; o: with the output sizes. */
+static cgeom geom_of(const mft_kernel_args *a, const mft_tensor *in_sp, const mft_tensor *out_sp,
+                     const mft_tensor *w) {
+    const mft_conv_params *p = a->params;
+    cgeom g;
+    memset(&g, 0, sizeof g);
+    const int ns = p->nspatial, off = 3 - ns;
+    g.N = in_sp->sizes[0];
+    g.Cout = w->sizes[0];
+    g.G = p->groups;
+    g.Cgi = w->sizes[1];
+    g.Cin = g.Cgi * g.G;
+    g.Cgo = g.Cout / g.G;
+    int64_t isz[3] = {1, 1, 1}, osz[3] = {1, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        g.K[i] = 1;
+        g.s[i] = 1;
+        g.d[i] = 1;
+        g.ws[2 + i] = 0;
+    }
+    for (int i = 0; i < ns; i++) {
+        isz[off + i] = in_sp->sizes[2 + i];
+        osz[off + i] = out_sp->sizes[2 + i];
+        g.K[off + i] = w->sizes[2 + i];
+        g.s[off + i] = p->stride[i];
+        g.p[off + i] = p->padding[i];
+        g.d[off + i] = p->dilation[i];
+        g.ws[2 + off + i] = w->strides[2 + i];
+    }
+    g.ws[0] = w->strides[0];
+    g.ws[1] = w->strides[1];
+    g.D = isz[0], g.H = isz[1], g.W = isz[2];
+    g.OD = osz[0], g.OH = osz[1], g.OW = osz[2];
+    g.T = g.K[0] * g.K[1] * g.K[2];
+    g.w = (const float *)(const void *)mft__tensor_ptr(w);
+    g.bias = p->bias ? (const float *)(const void *)mft__tensor_ptr(p->bias) : NULL;
+    g.bstride = p->bias ? p->bias->strides[0] : 0;
+    return g;
+}
+
+static inline float wval(const cgeom *g, int64_t co, int64_t ci, int64_t t) {
+    const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1], kd = t / (g->K[2] * g->K[1]);
+    return g->w[co * g->ws[0] + ci * g->ws[1] + kd * g->ws[2] + kh * g->ws[3] + kw * g->ws[4]];
+}
+static inline float bval(const cgeom *g, int64_t c) {
+    return g->bias ? g->bias[c * g->bstride] : 0.0f;
+}
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Output positions [lo, hi) of a row whose input position o*s + off lies in [0, n). */
+static inline void valid_range(int64_t on, int64_t n, int64_t s, int64_t off, int64_t *lo,
+                               int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t h = n - 1 - off < 0 ? 0 : (n - 1 - off) / s + 1;
+    *lo = l;
+    *hi = h < on ? h : on;
+    if (*hi < *lo) *hi = *lo;
+}
+
+#include "conv_fast_kernels.h"
+
+/* ---------------------------------------------------------------- indirect driver
+ * Shapes (NHWC, packed): src (N, sD, sH, sW, srcC); dst (N, dD, dH, dW, dstC).
+ * Forward: src = x, dst = y, K = Cgi, M = Cgo. backward_input: src = grad_y,
+ * dst = grad_x, K = Cgo, M = Cgi. */
+typedef struct ind_job {
+    const cgeom *g;
+    bool bwd;
+    const float *src;
+    float *dst;
+    const float *wp;   /* [G][nb][T][K][16] */
+    const float *bpad; /* [G][nb*16] */
+    const float *zero; /* >= K zeros */
+    int64_t K, M, nb, srcC, dstC;
+    int64_t sD, sH, sW, dD, dH, dW;
+    int64_t P, ntiles, nitems;
+    ind_micro_fn micro;
+    bool identity; /* every dst pixel reads the same src pixel, one tap */
+    bool onchw; /* dst is NCHW (N, dstC, dS): items go through a pixel-major buffer */
+    int64_t dS;
+} ind_job;
+
+/* Element c of dst pixel q. */
+static inline float *ind_dst(const ind_job *j, int64_t q, int64_t c) {
+    if (!j->onchw) return j->dst + q * j->dstC + c;
+    return j->dst + ((q / j->dS) * j->dstC + c) * j->dS + q % j->dS;
+}
+
+/* The src pixel (flat index) tap t of dst pixel q reads, or -1. */
+static inline int64_t ind_src_pixel(const ind_job *j, int64_t q, int64_t t) {
+    const cgeom *g = j->g;
+    int64_t c = q % j->dW, r = q / j->dW;
+    int64_t b = r % j->dH;
+    r /= j->dH;
+    int64_t a = r % j->dD, n = r / j->dD;
+    const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1], kd = t / (g->K[2] * g->K[1]);
+    const int64_t pos[3] = {a, b, c}, kk[3] = {kd, kh, kw}, ssz[3] = {j->sD, j->sH, j->sW};
+    int64_t sp[3];
+    for (int i = 0; i < 3; i++) {
+        if (!j->bwd) {
+            sp[i] = pos[i] * g->s[i] - g->p[i] + kk[i] * g->d[i];
+        } else {
+            int64_t v = pos[i] + g->p[i] - kk[i] * g->d[i];
+            if (v < 0 || v % g->s[i]) return -1;
+            sp[i] = v / g->s[i];
+        }
+        if (sp[i] < 0 || sp[i] >= ssz[i]) return -1;
+    }
+    return ((n * j->sD + sp[0]) * j->sH + sp[1]) * j->sW + sp[2];
+}
+
+static void ind_range(void *ctx, int64_t begin, int64_t end) {
+    const ind_job *j = ctx;
+    const cgeom *g = j->g;
+    const int64_t T = g->T, K = j->K;
+    int64_t *pix = mft__alloc((size_t)(TILES_PER_ITEM * T * TILE_M) * sizeof(int64_t), 64);
+    int32_t *taps = mft__alloc((size_t)(TILES_PER_ITEM * T) * sizeof(int32_t), 64);
+    const float **ptrs = mft__alloc((size_t)(TILES_PER_ITEM * T * TILE_M) * sizeof(float *), 64);
+    float *ibuf = j->onchw
+                      ? mft__alloc((size_t)(TILES_PER_ITEM * TILE_M * j->dstC) * sizeof(float), 64)
+                      : NULL;
+    if (!pix || !taps || !ptrs || (j->onchw && !ibuf)) {
+        /* out of memory: plain loops per element */
+        mft__free(pix);
+        mft__free(taps);
+        mft__free(ptrs);
+        mft__free(ibuf);
+        pix = NULL;
+        ibuf = NULL;
+    }
+    float tmp[TILE_M * TILE_N];
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t t0 = it * TILES_PER_ITEM;
+        const int64_t t1 = t0 + TILES_PER_ITEM < j->ntiles ? t0 + TILES_PER_ITEM : j->ntiles;
+        if (!pix) {
+            /* direct fallback for this item: scalar per element */
+            for (int64_t q = t0 * TILE_M; q < t1 * TILE_M && q < j->P; q++)
+                for (int64_t gg = 0; gg < g->G; gg++)
+                    for (int64_t m = 0; m < j->M; m++) {
+                        float acc = j->bpad[gg * j->nb * TILE_N + m];
+                        for (int64_t t = 0; t < T; t++) {
+                            int64_t sp = ind_src_pixel(j, q, t);
+                            if (sp < 0) continue;
+                            const float *a = j->src + sp * j->srcC + gg * K;
+                            const float *w = j->wp +
+                                             ((gg * j->nb + m / TILE_N) * T + t) * K * TILE_N +
+                                             m % TILE_N;
+                            for (int64_t k = 0; k < K; k++) acc += a[k] * w[k * TILE_N];
+                        }
+                        *ind_dst(j, q, gg * j->M + m) = acc;
+                    }
+            continue;
+        }
+        int64_t nu[TILES_PER_ITEM];
+        const int64_t ssz[3] = {j->sD, j->sH, j->sW};
+        for (int64_t tl = t0; tl < t1; tl++) {
+            const int64_t li = tl - t0;
+            int64_t *px = pix + li * T * TILE_M;
+            int32_t *tp = taps + li * T;
+            if (j->identity) { /* 1x1, stride 1, no padding: src pixel = dst pixel */
+                for (int i = 0; i < TILE_M; i++) {
+                    const int64_t q = tl * TILE_M + i;
+                    px[i] = q < j->P ? q : -1;
+                }
+                tp[0] = 0;
+                nu[li] = 1;
+                continue;
+            }
+            /* the tile's pixels: image base and (d, h, w) positions */
+            int64_t base[TILE_M], pos[TILE_M][3];
+            bool pv[TILE_M];
+            for (int i = 0; i < TILE_M; i++) {
+                const int64_t q = tl * TILE_M + i;
+                pv[i] = q < j->P;
+                int64_t r = q, c = r % j->dW;
+                r /= j->dW;
+                int64_t b = r % j->dH;
+                r /= j->dH;
+                pos[i][0] = r % j->dD;
+                pos[i][1] = b;
+                pos[i][2] = c;
+                base[i] = (r / j->dD) * j->sD;
+            }
+            int64_t u = 0, kk[3] = {0, 0, 0};
+            for (int64_t t = 0; t < T; t++) {
+                bool any = false;
+                for (int i = 0; i < TILE_M; i++) {
+                    int64_t sp = -1;
+                    if (pv[i]) {
+                        int64_t v[3];
+                        bool ok = true;
+                        for (int dd = 0; dd < 3; dd++) {
+                            if (!j->bwd) {
+                                v[dd] = pos[i][dd] * g->s[dd] - g->p[dd] + kk[dd] * g->d[dd];
+                            } else {
+                                int64_t w = pos[i][dd] + g->p[dd] - kk[dd] * g->d[dd];
+                                if (g->s[dd] != 1) {
+                                    if (w < 0 || w % g->s[dd]) ok = false;
+                                    w /= g->s[dd];
+                                }
+                                v[dd] = w;
+                            }
+                            ok &= v[dd] >= 0 && v[dd] < ssz[dd];
+                        }
+                        if (ok) sp = ((base[i] + v[0]) * j->sH + v[1]) * j->sW + v[2];
+                    }
+                    px[u * TILE_M + i] = sp;
+                    any |= sp >= 0;
+                }
+                if (any) tp[u++] = (int32_t)t;
+                if (++kk[2] == g->K[2]) {
+                    kk[2] = 0;
+                    if (++kk[1] == g->K[1]) {
+                        kk[1] = 0;
+                        kk[0]++;
+                    }
+                }
+            }
+            nu[li] = u;
+        }
+        for (int64_t gg = 0; gg < g->G; gg++) {
+            for (int64_t tl = t0; tl < t1; tl++) {
+                const int64_t li = tl - t0;
+                const int64_t *px = pix + li * T * TILE_M;
+                const float **pt = ptrs + li * T * TILE_M;
+                for (int64_t k = 0; k < nu[li] * TILE_M; k++)
+                    pt[k] = px[k] >= 0 ? j->src + px[k] * j->srcC + gg * K : j->zero;
+            }
+            for (int64_t cb = 0; cb < j->nb; cb++) {
+                const float *wg = j->wp + (gg * j->nb + cb) * T * K * TILE_N;
+                const float *b16 = j->bpad + (gg * j->nb + cb) * TILE_N;
+                const int64_t cols = j->M - cb * TILE_N < TILE_N ? j->M - cb * TILE_N : TILE_N;
+                for (int64_t tl = t0; tl < t1; tl++) {
+                    const int64_t li = tl - t0;
+                    const int64_t q0 = tl * TILE_M;
+                    const int64_t rows = j->P - q0 < TILE_M ? j->P - q0 : TILE_M;
+                    float *out =
+                        (ibuf ? ibuf + (q0 - t0 * TILE_M) * j->dstC : j->dst + q0 * j->dstC) +
+                        gg * j->M + cb * TILE_N;
+                    const float *const *pt = ptrs + li * T * TILE_M;
+                    if (rows == TILE_M && cols == TILE_N) {
+                        j->micro(nu[li], taps + li * T, K, pt, wg, b16, out, j->dstC);
+                    } else {
+                        j->micro(nu[li], taps + li * T, K, pt, wg, b16, tmp, TILE_N);
+                        for (int64_t i = 0; i < rows; i++)
+                            memcpy(out + i * j->dstC, tmp + i * TILE_N,
+                                   (size_t)cols * sizeof(float));
+                    }
+                }
+            }
+        }
+        if (ibuf) { /* pixel-major item buffer -> NCHW, one run per image */
+            const int64_t qa = t0 * TILE_M, qb = t1 * TILE_M < j->P ? t1 * TILE_M : j->P;
+            for (int64_t q = qa; q < qb;) {
+                const int64_t n = q / j->dS, s0 = q % j->dS;
+                const int64_t len = qb - q < j->dS - s0 ? qb - q : j->dS - s0;
+                tr_block(ibuf + (q - qa) * j->dstC, j->dstC, j->dst + n * j->dstC * j->dS + s0,
+                         j->dS, len, j->dstC);
+                q += len;
+            }
+        }
+    }
+    if (pix) {
+        mft__free(pix);
+        mft__free(taps);
+        mft__free(ptrs);
+        mft__free(ibuf);
+    }
+}
+
+typedef struct pack_job {
+    const cgeom *g;
+    bool bwd;
+    float *wp;
+    int64_t K, M, nb;
+} pack_job;
+
+static void pack_range(void *ctx, int64_t begin, int64_t end) {
+    const pack_job *pj = ctx;
+    const cgeom *g = pj->g;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t gg = it / pj->nb, cb = it % pj->nb;
+        float *o = pj->wp + it * g->T * pj->K * TILE_N;
+        for (int64_t t = 0; t < g->T; t++)
+            for (int64_t k = 0; k < pj->K; k++, o += TILE_N)
+                for (int j = 0; j < TILE_N; j++) {
+                    const int64_t m = cb * TILE_N + j;
+                    float v = 0.0f;
+                    if (m < pj->M)
+                        v = pj->bwd ? wval(g, gg * g->Cgo + k, m, t)
+                                    : wval(g, gg * g->Cgo + m, k, t);
+                    o[j] = v;
+                }
+    }
+}
+
+static void direct_nhwc(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                        const int64_t *gws);
+
+/* Forward (bwd = false) or backward_input (bwd = true): src NHWC, dst NHWC
+ * or (onchw) NCHW. False (nothing written) when onchw and scratch memory
+ * is missing; NHWC runs the direct loops then. */
+static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, bool onchw) {
+    ind_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    j.bwd = bwd;
+    j.src = src;
+    j.dst = dst;
+    j.K = bwd ? g->Cgo : g->Cgi;
+    j.M = bwd ? g->Cgi : g->Cgo;
+    j.nb = cdiv(j.M, TILE_N);
+    j.srcC = bwd ? g->Cout : g->Cin;
+    j.dstC = bwd ? g->Cin : g->Cout;
+    if (!bwd) {
+        j.sD = g->D, j.sH = g->H, j.sW = g->W, j.dD = g->OD, j.dH = g->OH, j.dW = g->OW;
+    } else {
+        j.sD = g->OD, j.sH = g->OH, j.sW = g->OW, j.dD = g->D, j.dH = g->H, j.dW = g->W;
+    }
+    j.P = g->N * j.dD * j.dH * j.dW;
+    j.ntiles = cdiv(j.P, TILE_M);
+    j.nitems = cdiv(j.ntiles, TILES_PER_ITEM);
+    j.micro = pick_ind_micro();
+    j.onchw = onchw;
+    j.dS = j.dD * j.dH * j.dW;
+    j.identity = g->T == 1 && j.sD == j.dD && j.sH == j.dH && j.sW == j.dW;
+    for (int i = 0; i < 3; i++) j.identity &= g->s[i] == 1 && g->p[i] == 0;
+    const size_t wn = (size_t)(g->G * j.nb * g->T * j.K * TILE_N);
+    float *wp = mft__alloc(wn * sizeof(float), 64);
+    float *bpad = mft__alloc((size_t)(g->G * j.nb * TILE_N) * sizeof(float), 64);
+    float *zero = mft__alloc((size_t)(j.K + 16) * sizeof(float), 64);
+    if (!wp || !bpad || !zero || cf_mode == 2) {
+        mft__free(wp);
+        mft__free(bpad);
+        mft__free(zero);
+        if (onchw) return false;
+        direct_nhwc(g, bwd ? 1 : 0, src, NULL, dst, NULL);
+        return true;
+    }
+    memset(zero, 0, (size_t)(j.K + 16) * sizeof(float));
+    for (int64_t gg = 0; gg < g->G; gg++)
+        for (int64_t m = 0; m < j.nb * TILE_N; m++)
+            bpad[gg * j.nb * TILE_N + m] = m < j.M ? bval(g, gg * j.M + m) : 0.0f;
+    pack_job pj = {g, bwd, wp, j.K, j.M, j.nb};
+    mft__parallel_for(0, g->G * j.nb, 1, pack_range, &pj);
+    j.wp = wp;
+    j.bpad = bpad;
+    j.zero = zero;
+    if (j.P > 0) mft__parallel_for(0, j.nitems, 1, ind_range, &j);
+    mft__free(wp);
+    mft__free(bpad);
+    mft__free(zero);
+    return true;
+}
+
+/* ---------------------------------------------------------------- backward_weight
+ * Shapes (NHWC): grad_y (N, OD, OH, OW, Cout) (or the padded copy, channel
+ * stride gs), x (N, D, H, W, Cin); grad_w any strides (gw). */
+typedef struct bw_job {
+    const cgeom *g;
+    const float *gy;
+    int64_t gs; /* grad_y pixel stride */
+    int64_t nbo, nbi;
+    const float *x;
+    const float *gy_src; /* the unpadded grad_y (while padding) */
+    float *gy_pad;
+    float *gw;
+    const int64_t *gws; /* grad_w strides (co, ci, kd, kh, kw) */
+    bw_micro_fn micro;
+} bw_job;
+
+static void bw_range(void *ctx, int64_t begin, int64_t end) {
+    const bw_job *j = ctx;
+    const cgeom *g = j->g;
+    const int64_t T = g->T, nbi = j->nbi;
+    const size_t accn = (size_t)(T * nbi * TILE_M * TILE_N);
+    float *acc = mft__alloc(accn * sizeof(float), 64);
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t gg = it / j->nbo, cb = it % j->nbo;
+        const int64_t cols = g->Cgo - cb * TILE_N < TILE_N ? g->Cgo - cb * TILE_N : TILE_N;
+        if (!acc) {
+            /* direct fallback for this slice */
+            for (int64_t jj = 0; jj < cols; jj++)
+                for (int64_t ci = 0; ci < g->Cgi; ci++)
+                    for (int64_t t = 0; t < T; t++) {
+                        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                      kd = t / (g->K[2] * g->K[1]);
+                        float s = 0.0f;
+                        for (int64_t n = 0; n < g->N; n++)
+                            for (int64_t od = 0; od < g->OD; od++)
+                                for (int64_t oh = 0; oh < g->OH; oh++)
+                                    for (int64_t ow = 0; ow < g->OW; ow++) {
+                                        int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                                        int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                                        int64_t iw = ow * g->s[2] - g->p[2] + kw * g->d[2];
+                                        if (id < 0 || id >= g->D || ih < 0 || ih >= g->H ||
+                                            iw < 0 || iw >= g->W)
+                                            continue;
+                                        int64_t op = ((n * g->OD + od) * g->OH + oh) * g->OW + ow;
+                                        int64_t ip = ((n * g->D + id) * g->H + ih) * g->W + iw;
+                                        s += j->gy[op * j->gs +
+                                                   gg * (j->gs == g->Cout ? g->Cgo
+                                                                          : j->nbo * TILE_N) +
+                                                   cb * TILE_N + jj] *
+                                             j->x[ip * g->Cin + gg * g->Cgi + ci];
+                                    }
+                        j->gw[(gg * g->Cgo + cb * TILE_N + jj) * j->gws[0] + ci * j->gws[1] +
+                              kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] = s;
+                    }
+            continue;
+        }
+        memset(acc, 0, accn * sizeof(float));
+        const int64_t goff = j->gs == g->Cout ? gg * g->Cgo : gg * j->nbo * TILE_N;
+        for (int64_t n = 0; n < g->N; n++)
+            for (int64_t od = 0; od < g->OD; od++)
+                for (int64_t oh = 0; oh < g->OH; oh++) {
+                    const float *gyr = j->gy + ((n * g->OD + od) * g->OH + oh) * g->OW * j->gs +
+                                       goff + cb * TILE_N;
+                    for (int64_t t = 0; t < T; t++) {
+                        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                      kd = t / (g->K[2] * g->K[1]);
+                        const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                        const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                        if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
+                        int64_t lo, hi;
+                        const int64_t off = kw * g->d[2] - g->p[2];
+                        valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
+                        if (hi <= lo) continue;
+                        const float *xr = j->x + ((n * g->D + id) * g->H + ih) * g->W * g->Cin +
+                                          (lo * g->s[2] + off) * g->Cin + gg * g->Cgi;
+                        const int64_t xs = g->s[2] * g->Cin;
+                        for (int64_t ib = 0; ib < nbi; ib++) {
+                            const float *rows[TILE_M];
+                            for (int i = 0; i < TILE_M; i++) {
+                                int64_t ci = ib * TILE_M + i;
+                                if (ci >= g->Cgi) ci = g->Cgi - 1;
+                                rows[i] = xr + ci;
+                            }
+                            j->micro(hi - lo, rows, xs, gyr + lo * j->gs, j->gs,
+                                     acc + (t * nbi + ib) * TILE_M * TILE_N);
+                        }
+                    }
+                }
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                          kd = t / (g->K[2] * g->K[1]);
+            for (int64_t ci = 0; ci < g->Cgi; ci++)
+                for (int64_t jj = 0; jj < cols; jj++)
+                    j->gw[(gg * g->Cgo + cb * TILE_N + jj) * j->gws[0] + ci * j->gws[1] +
+                          kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] =
+                        acc[((t * nbi + ci / TILE_M) * TILE_M + ci % TILE_M) * TILE_N + jj];
+        }
+    }
+    mft__free(acc);
+}
+
+static void bw_pad_range(void *ctx, int64_t begin, int64_t end) {
+    const bw_job *j = ctx;
+    const cgeom *g = j->g;
+    float *dst = j->gy_pad;
+    const float *src = j->gy_src;
+    for (int64_t p = begin; p < end; p++)
+        for (int64_t gg = 0; gg < g->G; gg++)
+            for (int64_t c = 0; c < j->nbo * TILE_N; c++)
+                dst[p * j->gs + gg * j->nbo * TILE_N + c] =
+                    c < g->Cgo ? src[p * g->Cout + gg * g->Cgo + c] : 0.0f;
+}
+
+static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
+                    const int64_t *gws) {
+    bw_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    j.nbo = cdiv(g->Cgo, TILE_N);
+    j.nbi = cdiv(g->Cgi, TILE_M);
+    j.gw = gw;
+    j.gws = gws;
+    j.micro = pick_bw_micro();
+    if (cf_mode == 2) {
+        direct_nhwc(g, 2, gy, x, gw, gws);
+        return;
+    }
+    float *pad = NULL;
+    const int64_t P = g->N * g->OD * g->OH * g->OW;
+    if (g->Cgo % TILE_N) {
+        j.gs = g->G * j.nbo * TILE_N;
+        pad = mft__alloc((size_t)(P * j.gs) * sizeof(float) + 64, 64);
+        if (!pad) {
+            direct_nhwc(g, 2, gy, x, gw, gws);
+            return;
+        }
+        j.gy = pad;
+        j.gy_pad = pad;
+        j.gy_src = gy;
+        mft__parallel_for(0, P, 1024, bw_pad_range, &j);
+    } else {
+        j.gs = g->Cout;
+        j.gy = gy;
+    }
+    j.x = x;
+    mft__parallel_for(0, g->G * j.nbo, 1, bw_range, &j);
+    mft__free(pad);
+}
+
+/* ---------------------------------------------------------------- depthwise
+ * groups == C_in (one input channel per group), multiplier mult = Cgo:
+ * output channel co reads input channel co / mult. NHWC buffers; weights
+ * packed [tap][Cout]. */
+typedef struct dw_job {
+    const cgeom *g;
+    int kind; /* 0 forward, 1 backward_input, 2 backward_weight */
+    const float *a, *b;
+    float *o;
+    const float *wp;
+    const float *bpad; /* bias of the dst channels, packed */
+    float *part;       /* backward_weight: [chunks][T][Cout] */
+    int64_t nchunks, rows;
+    bool onchw; /* forward / backward_input: o is NCHW */
+} dw_job;
+
+/* acc[co] += a[co / mult] * w[co] */
+static inline void dw_fma(float *restrict acc, const float *restrict a, const float *restrict w,
+                          int64_t C, int64_t mult) {
+    if (mult == 1) {
+        for (int64_t c = 0; c < C; c++) acc[c] += a[c] * w[c];
+    } else {
+        for (int64_t c = 0; c < C / mult; c++) {
+            const float av = a[c];
+            float *restrict ac = acc + c * mult;
+            const float *restrict wc = w + c * mult;
+            for (int64_t m = 0; m < mult; m++) ac[m] += av * wc[m];
+        }
+    }
+}
+
+/* One dst row of a depthwise forward / backward_input by plain loops (the
+ * fallback when the row tables cannot be allocated). */
+static void dw_row_direct(const dw_job *j, int64_t r) {
+    const cgeom *g = j->g;
+    const bool bwd = j->kind == 1;
+    const int64_t mult = g->Cgo;
+    const int64_t dH = bwd ? g->H : g->OH, dD = bwd ? g->D : g->OD, dW = bwd ? g->W : g->OW;
+    const int64_t dC = bwd ? g->Cin : g->Cout, sC = bwd ? g->Cout : g->Cin;
+    const int64_t ssz[3] = {bwd ? g->OD : g->D, bwd ? g->OH : g->H, bwd ? g->OW : g->W};
+    const int64_t h = r % dH, dd = (r / dH) % dD, n = r / (dH * dD);
+    const int64_t S = dD * dH * dW, cst = j->onchw ? S : 1, pst = j->onchw ? 1 : dC;
+    float *base = j->onchw ? j->o + n * dC * S + (dd * dH + h) * dW : j->o + r * dW * dC;
+    for (int64_t wcol = 0; wcol < dW; wcol++) {
+        float *o = base + wcol * pst;
+        for (int64_t c = 0; c < dC; c++) o[c * cst] = j->bpad[c];
+        for (int64_t t = 0; t < g->T; t++) {
+            const int64_t kk[3] = {t / (g->K[2] * g->K[1]), (t / g->K[2]) % g->K[1], t % g->K[2]};
+            const int64_t pos[3] = {dd, h, wcol};
+            int64_t sp[3];
+            bool ok = true;
+            for (int i = 0; i < 3; i++) {
+                if (!bwd) {
+                    sp[i] = pos[i] * g->s[i] - g->p[i] + kk[i] * g->d[i];
+                } else {
+                    int64_t v = pos[i] + g->p[i] - kk[i] * g->d[i];
+                    if (v < 0 || v % g->s[i]) ok = false;
+                    sp[i] = v / g->s[i];
+                }
+                ok &= sp[i] >= 0 && sp[i] < ssz[i];
+            }
+            if (!ok) continue;
+            const float *a = j->a + (((n * ssz[0] + sp[0]) * ssz[1] + sp[1]) * ssz[2] + sp[2]) * sC;
+            const float *w = j->wp + t * g->Cout;
+            for (int64_t c = 0; c < dC; c++) {
+                if (!bwd)
+                    o[c * cst] += a[c / mult] * w[c];
+                else
+                    for (int64_t m = 0; m < mult; m++)
+                        o[c * cst] += a[c * mult + m] * w[c * mult + m];
+            }
+        }
+    }
+}
+
+static void dw_range(void *ctx, int64_t begin, int64_t end) {
+    const dw_job *j = ctx;
+    const cgeom *g = j->g;
+    const int64_t mult = g->Cgo, Cin = g->Cin, Cout = g->Cout, T = g->T;
+    /* per-row tap tables (forward / backward_input) */
+    const float **rtab_a = NULL, **rtab_w = NULL;
+    int64_t *rtab_k = NULL;
+    float *rowbuf = NULL;
+    if (j->kind != 2) {
+        const int64_t rowlen = j->kind == 1 ? g->W * Cin : g->OW * Cout;
+        rtab_a = mft__alloc((size_t)T * (2 * sizeof(float *) + sizeof(int64_t)) +
+                                (j->onchw ? (size_t)rowlen * sizeof(float) : 0),
+                            64);
+        if (!rtab_a) {
+            for (int64_t r = begin; r < end; r++) dw_row_direct(j, r);
+            return;
+        }
+        rtab_w = rtab_a + T;
+        rtab_k = (int64_t *)(void *)(rtab_w + T);
+        if (j->onchw) rowbuf = (float *)(void *)(rtab_k + T);
+    }
+    for (int64_t r = begin; r < end; r++) {
+        if (j->kind == 2) {
+            /* chunk r of the (n, od, oh) rows: partial sums [T][Cout] */
+            float *part = j->part + r * T * Cout;
+            memset(part, 0, (size_t)(T * Cout) * sizeof(float));
+            const int64_t r0 = r * j->rows / j->nchunks, r1 = (r + 1) * j->rows / j->nchunks;
+            for (int64_t row = r0; row < r1; row++) {
+                const int64_t oh = row % g->OH, od = (row / g->OH) % g->OD,
+                              n = row / (g->OH * g->OD);
+                for (int64_t t = 0; t < T; t++) {
+                    const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                  kd = t / (g->K[2] * g->K[1]);
+                    const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                    const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                    if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
+                    int64_t lo, hi;
+                    const int64_t off = kw * g->d[2] - g->p[2];
+                    valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
+                    if (hi <= lo) continue;
+                    const float *gy0 = j->a + (row * g->OW + lo) * Cout;
+                    const float *x0 =
+                        j->b + (((n * g->D + id) * g->H + ih) * g->W + lo * g->s[2] + off) * Cin;
+                    float *pt = part + t * Cout;
+                    if (dw_bw_run(pt, x0, g->s[2] * Cin, gy0, Cout, hi - lo, mult)) continue;
+                    for (int64_t ow = lo; ow < hi; ow++) {
+                        /* pt[co] += x[co / mult] * gy[co] */
+                        dw_fma(pt, x0 + (ow - lo) * g->s[2] * Cin, gy0 + (ow - lo) * Cout, Cout,
+                               mult);
+                    }
+                }
+            }
+            continue;
+        }
+        /* forward / backward_input: one dst row (n, d, h). The row's taps
+         * whose (kd, kh) lands inside the source are listed once (source row
+         * pointer, kw, packed weights); each pixel keeps those whose column
+         * is inside, in tap order, in chunks of DW_CHUNK (later chunks
+         * accumulate onto the stored result). */
+        const bool bwd = j->kind == 1;
+        const int64_t dH = bwd ? g->H : g->OH, dD = bwd ? g->D : g->OD, dW = bwd ? g->W : g->OW;
+        const int64_t dC = bwd ? Cin : Cout, sC = bwd ? Cout : Cin;
+        const int64_t h = r % dH, dd = (r / dH) % dD, n = r / (dH * dD);
+        const int64_t ssz[3] = {bwd ? g->OD : g->D, bwd ? g->OH : g->H, bwd ? g->OW : g->W};
+        const int64_t sW = g->s[2], pW = g->p[2], dlW = g->d[2];
+        const float *aps[DW_CHUNK], *wps[DW_CHUNK];
+        /* streaming stores for big packed NHWC outputs written once */
+        const bool nt = !rowbuf && dC % 8 == 0 && ((uintptr_t)j->o % 32) == 0 &&
+                        (dW * dH * dD * g->N * dC) >= ((int64_t)1 << 19);
+        int64_t nr = 0, kw = -1, kh = 0, kd = 0;
+        for (int64_t t = 0; t < T; t++) {
+            if (++kw == g->K[2]) {
+                kw = 0;
+                if (++kh == g->K[1]) {
+                    kh = 0;
+                    kd++;
+                }
+            }
+            const int64_t pos[2] = {dd, h}, kk[2] = {kd, kh};
+            int64_t sp[2];
+            bool ok = true;
+            for (int i = 0; i < 2; i++) {
+                if (!bwd) {
+                    sp[i] = pos[i] * g->s[i] - g->p[i] + kk[i] * g->d[i];
+                } else {
+                    int64_t v = pos[i] + g->p[i] - kk[i] * g->d[i];
+                    if (g->s[i] != 1 && (v < 0 || v % g->s[i])) ok = false;
+                    sp[i] = g->s[i] != 1 ? v / g->s[i] : v;
+                }
+                ok &= sp[i] >= 0 && sp[i] < ssz[i];
+            }
+            if (!ok) continue;
+            rtab_a[nr] = j->a + ((n * ssz[0] + sp[0]) * ssz[1] + sp[1]) * ssz[2] * sC;
+            rtab_w[nr] = j->wp + t * Cout;
+            rtab_k[nr++] = kw;
+        }
+        if (nr <= DW_CHUNK && (!bwd || sW == 1)) {
+            /* one chunk, unit source step per kw: branch-free tap selection */
+            const int64_t SW = ssz[2];
+            int64_t kmin = 0, kmax = 0;
+            for (int64_t e = 0; e < nr; e++) {
+                rtab_k[e] *= bwd ? -dlW : dlW;
+                if (e == 0 || rtab_k[e] < kmin) kmin = rtab_k[e];
+                if (e == 0 || rtab_k[e] > kmax) kmax = rtab_k[e];
+            }
+            /* interior pixels: every listed tap inside; the tap list of the
+             * first interior pixel shifted by (wcol - lo) * step */
+            const int64_t step = (bwd ? 1 : sW) * sC;
+            int64_t lo = dW, hi = dW;
+            for (int64_t wcol = 0; wcol < dW; wcol++) {
+                const int64_t b0 = bwd ? wcol + pW : wcol * sW - pW;
+                const bool all = b0 + kmin >= 0 && b0 + kmax < SW;
+                if (all && lo == dW) lo = wcol;
+                if (!all && lo != dW) {
+                    hi = wcol;
+                    break;
+                }
+            }
+            const float *api[DW_CHUNK];
+            if (lo < hi) {
+                const int64_t b0 = bwd ? lo + pW : lo * sW - pW;
+                for (int64_t e = 0; e < nr; e++) api[e] = rtab_a[e] + (b0 + rtab_k[e]) * sC;
+            }
+            for (int64_t wcol = 0; wcol < dW; wcol++) {
+                float *o = rowbuf ? rowbuf + wcol * dC : j->o + (r * dW + wcol) * dC;
+                if (wcol >= lo && wcol < hi) {
+                    /* pairs (lo, lo+1), (lo+2, lo+3), ... share weight loads */
+                    if (wcol + 1 < hi &&
+                        dw_pixel2(o, o + dC, j->bpad, api, (wcol - lo) * step,
+                                  (wcol + 1 - lo) * step, rtab_w, nr, dC, mult, bwd, nt)) {
+                        wcol++;
+                        continue;
+                    }
+                    dw_pixel(o, j->bpad, api, (wcol - lo) * step, rtab_w, nr, dC, mult, bwd, nt);
+                    continue;
+                }
+                const int64_t b0 = bwd ? wcol + pW : wcol * sW - pW;
+                int64_t nu = 0;
+                for (int64_t e = 0; e < nr; e++) {
+                    const int64_t iw = b0 + rtab_k[e];
+                    const bool in = (uint64_t)iw < (uint64_t)SW;
+                    aps[nu] = rtab_a[e] + (in ? iw : 0) * sC;
+                    wps[nu] = rtab_w[e];
+                    nu += in;
+                }
+                dw_pixel(o, j->bpad, aps, 0, wps, nu, dC, mult, bwd, nt);
+            }
+        } else {
+            for (int64_t wcol = 0; wcol < dW; wcol++) {
+                float *o = rowbuf ? rowbuf + wcol * dC : j->o + (r * dW + wcol) * dC;
+                int64_t nu = 0;
+                bool first = true;
+                for (int64_t e = 0; e < nr; e++) {
+                    int64_t iw;
+                    if (!bwd) {
+                        iw = wcol * sW - pW + rtab_k[e] * dlW;
+                    } else {
+                        iw = wcol + pW - rtab_k[e] * dlW;
+                        if (sW != 1) iw = (iw < 0 || iw % sW) ? -1 : iw / sW;
+                    }
+                    if (iw >= 0 && iw < ssz[2]) {
+                        aps[nu] = rtab_a[e] + iw * sC;
+                        wps[nu++] = rtab_w[e];
+                    }
+                    if (nu == DW_CHUNK) {
+                        dw_pixel(o, first ? j->bpad : o, aps, 0, wps, nu, dC, mult, bwd, false);
+                        first = false;
+                        nu = 0;
+                    }
+                }
+                if (nu > 0 || first)
+                    dw_pixel(o, first ? j->bpad : o, aps, 0, wps, nu, dC, mult, bwd, nt && first);
+            }
+        }
+        if (rowbuf) { /* (dW, dC) row -> NCHW */
+            const int64_t S = dD * dH * dW;
+            tr_block(rowbuf, dC, j->o + n * dC * S + (dd * dH + h) * dW, S, dW, dC);
+        }
+    }
+#if CF_AVX2
+    _mm_sfence();
+#endif
+    mft__free(rtab_a);
+}
+
+static bool is_depthwise(const cgeom *g) { return g->Cgi == 1 && g->G == g->Cin; }
+
+/* Returns false (nothing written) when onchw and scratch memory is missing. */
+static bool dw_conv(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                    const int64_t *gws, bool onchw) {
+    dw_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    j.kind = kind;
+    j.a = a;
+    j.b = b;
+    j.o = o;
+    j.onchw = onchw;
+    const int64_t T = g->T, Cout = g->Cout;
+    if (kind == 2) {
+        j.rows = g->N * g->OD * g->OH;
+        j.nchunks = j.rows < 16 ? j.rows : 16;
+        j.part = mft__alloc((size_t)(j.nchunks * T * Cout) * sizeof(float) + 64, 64);
+        if (!j.part) {
+            direct_nhwc(g, 2, a, b, o, gws);
+            return true;
+        }
+        mft__parallel_for(0, j.nchunks, 1, dw_range, &j);
+        for (int64_t co = 0; co < Cout; co++)
+            for (int64_t t = 0; t < T; t++) {
+                const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                              kd = t / (g->K[2] * g->K[1]);
+                float s = 0.0f;
+                for (int64_t c = 0; c < j.nchunks; c++) s += j.part[(c * T + t) * Cout + co];
+                o[co * gws[0] + kd * gws[2] + kh * gws[3] + kw * gws[4]] = s;
+            }
+        mft__free(j.part);
+        return true;
+    }
+    const int64_t dC = kind == 1 ? g->Cin : Cout;
+    float *wp = mft__alloc((size_t)(T * Cout) * sizeof(float) + 64, 64);
+    float *bpad = mft__alloc((size_t)dC * sizeof(float) + 64, 64);
+    if (!wp || !bpad) {
+        mft__free(wp);
+        mft__free(bpad);
+        if (onchw) return false;
+        direct_nhwc(g, kind, a, NULL, o, NULL);
+        return true;
+    }
+    for (int64_t c = 0; c < dC; c++) bpad[c] = bval(g, c);
+    j.bpad = bpad;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t co = 0; co < Cout; co++) wp[t * Cout + co] = wval(g, co, 0, t);
+    j.wp = wp;
+    const int64_t rows = kind == 1 ? g->N * g->D * g->H : g->N * g->OD * g->OH;
+    mft__parallel_for(0, rows, 1, dw_range, &j);
+    mft__free(wp);
+    mft__free(bpad);
+    return true;
+}
+
+/* ---------------------------------------------------------------- direct loops
+ * The fallback (no scratch memory) on packed NHWC buffers: kind 0 forward
+ * (a = x, o = y), 1 backward_input (a = grad_y, o = grad_x), 2
+ * backward_weight (a = grad_y, b = x, o = grad_w with element strides gws). */
+static void direct_nhwc(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                        const int64_t *gws) {
+    if (kind == 1) {
+        const int64_t n_out = g->N * g->D * g->H * g->W * g->Cin;
+        for (int64_t i = 0; i < n_out; i++) o[i] = bval(g, i % g->Cin);
+    } else if (kind == 0) {
+        const int64_t n_out = g->N * g->OD * g->OH * g->OW * g->Cout;
+        for (int64_t i = 0; i < n_out; i++) o[i] = bval(g, i % g->Cout);
+    } else {
+        for (int64_t co = 0; co < g->Cout; co++)
+            for (int64_t ci = 0; ci < g->Cgi; ci++)
+                for (int64_t t = 0; t < g->T; t++) {
+                    const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                  kd = t / (g->K[2] * g->K[1]);
+                    o[co * gws[0] + ci * gws[1] + kd * gws[2] + kh * gws[3] + kw * gws[4]] = 0.0f;
+                }
+    }
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t od = 0; od < g->OD; od++)
+            for (int64_t oh = 0; oh < g->OH; oh++)
+                for (int64_t ow = 0; ow < g->OW; ow++)
+                    for (int64_t t = 0; t < g->T; t++) {
+                        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                      kd = t / (g->K[2] * g->K[1]);
+                        const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                        const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                        const int64_t iw = ow * g->s[2] - g->p[2] + kw * g->d[2];
+                        if (id < 0 || id >= g->D || ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
+                            continue;
+                        const int64_t op = ((n * g->OD + od) * g->OH + oh) * g->OW + ow;
+                        const int64_t ip = ((n * g->D + id) * g->H + ih) * g->W + iw;
+                        for (int64_t co = 0; co < g->Cout; co++) {
+                            const int64_t gg = co / g->Cgo;
+                            for (int64_t ci = 0; ci < g->Cgi; ci++) {
+                                const int64_t c = gg * g->Cgi + ci;
+                                if (kind == 0) {
+                                    o[op * g->Cout + co] += a[ip * g->Cin + c] * wval(g, co, ci, t);
+                                } else if (kind == 1) {
+                                    o[ip * g->Cin + c] += a[op * g->Cout + co] * wval(g, co, ci, t);
+                                } else {
+                                    o[co * gws[0] + ci * gws[1] + kd * gws[2] + kh * gws[3] +
+                                      kw * gws[4]] += a[op * g->Cout + co] * b[ip * g->Cin + c];
+                                }
+                            }
+                        }
+                    }
+}
+
+/* ---------------------------------------------------------------- NHWC entry kernels */
+static void gw_strides_of(const mft_tensor *gw, int ns, int64_t *s) {
+    s[0] = gw->strides[0];
+    s[1] = gw->strides[1];
+    s[2] = ns == 3 ? gw->strides[2] : 0;
+    s[3] = gw->strides[ns == 3 ? 3 : 2];
+    s[4] = gw->strides[ns == 3 ? 4 : 3];
+}
+
+#define FPTR(t) ((float *)(void *)mft__tensor_ptr(t))
+
+/* src NHWC; dst NHWC or (onchw) NCHW; false: nothing written (onchw only). */
+static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
+    if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 0, x, NULL, y, NULL, onchw);
+    return ind_conv(g, false, x, y, onchw);
+}
+static bool run_bwd_in(const cgeom *g, const float *gy, float *gx, bool onchw) {
+    if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 1, gy, NULL, gx, NULL, onchw);
+    return ind_conv(g, true, gy, gx, onchw);
+}
+static void run_bwd_w(const cgeom *g, const float *gy, const float *x, float *gw,
+                      const int64_t *gws) {
+    if (cf_mode == 2) {
+        direct_nhwc(g, 2, gy, x, gw, gws);
+    } else if (is_depthwise(g)) {
+        dw_conv(g, 2, gy, x, gw, gws, false);
+    } else {
+        bw_conv(g, gy, x, gw, gws);
+    }
+}
+
+static void conv_fwd_nhwc(const mft_kernel_args *a) {
+    cgeom g = geom_of(a, a->inputs[0], a->outputs[0], a->inputs[1]);
+    run_fwd(&g, FPTR(a->inputs[0]), FPTR(a->outputs[0]), false);
+}
+static void conv_bwd_in_nhwc(const mft_kernel_args *a) {
+    cgeom g = geom_of(a, a->outputs[0], a->inputs[0], a->inputs[1]);
+    run_bwd_in(&g, FPTR(a->inputs[0]), FPTR(a->outputs[0]), false);
+}
+static void conv_bwd_w_nhwc(const mft_kernel_args *a) {
+    cgeom g = geom_of(a, a->inputs[1], a->inputs[0], a->outputs[0]);
+    g.bias = NULL;
+    int64_t gws[5];
+    gw_strides_of(a->outputs[0], ((const mft_conv_params *)a->params)->nspatial, gws);
+    run_bwd_w(&g, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws);
+}
+
+/* ---------------------------------------------------------------- NCHW (Note [NCHW kernels]) */
+typedef struct tr_job {
+    const float *src;
+    float *dst;
+    int64_t C, S; /* per image: src (C, S) -> dst (S, C) when to_nhwc, else back */
+    bool to_nhwc;
+} tr_job;
+
+static void tr_range(void *ctx, int64_t begin, int64_t end) {
+    const tr_job *j = ctx;
+    const int64_t C = j->C, S = j->S, nsb = cdiv(S, 64);
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t n = it / nsb, s0 = (it % nsb) * 64;
+        const int64_t s1 = s0 + 64 < S ? s0 + 64 : S;
+        const float *src = j->src + n * C * S;
+        float *dst = j->dst + n * C * S;
+        for (int64_t c0 = 0; c0 < C; c0 += 64) {
+            const int64_t c1 = c0 + 64 < C ? c0 + 64 : C;
+            if (j->to_nhwc) /* src (C, S) rows c, cols s */
+                tr_block(src + c0 * S + s0, S, dst + s0 * C + c0, C, c1 - c0, s1 - s0);
+            else /* src (S, C) rows s, cols c */
+                tr_block(src + s0 * C + c0, C, dst + c0 * S + s0, S, s1 - s0, c1 - c0);
+        }
+    }
+}
+
+static void transpose(const float *src, float *dst, int64_t N, int64_t C, int64_t S, bool to_nhwc) {
+    if (C == 1 || S == 1) {
+        memcpy(dst, src, (size_t)(N * C * S) * sizeof(float));
+        return;
+    }
+    tr_job j = {src, dst, C, S, to_nhwc};
+    mft__parallel_for(0, N * cdiv(S, 64), 4, tr_range, &j);
+}
+
+/* Direct loops on NCHW buffers (the fallback when the scratch buffers of an
+ * NCHW kernel cannot be allocated): via element strides. */
+static void direct_nchw(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                        const int64_t *gws) {
+    const int64_t Si = g->D * g->H * g->W, So = g->OD * g->OH * g->OW;
+    if (kind == 0) {
+        for (int64_t i = 0; i < g->N * g->Cout * So; i++) o[i] = bval(g, (i / So) % g->Cout);
+    } else if (kind == 1) {
+        for (int64_t i = 0; i < g->N * g->Cin * Si; i++) o[i] = bval(g, (i / Si) % g->Cin);
+    }
+    for (int64_t co = 0; co < g->Cout; co++)
+        for (int64_t ci = 0; ci < g->Cgi; ci++)
+            for (int64_t t = 0; t < g->T; t++) {
+                const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                              kd = t / (g->K[2] * g->K[1]);
+                const int64_t c = (co / g->Cgo) * g->Cgi + ci;
+                const float wv = kind == 2 ? 0.0f : wval(g, co, ci, t);
+                float s = 0.0f;
+                for (int64_t n = 0; n < g->N; n++)
+                    for (int64_t od = 0; od < g->OD; od++)
+                        for (int64_t oh = 0; oh < g->OH; oh++)
+                            for (int64_t ow = 0; ow < g->OW; ow++) {
+                                const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                                const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                                const int64_t iw = ow * g->s[2] - g->p[2] + kw * g->d[2];
+                                if (id < 0 || id >= g->D || ih < 0 || ih >= g->H || iw < 0 ||
+                                    iw >= g->W)
+                                    continue;
+                                const int64_t op =
+                                    (n * g->Cout + co) * So + (od * g->OH + oh) * g->OW + ow;
+                                const int64_t ip =
+                                    (n * g->Cin + c) * Si + (id * g->H + ih) * g->W + iw;
+                                if (kind == 0)
+                                    o[op] += a[ip] * wv;
+                                else if (kind == 1)
+                                    o[ip] += a[op] * wv;
+                                else
+                                    s += a[op] * b[ip];
+                            }
+                if (kind == 2)
+                    o[co * gws[0] + ci * gws[1] + kd * gws[2] + kh * gws[3] + kw * gws[4]] = s;
+            }
+}
+
+static void conv_fwd_nchw(const mft_kernel_args *a) {
+    cgeom g = geom_of(a, a->inputs[0], a->outputs[0], a->inputs[1]);
+    const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
+    (void)So;
+    const bool c1 = g.Cin == 1; /* NCHW and NHWC coincide */
+    float *xs = c1 ? NULL : mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
+    bool done = false;
+    if ((xs || c1) && cf_mode != 2) {
+        if (!c1) transpose(FPTR(a->inputs[0]), xs, g.N, g.Cin, Si, true);
+        done = run_fwd(&g, c1 ? FPTR(a->inputs[0]) : xs, FPTR(a->outputs[0]), true);
+    }
+    mft__free(xs);
+    if (!done) direct_nchw(&g, 0, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL);
+}
+
+static void conv_bwd_in_nchw(const mft_kernel_args *a) {
+    cgeom g = geom_of(a, a->outputs[0], a->inputs[0], a->inputs[1]);
+    const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
+    (void)Si;
+    const bool c1 = g.Cout == 1;
+    float *gys = c1 ? NULL : mft__alloc((size_t)(g.N * g.Cout * So) * sizeof(float) + 64, 64);
+    bool done = false;
+    if ((gys || c1) && cf_mode != 2) {
+        if (!c1) transpose(FPTR(a->inputs[0]), gys, g.N, g.Cout, So, true);
+        done = run_bwd_in(&g, c1 ? FPTR(a->inputs[0]) : gys, FPTR(a->outputs[0]), true);
+    }
+    mft__free(gys);
+    if (!done) direct_nchw(&g, 1, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL);
+}
+
+static void conv_bwd_w_nchw(const mft_kernel_args *a) {
+    cgeom g = geom_of(a, a->inputs[1], a->inputs[0], a->outputs[0]);
+    g.bias = NULL;
+    int64_t gws[5];
+    gw_strides_of(a->outputs[0], ((const mft_conv_params *)a->params)->nspatial, gws);
+    const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
+    float *gys = mft__alloc((size_t)(g.N * g.Cout * So) * sizeof(float) + 64, 64);
+    float *xs = mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
+    if (!gys || !xs || cf_mode == 2) {
+        mft__free(gys);
+        mft__free(xs);
+        direct_nchw(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws);
+        return;
+    }
+    transpose(FPTR(a->inputs[0]), gys, g.N, g.Cout, So, true);
+    transpose(FPTR(a->inputs[1]), xs, g.N, g.Cin, Si, true);
+    run_bwd_w(&g, gys, xs, FPTR(a->outputs[0]), gws);
+    mft__free(gys);
+    mft__free(xs);
+}
+
+/* ---------------------------------------------------------------- kernel table */
+const mft__kernel_def mft__kernels_conv_fast[] = {
+    {MFT__OP_CONV2D, MFT_CHANNELS_LAST, MFT_F32, "conv2d.nhwc.f32." CF_SFX, conv_fwd_nhwc},
+    {MFT__OP_CONV2D_BACKWARD_INPUT, MFT_CHANNELS_LAST, MFT_F32,
+     "conv2d_backward_input.nhwc.f32." CF_SFX, conv_bwd_in_nhwc},
+    {MFT__OP_CONV2D_BACKWARD_WEIGHT, MFT_CHANNELS_LAST, MFT_F32,
+     "conv2d_backward_weight.nhwc.f32." CF_SFX, conv_bwd_w_nhwc},
+    {MFT__OP_CONV3D, MFT_CHANNELS_LAST, MFT_F32, "conv3d.ndhwc.f32." CF_SFX, conv_fwd_nhwc},
+    {MFT__OP_CONV3D_BACKWARD_INPUT, MFT_CHANNELS_LAST, MFT_F32,
+     "conv3d_backward_input.ndhwc.f32." CF_SFX, conv_bwd_in_nhwc},
+    {MFT__OP_CONV3D_BACKWARD_WEIGHT, MFT_CHANNELS_LAST, MFT_F32,
+     "conv3d_backward_weight.ndhwc.f32." CF_SFX, conv_bwd_w_nhwc},
+    {MFT__OP_CONV2D, MFT_CONTIGUOUS, MFT_F32, "conv2d.nchw.f32.via_nhwc_" CF_SFX, conv_fwd_nchw},
+    {MFT__OP_CONV2D_BACKWARD_INPUT, MFT_CONTIGUOUS, MFT_F32,
+     "conv2d_backward_input.nchw.f32.via_nhwc_" CF_SFX, conv_bwd_in_nchw},
+    {MFT__OP_CONV2D_BACKWARD_WEIGHT, MFT_CONTIGUOUS, MFT_F32,
+     "conv2d_backward_weight.nchw.f32.via_nhwc_" CF_SFX, conv_bwd_w_nchw},
+    {MFT__OP_CONV3D, MFT_CONTIGUOUS, MFT_F32, "conv3d.ncdhw.f32.via_ndhwc_" CF_SFX, conv_fwd_nchw},
+    {MFT__OP_CONV3D_BACKWARD_INPUT, MFT_CONTIGUOUS, MFT_F32,
+     "conv3d_backward_input.ncdhw.f32.via_ndhwc_" CF_SFX, conv_bwd_in_nchw},
+    {MFT__OP_CONV3D_BACKWARD_WEIGHT, MFT_CONTIGUOUS, MFT_F32,
+     "conv3d_backward_weight.ncdhw.f32.via_ndhwc_" CF_SFX, conv_bwd_w_nchw},
+    {0, 0, 0, NULL, NULL},
+};

@@ -263,7 +263,7 @@ static void list_line(list_buf *b, mft__op_id op, mft_format fmt, mft_dtype dt, 
                       bool user) {
     char *dst = b->pos < b->len ? b->buf + b->pos : NULL;
     size_t room = b->pos < b->len ? b->len - b->pos : 0;
-    int n = snprintf(dst, room, "%-14s %-13s %-4s %s%s\n", mft__op_name(op),
+    int n = snprintf(dst, room, "%-28s %-16s %-4s %s%s\n", mft__op_name(op),
                      fmt == MFT_FORMAT_ANY ? "ANY" : mft_format_name(fmt), mft_dtype_name(dt), name,
                      user ? " [user]" : "");
     if (n > 0) b->pos += (size_t)n;

@@ -255,6 +255,320 @@ mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tenso
     return r;
 }
 
+/* ---------------------------------------------------------------- backward
+ * Built on the dispatched matmul (PyTorch's formulas, DESIGN §7):
+ *   matmul: grad_a = grad_out @ b^T, grad_b = a^T @ grad_out, with 1-D
+ *   operands promoted as the forward does (a: (1, K), b: (K, 1)) and
+ *   batch dims that were broadcast summed away (gemm_sum_to below).
+ *   b^T of a packed b is read by the kernels as transpose_b (no copy); a^T is
+ *   converted by the dispatcher (a copy of the smaller operand: PyTorch
+ *   copies too). When a is batched and b is not, grad_b folds the batch into
+ *   the product's depth: one (K, rows) @ (rows, N) gemm instead of a batched
+ *   product and a reduction.
+ *   linear: grad_x = grad_out @ w (w packed: no copy), grad_w = grad_out^T @ x
+ *   over the flattened leading dims, grad_b = column sums of grad_out.
+ * Every reduction here (gemm_sum_to) sums each output element over the
+ * reduced index space in one fixed order, accumulating in double, whatever
+ * the thread count: gradients are bit-identical for any thread count. */
+
+/* x (any strides) summed down to sizes tsz (nd <= x->ndim, broadcastable as
+ * in sum_to_size), returned packed CONTIGUOUS (a new internal reference). */
+typedef struct sumto_job {
+    const char *x;
+    char *y;
+    mft_dtype dt;
+    int nk, nr;                                    /* kept / reduced dims */
+    int64_t ksz[MFT_MAX_DIMS], kxs[MFT_MAX_DIMS];  /* kept dims (outer first, last innermost) */
+    int64_t rsz[MFT_MAX_DIMS], rxs[MFT_MAX_DIMS];  /* reduced dims */
+    int64_t row, nblk;                             /* innermost kept size, blocks per row */
+} sumto_job;
+
+#define SUMTO_BLK 256
+static void sumto_range(void *ctx, int64_t begin, int64_t end) {
+    const sumto_job *j = ctx;
+    const size_t es = mft__elem_size(j->dt);
+    const int64_t ls = j->nk ? j->kxs[j->nk - 1] : 0;
+    double acc[SUMTO_BLK];
+    for (int64_t t = begin; t < end; t++) {
+        int64_t r = t / j->nblk, j0 = (t % j->nblk) * SUMTO_BLK;
+        const int64_t n = j->row - j0 < SUMTO_BLK ? j->row - j0 : SUMTO_BLK;
+        int64_t base = j0 * ls, rem = r;
+        for (int d = j->nk - 2; d >= 0; d--) {
+            base += (rem % j->ksz[d]) * j->kxs[d];
+            rem /= j->ksz[d];
+        }
+        for (int64_t i = 0; i < n; i++) acc[i] = 0;
+        int64_t idx[MFT_MAX_DIMS] = {0}, roff = 0;
+        for (;;) {
+            const char *p = j->x + (size_t)(base + roff) * es;
+            if (j->dt == MFT_F32) {
+                const float *q = (const float *)(const void *)p;
+                for (int64_t i = 0; i < n; i++) acc[i] += (double)q[i * ls];
+            } else {
+                const double *q = (const double *)(const void *)p;
+                for (int64_t i = 0; i < n; i++) acc[i] += q[i * ls];
+            }
+            int d = j->nr - 1;
+            for (; d >= 0; d--) {
+                roff += j->rxs[d];
+                if (++idx[d] < j->rsz[d]) break;
+                roff -= idx[d] * j->rxs[d];
+                idx[d] = 0;
+            }
+            if (d < 0) break;
+        }
+        char *y = j->y + (size_t)(r * j->row + j0) * es;
+        for (int64_t i = 0; i < n; i++) mft__store(j->dt, y + (size_t)i * es, acc[i]);
+    }
+}
+
+static mft_tensor *gemm_sum_to(const char *fn, const mft_tensor *x, int nd, const int64_t *tsz) {
+    mft_tensor *y = mft__tensor_alloc(fn, nd, tsz, x->dtype, MFT_CONTIGUOUS);
+    if (!y || y->numel == 0) return y;
+    sumto_job j;
+    memset(&j, 0, sizeof j);
+    j.x = mft__tensor_ptr(x);
+    j.y = mft__tensor_ptr(y);
+    j.dt = x->dtype;
+    const int off = x->ndim - nd;
+    for (int d = 0; d < x->ndim; d++) {
+        const int td = d - off;
+        if (td >= 0 && tsz[td] == x->sizes[d]) {
+            j.ksz[j.nk] = x->sizes[d];
+            j.kxs[j.nk++] = x->strides[d];
+        } else if (x->sizes[d] != 1) {
+            j.rsz[j.nr] = x->sizes[d];
+            j.rxs[j.nr++] = x->strides[d];
+        }
+    }
+    if (x->numel == 0) { /* reduced over an empty dim */
+        memset(j.y, 0, (size_t)y->numel * mft__elem_size(y->dtype));
+        return y;
+    }
+    j.row = j.nk ? j.ksz[j.nk - 1] : 1;
+    j.nblk = (j.row + SUMTO_BLK - 1) / SUMTO_BLK;
+    int64_t red = 1;
+    for (int d = 0; d < j.nr; d++) red *= j.rsz[d];
+    const int64_t items = y->numel / j.row * j.nblk;
+    int64_t grain = 65536 / (red * (j.row < SUMTO_BLK ? j.row : SUMTO_BLK));
+    mft__parallel_for(0, items, grain > 0 ? grain : 1, sumto_range, &j);
+    return y;
+}
+
+/* g (internal reference, consumed) viewed as sizes of t, packed in t's tag
+ * for ranks 3-5, else CONTIGUOUS (SPEC §5); NULL on error. */
+static mft_tensor *gemm_grad_like(mft_tensor *g, const mft_tensor *t) {
+    if (!g) return NULL;
+    mft_tensor *v = mft_reshape(g, t->ndim, t->sizes);
+    mft_tensor_release(g);
+    if (!v) return NULL;
+    const mft_format fmt = t->ndim >= 3 && t->ndim <= 5 ? t->tag : MFT_CONTIGUOUS;
+    mft_tensor *r = mft_contiguous(v, fmt);
+    mft_tensor_release(v);
+    return r;
+}
+
+/* The last two dims of t swapped (internal reference). */
+static mft_tensor *gemm_mT(const mft_tensor *t) { return mft_transpose(t, -1, -2); }
+
+/* Hands up to three internal results to the caller (each out may be NULL);
+ * on failure every requested out is set to NULL and the results released. */
+static mft_status gemm_bwd_finish(const char *fn, bool ok, int n, mft_tensor **const *outs,
+                                  mft_tensor **res) {
+    for (int i = 0; i < n && ok; i++)
+        if (outs[i]) {
+            mft_tensor *r = mft__retain_result(fn, res[i]);
+            mft_tensor_release(res[i]);
+            res[i] = NULL;
+            *outs[i] = r;
+            ok = r != NULL;
+            if (!ok)
+                for (int k = 0; k < i; k++)
+                    if (outs[k]) {
+                        mft_tensor_release(*outs[k]);
+                        *outs[k] = NULL;
+                    }
+        }
+    for (int i = 0; i < n; i++) {
+        mft_tensor_release(res[i]);
+        if (!ok && outs[i]) *outs[i] = NULL;
+    }
+    if (ok) return MFT_OK;
+    return mft__relabel_error(fn);
+}
+
+mft_status mft_matmul_backward(const mft_tensor *grad_out, const mft_tensor *a,
+                               const mft_tensor *b, mft_tensor **grad_a, mft_tensor **grad_b) {
+    static const char fn[] = "mft_matmul_backward";
+    char d1[MFT__DIMS_BUF], d2[MFT__DIMS_BUF];
+    if (grad_a) *grad_a = NULL;
+    if (grad_b) *grad_b = NULL;
+    if (!grad_out || !a || !b) {
+        mft__null_arg(fn, !grad_out ? "grad_out" : !a ? "a" : "b");
+        return MFT_ERR_NULL;
+    }
+    if (a->ndim == 0 || b->ndim == 0) {
+        mft__set_error(MFT_ERR_RANK, "%s: both arguments need to be at least 1-D, but they are "
+                       "%d-D and %d-D", fn, a->ndim, b->ndim);
+        return MFT_ERR_RANK;
+    }
+    if (!gemm_check_dtypes(fn, "a", a, "b", b) ||
+        !gemm_check_dtypes(fn, "a", a, "grad_out", grad_out))
+        return mft_last_error();
+    const bool a1 = a->ndim == 1, b1d = b->ndim == 1;
+    const int64_t M = a1 ? 1 : a->sizes[a->ndim - 2], K = a->sizes[a->ndim - 1];
+    const int64_t Kb = b1d ? b->sizes[0] : b->sizes[b->ndim - 2];
+    const int64_t N = b1d ? 1 : b->sizes[b->ndim - 1];
+    if (K != Kb) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: a of sizes %s and b of sizes %s cannot be multiplied "
+                       "(a has %lld columns, b has %lld rows)", fn,
+                       mft__fmt_dims(d1, sizeof d1, a->ndim, a->sizes),
+                       mft__fmt_dims(d2, sizeof d2, b->ndim, b->sizes), (long long)K,
+                       (long long)Kb);
+        return MFT_ERR_SHAPE;
+    }
+    const int nda = a->ndim > 2 ? a->ndim - 2 : 0, ndb = b->ndim > 2 ? b->ndim - 2 : 0;
+    const int ndims[2] = {nda, ndb};
+    const int64_t *szs[2] = {a->sizes, b->sizes};
+    int bnd = 0;
+    int64_t shape[MFT_MAX_DIMS];
+    if (mft__broadcast_shape(fn, 2, ndims, szs, &bnd, shape) != MFT_OK) return mft_last_error();
+    int64_t csz[MFT_MAX_DIMS], rsz[MFT_MAX_DIMS];
+    memcpy(csz, shape, sizeof(int64_t) * (size_t)bnd);
+    memcpy(rsz, shape, sizeof(int64_t) * (size_t)bnd);
+    csz[bnd] = M, csz[bnd + 1] = N;
+    int rnd = bnd;
+    if (!a1) rsz[rnd++] = M;
+    if (!b1d) rsz[rnd++] = N;
+    bool same = grad_out->ndim == rnd;
+    for (int d = 0; same && d < rnd; d++) same = grad_out->sizes[d] == rsz[d];
+    if (!same) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: grad_out of sizes %s does not match the product's "
+                       "sizes %s", fn, mft__fmt_dims(d1, sizeof d1, grad_out->ndim, grad_out->sizes),
+                       mft__fmt_dims(d2, sizeof d2, rnd, rsz));
+        return MFT_ERR_SHAPE;
+    }
+    if (!grad_a && !grad_b) return MFT_OK;
+
+    mft__scope_suspend();
+    mft_tensor *res[2] = {NULL, NULL};
+    mft_tensor *a2 = a1 ? mft_unsqueeze(a, 0) : mft_tensor_retain((mft_tensor *)a);
+    mft_tensor *b2 = b1d ? mft_unsqueeze(b, 1) : mft_tensor_retain((mft_tensor *)b);
+    mft_tensor *g2 = mft_reshape(grad_out, bnd + 2, csz); /* a view: only size-1 dims added */
+    bool ok = a2 && b2 && g2;
+    if (ok && grad_a) { /* (batch.., M, N) @ (batch.., N, K), reduced to a2 */
+        mft_tensor *bt = gemm_mT(b2);
+        mft_tensor *full = bt ? mft_matmul(g2, bt) : NULL;
+        mft_tensor *s = full ? gemm_sum_to(fn, full, a2->ndim, a2->sizes) : NULL;
+        res[0] = gemm_grad_like(s, a);
+        ok = res[0] != NULL;
+        mft_tensor_release(bt);
+        mft_tensor_release(full);
+    }
+    if (ok && grad_b) {
+        mft_tensor *full = NULL;
+        if (a2->ndim > 2 && b2->ndim == 2) { /* fold the batch into the depth */
+            int64_t rows = 1;
+            for (int d = 0; d < a2->ndim - 1; d++) rows *= a2->sizes[d];
+            const int64_t af[2] = {rows, K}, gf[2] = {rows, N};
+            mft_tensor *ar = mft_reshape(a2, 2, af), *gr = mft_reshape(g2, 2, gf);
+            mft_tensor *at = ar ? gemm_mT(ar) : NULL;
+            full = at && gr ? mft_matmul(at, gr) : NULL;
+            mft_tensor_release(ar);
+            mft_tensor_release(gr);
+            mft_tensor_release(at);
+        } else {
+            mft_tensor *at = gemm_mT(a2);
+            full = at ? mft_matmul(at, g2) : NULL;
+            mft_tensor_release(at);
+        }
+        mft_tensor *s = full ? gemm_sum_to(fn, full, b2->ndim, b2->sizes) : NULL;
+        res[1] = gemm_grad_like(s, b);
+        ok = res[1] != NULL;
+        mft_tensor_release(full);
+    }
+    mft__scope_resume();
+    mft_tensor_release(a2);
+    mft_tensor_release(b2);
+    mft_tensor_release(g2);
+    mft_tensor **outs[2] = {grad_a, grad_b};
+    return gemm_bwd_finish(fn, ok, 2, outs, res);
+}
+
+mft_status mft_linear_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                               const mft_tensor *w, mft_tensor **grad_x, mft_tensor **grad_w,
+                               mft_tensor **grad_b) {
+    static const char fn[] = "mft_linear_backward";
+    char d1[MFT__DIMS_BUF], d2[MFT__DIMS_BUF];
+    if (grad_x) *grad_x = NULL;
+    if (grad_w) *grad_w = NULL;
+    if (grad_b) *grad_b = NULL;
+    if (!grad_out || !x || !w) {
+        mft__null_arg(fn, !grad_out ? "grad_out" : !x ? "x" : "w");
+        return MFT_ERR_NULL;
+    }
+    if (x->ndim < 1 || w->ndim != 2) {
+        mft__set_error(MFT_ERR_RANK, "%s: expected x of rank >= 1 and a 2-D weight (out, in), got "
+                       "ranks %d and %d", fn, x->ndim, w->ndim);
+        return MFT_ERR_RANK;
+    }
+    if (!gemm_check_dtypes(fn, "x", x, "w", w) ||
+        !gemm_check_dtypes(fn, "x", x, "grad_out", grad_out))
+        return mft_last_error();
+    const int64_t K = x->sizes[x->ndim - 1], N = w->sizes[0];
+    if (w->sizes[1] != K) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: x of sizes %s and weight of sizes %s do not match "
+                       "(x has %lld features, weight expects %lld)", fn,
+                       mft__fmt_dims(d1, sizeof d1, x->ndim, x->sizes),
+                       mft__fmt_dims(d2, sizeof d2, 2, w->sizes), (long long)K,
+                       (long long)w->sizes[1]);
+        return MFT_ERR_SHAPE;
+    }
+    int64_t M = 1, rsz[MFT_MAX_DIMS];
+    for (int d = 0; d < x->ndim - 1; d++) {
+        M *= x->sizes[d];
+        rsz[d] = x->sizes[d];
+    }
+    rsz[x->ndim - 1] = N;
+    bool same = grad_out->ndim == x->ndim;
+    for (int d = 0; same && d < x->ndim; d++) same = grad_out->sizes[d] == rsz[d];
+    if (!same) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: grad_out of sizes %s does not match the output sizes %s",
+                       fn, mft__fmt_dims(d1, sizeof d1, grad_out->ndim, grad_out->sizes),
+                       mft__fmt_dims(d2, sizeof d2, x->ndim, rsz));
+        return MFT_ERR_SHAPE;
+    }
+    if (!grad_x && !grad_w && !grad_b) return MFT_OK;
+    const int64_t g2sz[2] = {M, N}, x2sz[2] = {M, K}, bsz[1] = {N};
+
+    mft__scope_suspend();
+    mft_tensor *res[3] = {NULL, NULL, NULL};
+    mft_tensor *g2 = mft_reshape(grad_out, 2, g2sz);
+    bool ok = g2 != NULL;
+    if (ok && grad_x) {
+        mft_tensor *gx = mft_matmul(g2, w);
+        res[0] = gemm_grad_like(gx, x);
+        ok = res[0] != NULL;
+    }
+    if (ok && grad_w) {
+        mft_tensor *x2 = mft_reshape(x, 2, x2sz);
+        mft_tensor *gt = gemm_mT(g2);
+        mft_tensor *gw = x2 && gt ? mft_matmul(gt, x2) : NULL;
+        res[1] = gemm_grad_like(gw, w);
+        ok = res[1] != NULL;
+        mft_tensor_release(x2);
+        mft_tensor_release(gt);
+    }
+    if (ok && grad_b) {
+        res[2] = gemm_sum_to(fn, g2, 1, bsz);
+        ok = res[2] != NULL;
+    }
+    mft__scope_resume();
+    mft_tensor_release(g2);
+    mft_tensor **outs[3] = {grad_x, grad_w, grad_b};
+    return gemm_bwd_finish(fn, ok, 3, outs, res);
+}
+
 /* ---------------------------------------------------------------- bookkeeping */
 typedef struct gemm_shape {
     const mft_tensor *A, *B, *C;
@@ -355,27 +669,43 @@ static void micro_f32avx(int64_t kc, const float *restrict ap, const float *rest
                          float *restrict c, int64_t ldc, bool acc) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int64_t p = 0; p < kc; p++, ap += 6, bp += 16) {
-        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-        __m256 av = _mm256_broadcast_ss(ap + 0);
-        c00 = _mm256_fmadd_ps(av, b0, c00);
-        c01 = _mm256_fmadd_ps(av, b1, c01);
-        av = _mm256_broadcast_ss(ap + 1);
-        c10 = _mm256_fmadd_ps(av, b0, c10);
-        c11 = _mm256_fmadd_ps(av, b1, c11);
-        av = _mm256_broadcast_ss(ap + 2);
-        c20 = _mm256_fmadd_ps(av, b0, c20);
-        c21 = _mm256_fmadd_ps(av, b1, c21);
-        av = _mm256_broadcast_ss(ap + 3);
-        c30 = _mm256_fmadd_ps(av, b0, c30);
-        c31 = _mm256_fmadd_ps(av, b1, c31);
-        av = _mm256_broadcast_ss(ap + 4);
-        c40 = _mm256_fmadd_ps(av, b0, c40);
-        c41 = _mm256_fmadd_ps(av, b1, c41);
-        av = _mm256_broadcast_ss(ap + 5);
-        c50 = _mm256_fmadd_ps(av, b0, c50);
-        c51 = _mm256_fmadd_ps(av, b1, c51);
+    /* one k step o: two B vectors, six A broadcasts, twelve FMAs */
+#define GEMM_STEP(o)                                                                          \
+    do {                                                                                      \
+        const __m256 b0 = _mm256_loadu_ps(bp + 16 * (o));                                     \
+        const __m256 b1 = _mm256_loadu_ps(bp + 16 * (o) + 8);                                 \
+        __m256 av = _mm256_broadcast_ss(ap + 6 * (o) + 0);                                    \
+        c00 = _mm256_fmadd_ps(av, b0, c00);                                                   \
+        c01 = _mm256_fmadd_ps(av, b1, c01);                                                   \
+        av = _mm256_broadcast_ss(ap + 6 * (o) + 1);                                           \
+        c10 = _mm256_fmadd_ps(av, b0, c10);                                                   \
+        c11 = _mm256_fmadd_ps(av, b1, c11);                                                   \
+        av = _mm256_broadcast_ss(ap + 6 * (o) + 2);                                           \
+        c20 = _mm256_fmadd_ps(av, b0, c20);                                                   \
+        c21 = _mm256_fmadd_ps(av, b1, c21);                                                   \
+        av = _mm256_broadcast_ss(ap + 6 * (o) + 3);                                           \
+        c30 = _mm256_fmadd_ps(av, b0, c30);                                                   \
+        c31 = _mm256_fmadd_ps(av, b1, c31);                                                   \
+        av = _mm256_broadcast_ss(ap + 6 * (o) + 4);                                           \
+        c40 = _mm256_fmadd_ps(av, b0, c40);                                                   \
+        c41 = _mm256_fmadd_ps(av, b1, c41);                                                   \
+        av = _mm256_broadcast_ss(ap + 6 * (o) + 5);                                           \
+        c50 = _mm256_fmadd_ps(av, b0, c50);                                                   \
+        c51 = _mm256_fmadd_ps(av, b1, c51);                                                   \
+    } while (0)
+    /* Unrolled by 4 with the A panel prefetched 4 steps ahead: the loop
+     * overhead cost ~10% on Zen 3 (80 -> ~90 GFLOP/s on L1-resident panels).
+     * Each accumulator still sees its FMAs in ascending p. */
+    int64_t p = 0;
+    for (; p + 4 <= kc; p += 4, ap += 24, bp += 64) {
+        _mm_prefetch((const char *)(ap + 96), _MM_HINT_T0);
+        GEMM_STEP(0);
+        GEMM_STEP(1);
+        GEMM_STEP(2);
+        GEMM_STEP(3);
     }
+    for (; p < kc; p++, ap += 6, bp += 16) GEMM_STEP(0);
+#undef GEMM_STEP
 #define GEMM_STORE_ROW(i, lo, hi)                                                             \
     do {                                                                                      \
         float *cr = c + (i) * ldc;                                                            \
@@ -479,7 +809,10 @@ static void micro_f64avx(int64_t kc, const double *restrict ap, const double *re
                 for (int64_t kk = 0; kk < kc; kk++) {                                         \
                     const T *src = j->B + (k0 + kk) * j->bks + s * NR * j->bns;               \
                     int64_t jj = 0;                                                           \
-                    for (; jj < nv; jj++) dst[kk * NR + jj] = src[jj * j->bns];               \
+                    if (j->bns == 1)                                                          \
+                        for (; jj < nv; jj++) dst[kk * NR + jj] = src[jj];                    \
+                    else                                                                      \
+                        for (; jj < nv; jj++) dst[kk * NR + jj] = src[jj * j->bns];           \
                     for (; jj < NR; jj++) dst[kk * NR + jj] = 0;                              \
                 }                                                                             \
             }                                                                                 \
@@ -493,7 +826,10 @@ static void micro_f64avx(int64_t kc, const double *restrict ap, const double *re
             const T *src = j->A + (i0 + r * MR) * j->ars + k0 * j->acs;                       \
             for (int64_t kk = 0; kk < kc; kk++) {                                             \
                 int64_t ii = 0;                                                               \
-                for (; ii < mv; ii++) dst[kk * MR + ii] = src[ii * j->ars + kk * j->acs];     \
+                if (j->acs == 1)                                                              \
+                    for (; ii < mv; ii++) dst[kk * MR + ii] = src[ii * j->ars + kk];          \
+                else                                                                          \
+                    for (; ii < mv; ii++) dst[kk * MR + ii] = src[ii * j->ars + kk * j->acs]; \
                 for (; ii < MR; ii++) dst[kk * MR + ii] = 0;                                  \
             }                                                                                 \
         }                                                                                     \

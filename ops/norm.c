@@ -21,7 +21,7 @@
  *   y = (x - mean) / sqrt(var + eps) * w + b.
  *   scratch[nscratch]: work space for the built-in kernels: batch_norm
  *   2*C + max(N*C, ceil(N*S / BN_ROWS)*C) doubles (S = spatial numel),
- *   group_norm 2*N*C doubles, layer_norm none.
+ *   group_norm gn_nhwc_scratch, layer_norm 2*L + 2 (L = prod(normalized_shape)).
  * The op itself reads the running stats before (eval) and updates them after
  * (training: running = (1-momentum)*running + momentum*stat, unbiased var)
  * the kernel, so kernels never touch them.
@@ -43,18 +43,27 @@
  *   mft__norm_reference.
  *   fast batch_norm F32, CONTIGUOUS ([N, C, S]: each (n, c) plane is one
  *   contiguous run) and CHANNELS_LAST ([N*S rows, C]: per-channel sums over
- *   blocks of BN_ROWS rows with vectorisable loops over C). Partial sums go
+ *   blocks of BN_ROWS rows with vectorisable loops over C, float over
+ *   sub-blocks of NH_SUB rows then double: nhwc_colsum). Partial sums go
  *   to fixed work items ((n, c) planes, or row blocks) and are combined in
  *   order, so the result does not depend on the thread count; the
  *   normalisation writes each element from one thread with one formula.
  *   fast group_norm / layer_norm F32, CONTIGUOUS: every statistics set is
  *   one contiguous run (one work item each). fast group_norm F32
- *   CHANNELS_LAST: one work item per sample, per-group sums over the pixel
- *   rows (Note at gn_nhwc_samples). layer_norm has no CHANNELS_LAST kernel:
- *   an NHWC input goes through the dispatcher's fallback (converted to
- *   NCHW and back, 2 conversions counted; refused in strict mode) — the
- *   strided reference was 30-60x slower than that. The CHANNELS_LAST F64
- *   group_norm kernel is the strided reference.
+ *   CHANNELS_LAST: per-channel partial sums over blocks of pixel
+ *   rows, combined per group in order (comment at gnh_job). fast layer_norm F32 CHANNELS_LAST
+ *   (layer_norm_nhwc_f32): normalising C and all spatial dims (nnorm >=
+ *   nd - 1) each set is still one contiguous run, only permuted, so the
+ *   CONTIGUOUS row kernel runs with weight / bias gathered in physical
+ *   order; for smaller nnorm each set is a column of a [P, C] block
+ *   (ln_nhwc_cols, vectorised over channels). F64 layer_norm has no
+ *   CHANNELS_LAST kernel: an NHWC input goes through the dispatcher's
+ *   fallback (converted to NCHW and back, 2 conversions counted; refused in
+ *   strict mode) — the strided reference was 30-60x slower than that. The
+ *   CHANNELS_LAST F64 group_norm kernel is the strided reference.
+ *
+ * The _ex variants also return the statistics (x's dtype): mean and
+ * 1 / sqrt(var + eps) per set (batch_norm eval: the running ones).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -215,23 +224,44 @@ static void bn_nchw_norm(void *v, int64_t b, int64_t e) {
     }
 }
 
+/* Per-channel sums over `rows` rows of C floats (row stride C) into acc[C]:
+ * m NULL: sum of x; else sum of (x - m[c])^2. Chunks of NH_CCH channels;
+ * sub-blocks of NH_SUB rows summed in float (vectorised over channels),
+ * then added to the double acc, in row order. */
+#define NH_CCH 256
+#define NH_SUB 32
+static void nhwc_colsum(const float *x, int64_t rows, int64_t C, const double *m, double *acc) {
+    for (int64_t c0 = 0; c0 < C; c0 += NH_CCH) {
+        const int64_t w = C - c0 < NH_CCH ? C - c0 : NH_CCH;
+        float mf[NH_CCH], fa[NH_CCH];
+        for (int64_t c = 0; c < w; c++) {
+            mf[c] = m ? (float)m[c0 + c] : 0.0f;
+            acc[c0 + c] = 0.0;
+        }
+        for (int64_t s0 = 0; s0 < rows; s0 += NH_SUB) {
+            const int64_t s1 = s0 + NH_SUB < rows ? s0 + NH_SUB : rows;
+            for (int64_t c = 0; c < w; c++) fa[c] = 0.0f;
+            for (int64_t r = s0; r < s1; r++) {
+                const float *restrict xr = x + r * C + c0;
+                if (m)
+                    for (int64_t c = 0; c < w; c++) {
+                        const float d = xr[c] - mf[c];
+                        fa[c] += d * d;
+                    }
+                else
+                    for (int64_t c = 0; c < w; c++) fa[c] += xr[c];
+            }
+            for (int64_t c = 0; c < w; c++) acc[c0 + c] += (double)fa[c];
+        }
+    }
+}
+
 /* NHWC: work item = block of BN_ROWS rows; part[blk*C + c]. */
 static void bn_nhwc_sum(bn_job *j, int64_t b, int64_t e, int pass) {
     const int64_t C = j->C;
     for (int64_t blk = b; blk < e; blk++) {
-        double *restrict acc = j->part + blk * C;
-        for (int64_t c = 0; c < C; c++) acc[c] = 0.0;
-        const int64_t r1 = (blk + 1) * BN_ROWS < j->rows ? (blk + 1) * BN_ROWS : j->rows;
-        for (int64_t r = blk * BN_ROWS; r < r1; r++) {
-            const float *restrict xr = j->x + r * C;
-            if (pass == 0)
-                for (int64_t c = 0; c < C; c++) acc[c] += (double)xr[c];
-            else
-                for (int64_t c = 0; c < C; c++) {
-                    const double d = (double)xr[c] - j->mean[c];
-                    acc[c] += d * d;
-                }
-        }
+        const int64_t r0 = blk * BN_ROWS, r1 = r0 + BN_ROWS < j->rows ? r0 + BN_ROWS : j->rows;
+        nhwc_colsum(j->x + r0 * C, r1 - r0, C, pass ? j->mean : NULL, j->part + blk * C);
     }
 }
 static void bn_nhwc_sum0(void *v, int64_t b, int64_t e) { bn_nhwc_sum(v, b, e, 0); }
@@ -406,72 +436,238 @@ static void gln_fast_run(const mft_kernel_args *a, bool layer) {
 static void group_norm_nchw_f32(const mft_kernel_args *a) { gln_fast_run(a, false); }
 static void layer_norm_nchw_f32(const mft_kernel_args *a) { gln_fast_run(a, true); }
 
-/* NHWC group_norm: x is [N, S, C]. Work item = one sample n (all its groups):
- * pass 0 sums each group over the S rows into mean[n*G + g], pass 1 the
- * squared deviations into var[...], in row order; then per-channel scale /
- * mean / bias rows (scratch, 3*C floats per sample) and one vectorisable
- * pass over the rows. Parallel over samples only. */
-static void gn_nhwc_samples(void *v, int64_t b0, int64_t e) {
+/* NHWC layer_norm, x [N, lead spatial (Lsp), normalised spatial (P), C]
+ * physically, nnorm <= nd - 2: each statistics set (n, c, lead) is one
+ * column of a [P, C] block. Work item = (block, chunk of LN_COLS columns):
+ * per-column sums in double over the P rows in order (two passes), then one
+ * pass writing y. j->S holds Lsp, j->len P; j->w / j->b the packed weight /
+ * bias of P elements (never NULL here). */
+#define LN_COLS 64
+static void ln_nhwc_cols(void *v, int64_t b0, int64_t e) {
     const gln_job *j = v;
     const mft__norm_kparams *kp = j->kp;
-    const int64_t C = j->C, G = j->G, S = j->S, cg = C / G;
-    for (int64_t n = b0; n < e; n++) {
-        const float *xs = j->x + n * S * C;
-        float *ys = j->y + n * S * C;
-        double *m = kp->mean + n * G, *var = kp->var + n * G;
-        float *sc = (float *)(void *)(kp->scratch + n * 2 * C), *mf = sc + C, *bf = sc + 2 * C;
-        for (int64_t g = 0; g < G; g++) m[g] = var[g] = 0.0;
-        for (int64_t r = 0; r < S; r++) {
-            const float *xr = xs + r * C;
-            for (int64_t g = 0; g < G; g++) {
-                double acc = 0.0;
-                for (int64_t q = 0; q < cg; q++) acc += (double)xr[g * cg + q];
-                m[g] += acc;
+    const int64_t C = j->C, P = j->len, Lsp = j->S, nch = (C + LN_COLS - 1) / LN_COLS;
+    for (int64_t it = b0; it < e; it++) {
+        const int64_t blk = it / nch, c0 = (it % nch) * LN_COLS;
+        const int64_t w = C - c0 < LN_COLS ? C - c0 : LN_COLS;
+        const int64_t n = blk / Lsp, ls = blk % Lsp;
+        const float *x = j->x + blk * P * C + c0;
+        float *y = j->y + blk * P * C + c0;
+        double m[LN_COLS], q[LN_COLS];
+        float mf[LN_COLS], rs[LN_COLS];
+        for (int64_t i = 0; i < w; i++) m[i] = q[i] = 0.0;
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t i = 0; i < w; i++) m[i] += (double)x[p * C + i];
+        for (int64_t i = 0; i < w; i++) m[i] /= (double)P;
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t i = 0; i < w; i++) {
+                const double d = (double)x[p * C + i] - m[i];
+                q[i] += d * d;
             }
+        for (int64_t i = 0; i < w; i++) {
+            const int64_t k = (n * C + c0 + i) * Lsp + ls;
+            kp->mean[k] = m[i];
+            kp->var[k] = q[i] / (double)P;
+            mf[i] = (float)m[i];
+            rs[i] = (float)(1.0 / sqrt(kp->var[k] + kp->p.eps));
         }
-        for (int64_t g = 0; g < G; g++) m[g] /= (double)(S * cg);
-        for (int64_t c = 0; c < C; c++) mf[c] = (float)m[c / cg];
-        for (int64_t r = 0; r < S; r++) {
-            const float *xr = xs + r * C;
-            for (int64_t g = 0; g < G; g++) {
-                double acc = 0.0;
-                for (int64_t q = 0; q < cg; q++) {
-                    const double d = (double)xr[g * cg + q] - m[g];
-                    acc += d * d;
-                }
-                var[g] += acc;
-            }
-        }
-        for (int64_t g = 0; g < G; g++) var[g] /= (double)(S * cg);
-        for (int64_t c = 0; c < C; c++) {
-            sc[c] = (float)(norm_ld_F32(kp->weight, c, 1.0) / sqrt(var[c / cg] + kp->p.eps));
-            bf[c] = (float)norm_ld_F32(kp->bias, c, 0.0);
-        }
-        for (int64_t r = 0; r < S; r++) {
-            const float *restrict xr = xs + r * C;
-            float *restrict yr = ys + r * C;
-            for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mf[c]) * sc[c] + bf[c];
+        for (int64_t p = 0; p < P; p++) {
+            const float wv = j->w[p], bv = j->b[p];
+            const float *restrict xr = x + p * C;
+            float *restrict yr = y + p * C;
+            for (int64_t i = 0; i < w; i++) yr[i] = (xr[i] - mf[i]) * rs[i] * wv + bv;
         }
     }
 }
 
+/* weight / bias of the normalised block into wf / bf (L floats each) in the
+ * order perm gives (perm[p] = logical index of physical position p; NULL:
+ * identity); absent ones as 1 / 0. */
+static void ln_gather(const mft__norm_kparams *kp, int64_t L, const int64_t *perm, float *wf,
+                      float *bf) {
+    for (int k = 0; k < 2; k++) {
+        const mft_tensor *t = k ? kp->bias : kp->weight;
+        float *dst = k ? bf : wf;
+        const float *tp = gln_packed(t);
+        for (int64_t p = 0; p < L; p++) {
+            const int64_t q = perm ? perm[p] : p;
+            dst[p] = tp ? tp[q] : (float)norm_ld_F32(t, q, k ? 0.0 : 1.0);
+        }
+    }
+}
+
+/* NHWC layer_norm F32. nnorm >= nd - 1: the normalised block holds C, so
+ * each set is one contiguous run in NHWC too (only permuted): ln_sets with
+ * the weight / bias gathered in physical order. Otherwise ln_nhwc_cols.
+ * Scratch: 2 * L floats + L int64 (the permutation). */
+static void layer_norm_nhwc_f32(const mft_kernel_args *a) {
+    const mft__norm_kparams *kp = a->params;
+    const mft_tensor *x = a->inputs[0];
+    const int nd = x->ndim;
+    if (x->numel == 0) return;
+    if (nd < 3 || nd > 5) {
+        gln_fast_run(a, true);
+        return;
+    }
+    const int64_t L = norm_prod(x, nd - kp->p.nnorm, nd);
+    float *wf = (float *)(void *)kp->scratch, *bf = wf + L;
+    gln_job j;
+    j.x = (const float *)(const void *)mft__tensor_ptr(x);
+    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
+    j.kp = kp;
+    j.w = wf;
+    j.b = bf;
+    j.C = x->sizes[1];
+    j.G = 1;
+    j.len = L;
+    if (kp->p.nnorm >= nd - 1) {
+        int64_t *perm = (int64_t *)(void *)(kp->scratch + L);
+        const int64_t C = x->sizes[1], Sp = norm_prod(x, 2, nd);
+        const int64_t Nb = kp->p.nnorm == nd ? x->sizes[0] : 1;
+        for (int64_t n = 0; n < Nb; n++)
+            for (int64_t sp = 0; sp < Sp; sp++)
+                for (int64_t c = 0; c < C; c++) perm[(n * Sp + sp) * C + c] = (n * C + c) * Sp + sp;
+        ln_gather(kp, L, perm, wf, bf);
+        j.S = 1;
+        mft__parallel_for(0, x->numel / L, bn_grain(L), ln_sets, &j);
+    } else {
+        ln_gather(kp, L, NULL, wf, bf);
+        j.S = norm_prod(x, 2, nd - kp->p.nnorm); /* Lsp */
+        const int64_t nch = (j.C + LN_COLS - 1) / LN_COLS;
+        const int64_t items = x->sizes[0] * j.S * nch;
+        mft__parallel_for(0, items, bn_grain(L * (j.C < LN_COLS ? j.C : LN_COLS)), ln_nhwc_cols,
+                          &j);
+    }
+}
+
+/* NHWC group_norm: x is [N, S, C]. Work item = (sample n, block of BN_ROWS
+ * rows): per-channel sums of d = x - p and d^2, p = the channel's pivot
+ * (its value in the sample's first row, so d is small and the shifted
+ * second moment does not cancel), in float over sub-blocks of NH_SUB rows
+ * (vectorisable over C) then double, into part1 / part2[item * C + c]. One
+ * pass over x for the statistics; they are combined per group in block
+ * order (fixed, so independent of the thread count):
+ *   mean = sum_c (S p_c + S1_c) / cnt,
+ *   M2   = sum_c (S2_c + 2 (p_c - mean) S1_c + S (p_c - mean)^2).
+ * Then per-(sample, channel) float scale / mean / bias and one pass over the
+ * rows (parallel over rows). Scratch: gn_nhwc_scratch doubles. */
+typedef struct gnh_job {
+    const float *x;
+    float *y;
+    int64_t N, S, C, G, nblk;
+    double *part1, *part2; /* [N * nblk * C] */
+    const float *piv;      /* [N * C] */
+    const float *sc, *mf, *bf; /* [N * C] */
+} gnh_job;
+
+static void gnh_sums(void *v, int64_t b0, int64_t e) {
+    const gnh_job *j = v;
+    const int64_t C = j->C;
+    for (int64_t it = b0; it < e; it++) {
+        const int64_t n = it / j->nblk, blk = it % j->nblk;
+        const int64_t r0 = blk * BN_ROWS, r1 = r0 + BN_ROWS < j->S ? r0 + BN_ROWS : j->S;
+        const float *x = j->x + (n * j->S + r0) * C;
+        double *a1 = j->part1 + it * C, *a2 = j->part2 + it * C;
+        const float *pv = j->piv + n * C;
+        for (int64_t c0 = 0; c0 < C; c0 += NH_CCH) {
+            const int64_t w = C - c0 < NH_CCH ? C - c0 : NH_CCH;
+            float fa[NH_CCH], fb[NH_CCH];
+            for (int64_t c = 0; c < w; c++) a1[c0 + c] = a2[c0 + c] = 0.0;
+            for (int64_t s0 = 0; s0 < r1 - r0; s0 += NH_SUB) {
+                const int64_t s1 = s0 + NH_SUB < r1 - r0 ? s0 + NH_SUB : r1 - r0;
+                for (int64_t c = 0; c < w; c++) fa[c] = fb[c] = 0.0f;
+                for (int64_t r = s0; r < s1; r++) {
+                    const float *restrict xr = x + r * C + c0, *restrict pr = pv + c0;
+                    for (int64_t c = 0; c < w; c++) {
+                        const float d = xr[c] - pr[c];
+                        fa[c] += d;
+                        fb[c] += d * d;
+                    }
+                }
+                for (int64_t c = 0; c < w; c++) {
+                    a1[c0 + c] += (double)fa[c];
+                    a2[c0 + c] += (double)fb[c];
+                }
+            }
+        }
+    }
+}
+static void gnh_norm(void *v, int64_t b, int64_t e) {
+    const gnh_job *j = v;
+    const int64_t C = j->C;
+    for (int64_t r = b; r < e; r++) {
+        const int64_t q = (r / j->S) * C;
+        const float *restrict sc = j->sc + q, *restrict mf = j->mf + q, *restrict bf = j->bf + q;
+        const float *restrict xr = j->x + r * C;
+        float *restrict yr = j->y + r * C;
+        for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mf[c]) * sc[c] + bf[c];
+    }
+}
+
+static int64_t gn_nhwc_scratch(int64_t N, int64_t C, int64_t S) {
+    return 2 * N * ((S + BN_ROWS - 1) / BN_ROWS) * C + 2 * N * C + 8;
+}
+
 static void group_norm_nhwc_f32(const mft_kernel_args *a) {
     const mft_tensor *x = a->inputs[0];
+    const mft__norm_kparams *kp = a->params;
     if (x->numel == 0) return;
     if (x->ndim < 3) { /* rank 2: CHANNELS_LAST is CONTIGUOUS */
         gln_fast_run(a, false);
         return;
     }
-    gln_job j;
+    gnh_job j;
     j.x = (const float *)(const void *)mft__tensor_ptr(x);
     j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
-    j.kp = a->params;
-    j.w = j.b = NULL;
+    j.N = x->sizes[0];
     j.C = x->sizes[1];
-    j.G = j.kp->p.groups;
+    j.G = kp->p.groups;
     j.S = norm_prod(x, 2, x->ndim);
-    j.len = j.S * j.C;
-    mft__parallel_for(0, x->sizes[0], bn_grain(j.len), gn_nhwc_samples, &j);
+    j.nblk = (j.S + BN_ROWS - 1) / BN_ROWS;
+    const int64_t N = j.N, C = j.C, G = j.G, cg = C / G, S = j.S, nit = N * j.nblk;
+    j.part1 = kp->scratch;
+    j.part2 = kp->scratch + nit * C;
+    float *sc = (float *)(void *)(kp->scratch + 2 * nit * C), *mf = sc + N * C, *bf = mf + N * C;
+    float *piv = bf + N * C; /* 4 * N * C floats in 2 * N * C doubles */
+    for (int64_t n = 0; n < N; n++) memcpy(piv + n * C, j.x + n * S * C, sizeof(float) * (size_t)C);
+    j.piv = piv;
+    j.sc = sc;
+    j.mf = mf;
+    j.bf = bf;
+    mft__parallel_for(0, nit, bn_grain(BN_ROWS * C), gnh_sums, &j);
+    const double cnt = (double)(S * cg);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            double sum = 0.0;
+            for (int64_t c = g * cg; c < (g + 1) * cg; c++) {
+                double s1 = 0.0;
+                for (int64_t b = 0; b < j.nblk; b++) s1 += j.part1[(n * j.nblk + b) * C + c];
+                sum += (double)S * (double)piv[n * C + c] + s1;
+            }
+            const double m = sum / cnt;
+            double m2 = 0.0;
+            for (int64_t c = g * cg; c < (g + 1) * cg; c++) {
+                double s1 = 0.0, s2 = 0.0;
+                for (int64_t b = 0; b < j.nblk; b++) {
+                    s1 += j.part1[(n * j.nblk + b) * C + c];
+                    s2 += j.part2[(n * j.nblk + b) * C + c];
+                }
+                const double dp = (double)piv[n * C + c] - m;
+                m2 += s2 + 2.0 * dp * s1 + (double)S * dp * dp;
+            }
+            kp->mean[n * G + g] = m;
+            kp->var[n * G + g] = m2 > 0.0 ? m2 / cnt : 0.0;
+        }
+    for (int64_t c = 0; c < C; c++) {
+        const double w = norm_ld_F32(kp->weight, c, 1.0), bb = norm_ld_F32(kp->bias, c, 0.0);
+        for (int64_t n = 0; n < N; n++) {
+            const int64_t k = n * G + c / cg;
+            sc[n * C + c] = (float)(w / sqrt(kp->var[k] + kp->p.eps));
+            mf[n * C + c] = (float)kp->mean[k];
+            bf[n * C + c] = (float)bb;
+        }
+    }
+    mft__parallel_for(0, N * S, bn_grain(C), gnh_norm, &j);
 }
 
 /* ---------------------------------------------------------------- table */
@@ -484,6 +680,7 @@ const mft__kernel_def mft__kernels_norm[] = {
     {MFT__OP_GROUP_NORM, MFT_CONTIGUOUS, MFT_F64, "group_norm.nchw.f64.ref", group_norm_ref_F64},
     {MFT__OP_GROUP_NORM, MFT_CHANNELS_LAST, MFT_F64, "group_norm.nhwc.f64.ref", group_norm_ref_F64},
     {MFT__OP_LAYER_NORM, MFT_CONTIGUOUS, MFT_F32, "layer_norm.nchw.f32", layer_norm_nchw_f32},
+    {MFT__OP_LAYER_NORM, MFT_CHANNELS_LAST, MFT_F32, "layer_norm.nhwc.f32", layer_norm_nhwc_f32},
     {MFT__OP_LAYER_NORM, MFT_CONTIGUOUS, MFT_F64, "layer_norm.nchw.f64.ref", layer_norm_ref_F64},
     {0, 0, 0, NULL, NULL},
 };
@@ -545,7 +742,10 @@ static bool norm_check_param(const char *fn, const char *what, const mft_tensor 
 static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
                             mft__norm_kparams *kp, int64_t nstat, int64_t nscratch,
                             const mft_tensor *rmean, const mft_tensor *rvar, mft_tensor *wmean,
-                            mft_tensor *wvar, int64_t count) {
+                            mft_tensor *wvar, int64_t count, mft_tensor **smean,
+                            mft_tensor **srstd) {
+    if (smean) *smean = NULL;
+    if (srstd) *srstd = NULL;
     const mft_format fmt = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
     size_t nd = (size_t)(2 * nstat + nscratch);
     double *buf = mft__alloc_or_err(fn, (nd ? nd : 1) * sizeof(double), 64);
@@ -573,10 +773,22 @@ static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
         ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, 1, outs, kp) == MFT_OK;
     }
     if (ok) mft__tensor_set_tag_from(res, x->tag);
+    /* statistics for the backward (x's dtype): mean, 1 / sqrt(var + eps) */
+    mft_tensor *st[2] = {NULL, NULL};
+    for (int k = 0; k < 2 && ok; k++) {
+        if (!(k ? srstd : smean)) continue;
+        st[k] = mft__tensor_alloc(fn, 1, &nstat, x->dtype, MFT_CONTIGUOUS);
+        ok = st[k] != NULL;
+        for (int64_t c = 0; ok && c < nstat; c++)
+            mft__store(x->dtype, mft__tensor_ptr(st[k]) + (size_t)c * mft__elem_size(x->dtype),
+                       k ? 1.0 / sqrt(kp->var[c] + kp->p.eps) : kp->mean[c]);
+    }
     mft__scope_resume();
     if (!ok) {
         mft__relabel_error(fn);
         mft_tensor_release(res);
+        mft_tensor_release(st[0]);
+        mft_tensor_release(st[1]);
         mft__free(buf);
         return NULL;
     }
@@ -597,13 +809,29 @@ static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
     mft__free(buf);
     mft_tensor *r = mft__retain_result(fn, res);
     mft_tensor_release(res);
+    for (int k = 0; k < 2; k++) {
+        if (!st[k]) continue;
+        mft_tensor *o = r ? mft__retain_result(fn, st[k]) : NULL;
+        mft_tensor_release(st[k]);
+        if (r && !o) {
+            /* out of memory registering in the open scope (the only way
+             * this fails): the results registered so far belong to the
+             * scope, which releases them; the caller gets nothing */
+            if (k == 0) mft_tensor_release(st[1]);
+            if (smean) *smean = NULL;
+            return NULL;
+        }
+        *(k ? srstd : smean) = o;
+    }
     return r;
 }
 
-mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_tensor *running_var,
-                           const mft_tensor *weight, const mft_tensor *bias, bool training,
-                           double momentum, double eps) {
-    const char *fn = "mft_batch_norm";
+static mft_tensor *batch_norm_impl(const char *fn, const mft_tensor *x, mft_tensor *running_mean,
+                                   mft_tensor *running_var, const mft_tensor *weight,
+                                   const mft_tensor *bias, bool training, double momentum,
+                                   double eps, mft_tensor **smean, mft_tensor **srstd) {
+    if (smean) *smean = NULL;
+    if (srstd) *srstd = NULL;
     if (!norm_check_x(fn, x, 2)) return NULL;
     const int64_t C = x->sizes[1];
     if (!norm_check_param(fn, "weight", weight, x, 1, &C) ||
@@ -644,12 +872,29 @@ mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_te
     return norm_run(fn, MFT__OP_BATCH_NORM, x, &kp, C, 2 * C + part,
                     training ? NULL : running_mean, training ? NULL : running_var,
                     training ? running_mean : NULL, training ? running_var : NULL,
-                    x->numel ? count : 0);
+                    x->numel ? count : 0, smean, srstd);
+}
+
+mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_tensor *running_var,
+                           const mft_tensor *weight, const mft_tensor *bias, bool training,
+                           double momentum, double eps) {
+    return batch_norm_impl("mft_batch_norm", x, running_mean, running_var, weight, bias, training,
+                           momentum, eps, NULL, NULL);
+}
+
+mft_tensor *mft_batch_norm_ex(const mft_tensor *x, mft_tensor *running_mean,
+                              mft_tensor *running_var, const mft_tensor *weight,
+                              const mft_tensor *bias, bool training, double momentum, double eps,
+                              mft_tensor **save_mean, mft_tensor **save_invstd) {
+    return batch_norm_impl("mft_batch_norm_ex", x, running_mean, running_var, weight, bias,
+                           training, momentum, eps, save_mean, save_invstd);
 }
 
 static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t groups,
                                    const mft_tensor *weight, const mft_tensor *bias, double eps,
-                                   bool instance) {
+                                   bool instance, mft_tensor **smean, mft_tensor **srstd) {
+    if (smean) *smean = NULL;
+    if (srstd) *srstd = NULL;
     if (!norm_check_x(fn, x, 2)) return NULL;
     const int64_t C = x->sizes[1];
     if (instance) {
@@ -684,22 +929,32 @@ static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t 
     mft__norm_kparams kp = {{eps, 0.0, true, groups ? groups : 1, 0}, weight, bias, NULL, NULL,
                             NULL, 0};
     return norm_run(fn, MFT__OP_GROUP_NORM, x, &kp, x->sizes[0] * (groups ? groups : 1),
-                    x->sizes[0] * 2 * C, NULL, NULL, NULL, NULL, 0);
+                    gn_nhwc_scratch(x->sizes[0], C, norm_prod(x, 2, x->ndim)), NULL, NULL, NULL,
+                    NULL, 0, smean, srstd);
 }
 
 mft_tensor *mft_group_norm(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
                            const mft_tensor *bias, double eps) {
-    return group_norm_impl("mft_group_norm", x, groups, weight, bias, eps, false);
+    return group_norm_impl("mft_group_norm", x, groups, weight, bias, eps, false, NULL, NULL);
+}
+
+mft_tensor *mft_group_norm_ex(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
+                              const mft_tensor *bias, double eps, mft_tensor **mean,
+                              mft_tensor **rstd) {
+    return group_norm_impl("mft_group_norm_ex", x, groups, weight, bias, eps, false, mean, rstd);
 }
 
 mft_tensor *mft_instance_norm(const mft_tensor *x, const mft_tensor *weight,
                               const mft_tensor *bias, double eps) {
-    return group_norm_impl("mft_instance_norm", x, 0, weight, bias, eps, true);
+    return group_norm_impl("mft_instance_norm", x, 0, weight, bias, eps, true, NULL, NULL);
 }
 
-mft_tensor *mft_layer_norm(const mft_tensor *x, int nnorm, const int64_t *normalized_shape,
-                           const mft_tensor *weight, const mft_tensor *bias, double eps) {
-    const char *fn = "mft_layer_norm";
+static mft_tensor *layer_norm_impl(const char *fn, const mft_tensor *x, int nnorm,
+                                   const int64_t *normalized_shape, const mft_tensor *weight,
+                                   const mft_tensor *bias, double eps, mft_tensor **smean,
+                                   mft_tensor **srstd) {
+    if (smean) *smean = NULL;
+    if (srstd) *srstd = NULL;
     if (!norm_check_x(fn, x, 1)) return NULL;
     if (nnorm < 1 || nnorm > x->ndim) {
         mft__set_error(MFT_ERR_INVALID, "%s: nnorm = %d must be in 1..%d (rank of x)", fn, nnorm,
@@ -730,5 +985,20 @@ mft_tensor *mft_layer_norm(const mft_tensor *x, int nnorm, const int64_t *normal
     const int64_t L = norm_prod(x, lead, x->ndim);
     const int64_t nstat = L ? x->numel / L : 0;
     mft__norm_kparams kp = {{eps, 0.0, true, 0, nnorm}, weight, bias, NULL, NULL, NULL, 0};
-    return norm_run(fn, MFT__OP_LAYER_NORM, x, &kp, nstat, 0, NULL, NULL, NULL, NULL, 0);
+    /* NHWC kernel: 2 L floats + L int64 */
+    return norm_run(fn, MFT__OP_LAYER_NORM, x, &kp, nstat, 2 * L + 2, NULL, NULL, NULL, NULL, 0,
+                    smean, srstd);
+}
+
+mft_tensor *mft_layer_norm(const mft_tensor *x, int nnorm, const int64_t *normalized_shape,
+                           const mft_tensor *weight, const mft_tensor *bias, double eps) {
+    return layer_norm_impl("mft_layer_norm", x, nnorm, normalized_shape, weight, bias, eps, NULL,
+                           NULL);
+}
+
+mft_tensor *mft_layer_norm_ex(const mft_tensor *x, int nnorm, const int64_t *normalized_shape,
+                              const mft_tensor *weight, const mft_tensor *bias, double eps,
+                              mft_tensor **mean, mft_tensor **rstd) {
+    return layer_norm_impl("mft_layer_norm_ex", x, nnorm, normalized_shape, weight, bias, eps,
+                           mean, rstd);
 }

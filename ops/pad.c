@@ -3,7 +3,7 @@
  *
  * The file reads top to bottom: pad's checks and entry point, the reference
  * kernels (which define the semantics), the fast packed kernel, the kernel
- * table, then cat / stack / split.
+ * table, pad's backward, then cat / stack, their backward, and split.
  *
  * pad follows PyTorch 1.13's F.pad (aten/src/ATen/native/PadNd.cpp,
  * ConstantPadNd, ReflectionPad.cpp, ReplicationPadding.cpp):
@@ -326,6 +326,265 @@ static void pad_packed(const mft_kernel_args *a, mft_format fmt) {
 static void pad_nchw(const mft_kernel_args *a) { pad_packed(a, MFT_CONTIGUOUS); }
 static void pad_nhwc(const mft_kernel_args *a) { pad_packed(a, MFT_CHANNELS_LAST); }
 
+/* ---------------------------------------------------------------- backward
+ * grad_x[i] = sum of grad_out[o] over every output index o that read input
+ * index i (per dim: the interior o = i + before, plus for reflect the two
+ * mirrors, for replicate every clamped o at the two edges). The reference
+ * scatters grad_out in row-major order into a zeroed grad_x; the packed
+ * kernels gather instead (one output row of grad_x per work item, so any
+ * thread partition gives the same sums) and add each element's
+ * contributions in the same lexicographic order of o, so for NCHW (and NHWC
+ * when C is not padded) they match the reference bit for bit. */
+mft_kernel_fn mft__pad_backward_reference(mft_dtype dt);
+
+/* The output indices along one dim that read input index i, as up to three
+ * ascending disjoint ranges [lo[k], hi[k]); returns their count. */
+static int pad_bw_ranges(int64_t i, int64_t before, int64_t size, int64_t osz, mft_pad_mode mode,
+                         int64_t *lo, int64_t *hi) {
+    int n = 0;
+    int64_t l[3], h[3], c = 0;
+    if (mode == MFT_PAD_REPLICATE) {
+        l[c] = i == 0 ? 0 : i + before;
+        h[c++] = i == size - 1 ? osz : i + before + 1;
+    } else {
+        if (mode == MFT_PAD_REFLECT && i >= 1) l[c] = before - i, h[c] = l[c] + 1, c++;
+        l[c] = i + before, h[c] = l[c] + 1, c++;
+        if (mode == MFT_PAD_REFLECT && i <= size - 2)
+            l[c] = before + 2 * (size - 1) - i, h[c] = l[c] + 1, c++;
+    }
+    for (int64_t k = 0; k < c; k++) {
+        int64_t a = l[k] < 0 ? 0 : l[k], b = h[k] > osz ? osz : h[k];
+        if (a < b) lo[n] = a, hi[n] = b, n++;
+    }
+    return n;
+}
+
+static bool pad_bw_check(const char *fn, const mft_tensor *grad_out, const mft_tensor *x,
+                         int npad, const int64_t *pads, mft_pad_mode mode, mft_pad_params *p) {
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    int64_t out[MFT_MAX_DIMS];
+    if (!grad_out) {
+        mft__null_arg(fn, "grad_out");
+        return false;
+    }
+    if (!pad_check(fn, x, npad, pads, mode, 0.0, p, out)) return false;
+    if (x->dtype != MFT_F32 && x->dtype != MFT_F64) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: dtype %s of 'x' is not supported (f32 and f64 only)", fn,
+                       mft_dtype_name(x->dtype));
+        return false;
+    }
+    if (grad_out->dtype != x->dtype) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: expected grad_out of dtype %s (x's), got %s", fn,
+                       mft_dtype_name(x->dtype), mft_dtype_name(grad_out->dtype));
+        return false;
+    }
+    bool same = grad_out->ndim == x->ndim;
+    for (int d = 0; same && d < x->ndim; d++) same = grad_out->sizes[d] == out[d];
+    if (!same) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: grad_out of sizes %s does not match the padded sizes %s",
+                       fn, mft__fmt_dims(b1, sizeof b1, grad_out->ndim, grad_out->sizes),
+                       mft__fmt_dims(b2, sizeof b2, x->ndim, out));
+        return false;
+    }
+    return true;
+}
+
+mft_tensor *mft_pad_backward(const mft_tensor *grad_out, const mft_tensor *x, int npad,
+                             const int64_t *pads, mft_pad_mode mode) {
+    static const char fn[] = "mft_pad_backward";
+    mft_pad_params p;
+    if (!pad_bw_check(fn, grad_out, x, npad, pads, mode, &p)) return NULL;
+    const mft_format fmt = x->ndim >= 3 && x->ndim <= 5 ? x->tag : MFT_CONTIGUOUS;
+
+    mft__scope_suspend();
+    mft_tensor *gx = mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt);
+    bool ok = gx != NULL;
+    if (ok) {
+        const mft_tensor *ins[1] = {grad_out};
+        const bool convert[1] = {true};
+        mft_tensor *outs[1] = {gx};
+        ok = mft__dispatch(fn, MFT__OP_PAD_BACKWARD, fmt, x->dtype, 1, ins, convert, 1, outs,
+                           &p) == MFT_OK;
+    }
+    if (ok) mft__tensor_set_tag_from(gx, x->tag);
+    mft__scope_resume();
+    if (!ok) {
+        mft__relabel_error(fn);
+        mft_tensor_release(gx);
+        return NULL;
+    }
+    mft_tensor *r = mft__retain_result(fn, gx);
+    mft_tensor_release(gx);
+    return r;
+}
+
+/* Reference: inputs[0] grad_out (padded sizes), outputs[0] grad_x (x's
+ * sizes), any strides; zero grad_x, then scatter-add every grad_out element
+ * in row-major order. */
+#define REF_BW_KERNEL(D)                                                                     \
+    static void pad_bw_ref_##D(const mft_kernel_args *a) {                                   \
+        typedef MFT__T_##D T;                                                                \
+        const mft_pad_params *p = a->params;                                                 \
+        const mft_tensor *g = a->inputs[0], *x = a->outputs[0];                              \
+        const T *gd = (const T *)(const void *)mft__tensor_ptr(g);                           \
+        T *xd = (T *)(void *)mft__tensor_ptr(x);                                             \
+        const int nd = x->ndim;                                                              \
+        mft__fill(a->outputs[0], 0.0);                                                       \
+        if (g->numel == 0) return;                                                           \
+        int64_t idx[MFT_MAX_DIMS] = {0};                                                     \
+        for (;;) {                                                                           \
+            int64_t xo = 0, go = 0;                                                          \
+            bool inside = true;                                                              \
+            for (int d = 0; d < nd; d++) {                                                   \
+                int64_t s = pad_src(idx[d], p->before[d], x->sizes[d], p->mode);             \
+                if (s < 0) inside = false;                                                   \
+                else xo += s * x->strides[d];                                                \
+                go += idx[d] * g->strides[d];                                                \
+            }                                                                                \
+            if (inside) xd[xo] += gd[go];                                                    \
+            int d = nd - 1;                                                                  \
+            for (; d >= 0; d--) {                                                            \
+                if (++idx[d] < g->sizes[d]) break;                                           \
+                idx[d] = 0;                                                                  \
+            }                                                                                \
+            if (d < 0) break;                                                                \
+        }                                                                                    \
+    }
+REF_BW_KERNEL(F32)
+REF_BW_KERNEL(F64)
+#undef REF_BW_KERNEL
+
+mft_kernel_fn mft__pad_backward_reference(mft_dtype dt) {
+    return dt == MFT_F32 ? pad_bw_ref_F32 : dt == MFT_F64 ? pad_bw_ref_F64 : NULL;
+}
+
+/* Packed kernels: grad_out (padded sizes) and grad_x (x's sizes) packed in
+ * the kernel's format, dims walked in physical order. One work item = one
+ * grad_x row along the innermost physical dim (W in NCHW, C in NHWC): it is
+ * zeroed, then for each contributing grad_out row (the product of the outer
+ * dims' ranges, ascending) the row's contributions are added: the span
+ * [ilo, ihi) whose only source is o = i + before as one vector loop, the
+ * other elements through pad_bw_ranges. */
+typedef struct pad_bw_job {
+    const mft_pad_params *p;
+    const char *g;
+    char *x;
+    int nouter;
+    int64_t osz[MFT_MAX_DIMS], isz[MFT_MAX_DIMS], bef[MFT_MAX_DIMS];
+    int64_t gs[MFT_MAX_DIMS], xs[MFT_MAX_DIMS]; /* strides, physical order */
+    int64_t ilo, ihi;                           /* single-source span of the inner dim */
+} pad_bw_job;
+
+#define PAD_BW_ROWS(D)                                                                       \
+    static void pad_bw_rows_##D(void *ctx, int64_t begin, int64_t end) {                     \
+        typedef MFT__T_##D T;                                                                \
+        const pad_bw_job *j = ctx;                                                           \
+        const int L = j->nouter;                                                             \
+        const mft_pad_mode mode = j->p->mode;                                                \
+        const int64_t iw = j->isz[L], ow = j->osz[L], bw = j->bef[L];                        \
+        const int64_t ilo = j->ilo, ihi = j->ihi;                                            \
+        for (int64_t r = begin; r < end; r++) {                                              \
+            int64_t rem = r, xo = 0;                                                         \
+            int64_t lo[MFT_MAX_DIMS][3], hi[MFT_MAX_DIMS][3];                                \
+            int nr[MFT_MAX_DIMS], ri[MFT_MAX_DIMS];                                          \
+            int64_t o[MFT_MAX_DIMS];                                                         \
+            bool empty = false;                                                              \
+            for (int d = L - 1; d >= 0; d--) {                                               \
+                const int64_t i = rem % j->isz[d];                                           \
+                rem /= j->isz[d];                                                            \
+                xo += i * j->xs[d];                                                          \
+                nr[d] = pad_bw_ranges(i, j->bef[d], j->isz[d], j->osz[d], mode, lo[d], hi[d]); \
+                if (nr[d] == 0) empty = true;                                                \
+                ri[d] = 0;                                                                   \
+                o[d] = nr[d] ? lo[d][0] : 0;                                                 \
+            }                                                                                \
+            T *xr = (T *)(void *)j->x + xo;                                                  \
+            for (int64_t i = 0; i < iw; i++) xr[i] = 0;                                      \
+            if (empty) continue;                                                             \
+            for (;;) {                                                                       \
+                int64_t go = 0;                                                              \
+                for (int d = 0; d < L; d++) go += o[d] * j->gs[d];                           \
+                const T *gr = (const T *)(const void *)j->g + go;                            \
+                for (int64_t i = 0; i < ilo; i++) {                                          \
+                    int64_t l3[3], h3[3];                                                    \
+                    const int n3 = pad_bw_ranges(i, bw, iw, ow, mode, l3, h3);               \
+                    for (int k = 0; k < n3; k++)                                             \
+                        for (int64_t q = l3[k]; q < h3[k]; q++) xr[i] += gr[q];              \
+                }                                                                            \
+                for (int64_t i = ilo; i < ihi; i++) xr[i] += gr[i + bw];                     \
+                for (int64_t i = ihi; i < iw; i++) {                                         \
+                    int64_t l3[3], h3[3];                                                    \
+                    const int n3 = pad_bw_ranges(i, bw, iw, ow, mode, l3, h3);               \
+                    for (int k = 0; k < n3; k++)                                             \
+                        for (int64_t q = l3[k]; q < h3[k]; q++) xr[i] += gr[q];              \
+                }                                                                            \
+                /* next output row: odometer over the ranges of the outer dims */           \
+                int d = L - 1;                                                               \
+                for (; d >= 0; d--) {                                                        \
+                    if (++o[d] < hi[d][ri[d]]) break;                                        \
+                    if (++ri[d] < nr[d]) {                                                   \
+                        o[d] = lo[d][ri[d]];                                                 \
+                        break;                                                               \
+                    }                                                                        \
+                    ri[d] = 0;                                                               \
+                    o[d] = lo[d][0];                                                         \
+                }                                                                            \
+                if (d < 0) break;                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }
+PAD_BW_ROWS(F32)
+PAD_BW_ROWS(F64)
+#undef PAD_BW_ROWS
+
+static bool pad_bw_single(int64_t i, int64_t bw, int64_t iw, int64_t ow, mft_pad_mode mode) {
+    int64_t l[3], h[3];
+    return pad_bw_ranges(i, bw, iw, ow, mode, l, h) == 1 && h[0] - l[0] == 1 && l[0] == i + bw;
+}
+
+static void pad_bw_packed(const mft_kernel_args *a, mft_format fmt) {
+    const mft_tensor *g = a->inputs[0], *x = a->outputs[0];
+    if (x->numel == 0) return;
+    pad_bw_job j;
+    memset(&j, 0, sizeof j);
+    j.p = a->params;
+    j.g = mft__tensor_ptr(g);
+    j.x = mft__tensor_ptr(x);
+    const int nd = x->ndim;
+    if (nd == 0) {
+        mft__copy_kernel(a->outputs[0], g);
+        return;
+    }
+    int order[MFT_MAX_DIMS];
+    mft__format_order(nd, fmt, order);
+    for (int i = 0; i < nd; i++) {
+        const int d = order[i];
+        j.osz[i] = g->sizes[d];
+        j.isz[i] = x->sizes[d];
+        j.bef[i] = j.p->before[d];
+        j.gs[i] = g->strides[d];
+        j.xs[i] = x->strides[d];
+    }
+    j.nouter = nd - 1;
+    const int64_t iw = j.isz[nd - 1], ow = j.osz[nd - 1], bw = j.bef[nd - 1];
+    /* the longest run of single-source indices (reflect's i = 0 is single but
+     * i = 1 is not: the run is not simply "all but the edges") */
+    j.ilo = j.ihi = 0;
+    for (int64_t i = 0, start = 0; i <= iw; i++) {
+        if (i < iw && pad_bw_single(i, bw, iw, ow, j.p->mode)) continue;
+        if (i - start > j.ihi - j.ilo) j.ilo = start, j.ihi = i;
+        start = i + 1;
+    }
+    const int64_t rows = x->numel / iw;
+    int64_t per = g->numel / (rows > 0 ? rows : 1);
+    int64_t grain = 32768 / (per > 0 ? per : 1);
+    if (x->dtype == MFT_F32) mft__parallel_for(0, rows, grain > 0 ? grain : 1, pad_bw_rows_F32, &j);
+    else mft__parallel_for(0, rows, grain > 0 ? grain : 1, pad_bw_rows_F64, &j);
+}
+
+static void pad_bw_nchw(const mft_kernel_args *a) { pad_bw_packed(a, MFT_CONTIGUOUS); }
+static void pad_bw_nhwc(const mft_kernel_args *a) { pad_bw_packed(a, MFT_CHANNELS_LAST); }
+
 /* ---------------------------------------------------------------- table */
 const mft__kernel_def mft__kernels_pad[] = {
     {MFT__OP_PAD, MFT_CONTIGUOUS, MFT_F32, "pad.nchw.f32", pad_nchw},
@@ -337,6 +596,10 @@ const mft__kernel_def mft__kernels_pad[] = {
     {MFT__OP_PAD, MFT_CHANNELS_LAST, MFT_I32, "pad.nhwc.i32", pad_nhwc},
     {MFT__OP_PAD, MFT_CHANNELS_LAST, MFT_I64, "pad.nhwc.i64", pad_nhwc},
     {MFT__OP_PAD, MFT_CHANNELS_LAST, MFT_U8, "pad.nhwc.u8", pad_nhwc},
+    {MFT__OP_PAD_BACKWARD, MFT_CONTIGUOUS, MFT_F32, "pad_backward.nchw.f32", pad_bw_nchw},
+    {MFT__OP_PAD_BACKWARD, MFT_CHANNELS_LAST, MFT_F32, "pad_backward.nhwc.f32", pad_bw_nhwc},
+    {MFT__OP_PAD_BACKWARD, MFT_CONTIGUOUS, MFT_F64, "pad_backward.nchw.f64", pad_bw_nchw},
+    {MFT__OP_PAD_BACKWARD, MFT_CHANNELS_LAST, MFT_F64, "pad_backward.nhwc.f64", pad_bw_nhwc},
     {0},
 };
 
@@ -346,14 +609,25 @@ static bool cat_skipped(const mft_tensor *t) { return t->ndim == 1 && t->sizes[0
 
 /* Concatenates ts (already validated non-NULL) along dim; skip enables the
  * legacy empty rule (cat), off for stack. Messages name fn. */
-static mft_tensor *cat_impl(const char *fn, int n, const mft_tensor *const *ts, int dim, bool skip) {
+/* Validates a cat of ts along dim and computes the result's sizes, wrapped
+ * dim, dtype and format; false with the error set (naming fn). */
+typedef struct cat_plan {
+    int d, nd;
+    bool all_skipped;
+    int64_t sizes[MFT_MAX_DIMS];
+    mft_dtype dt;
+    mft_format fmt;
+} cat_plan;
+
+static bool cat_check(const char *fn, int n, const mft_tensor *const *ts, int dim, bool skip,
+                      cat_plan *cp) {
     char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
     int ref = -1;
     for (int i = 0; i < n; i++) {
         if (ts[i]->ndim == 0) {
             mft__set_error(MFT_ERR_RANK, "%s: zero-dimensional tensor (at position %d) cannot be "
                            "concatenated", fn, i);
-            return NULL;
+            return false;
         }
         if (ref < 0 && !(skip && cat_skipped(ts[i]))) ref = i;
     }
@@ -362,7 +636,7 @@ static mft_tensor *cat_impl(const char *fn, int n, const mft_tensor *const *ts, 
     const mft_tensor *r = ts[ref];
     const int nd = r->ndim;
     int d = mft__wrap_dim(fn, dim, nd);
-    if (d < 0) return NULL;
+    if (d < 0) return false;
     int64_t sizes[MFT_MAX_DIMS];
     memcpy(sizes, r->sizes, sizeof sizes);
     sizes[d] = 0;
@@ -373,7 +647,7 @@ static mft_tensor *cat_impl(const char *fn, int n, const mft_tensor *const *ts, 
         if (t->ndim != nd) {
             mft__set_error(MFT_ERR_RANK, "%s: tensors must have same number of dimensions: got %d "
                            "and %d (tensor number %d in the list)", fn, nd, t->ndim, i);
-            return NULL;
+            return false;
         }
         for (int k = 0; k < nd; k++)
             if (k != d && t->sizes[k] != r->sizes[k]) {
@@ -384,11 +658,11 @@ static mft_tensor *cat_impl(const char *fn, int n, const mft_tensor *const *ts, 
                                fn, d, (long long)r->sizes[k], (long long)t->sizes[k], i,
                                mft__fmt_dims(b1, sizeof b1, nd, r->sizes),
                                mft__fmt_dims(b2, sizeof b2, nd, t->sizes));
-                return NULL;
+                return false;
             }
         if (sizes[d] > INT64_MAX - t->sizes[d]) {
             mft__set_error(MFT_ERR_OVERFLOW, "%s: concatenated size overflows", fn);
-            return NULL;
+            return false;
         }
         sizes[d] += t->sizes[d];
         same_tag = same_tag && t->tag == r->tag;
@@ -396,9 +670,25 @@ static mft_tensor *cat_impl(const char *fn, int n, const mft_tensor *const *ts, 
     mft_dtype dt = mft_result_type(n, ts, false, 0.0);
     if (dt == MFT_DTYPE_COUNT) {
         mft__relabel_error(fn);
-        return NULL;
+        return false;
     }
-    const mft_format fmt = same_tag && nd >= 3 && nd <= 5 ? r->tag : MFT_CONTIGUOUS;
+    cp->d = d;
+    cp->nd = nd;
+    cp->all_skipped = all_skipped;
+    memcpy(cp->sizes, sizes, sizeof sizes);
+    cp->dt = dt;
+    cp->fmt = same_tag && nd >= 3 && nd <= 5 ? r->tag : MFT_CONTIGUOUS;
+    return true;
+}
+
+static mft_tensor *cat_impl(const char *fn, int n, const mft_tensor *const *ts, int dim, bool skip) {
+    cat_plan cp;
+    if (!cat_check(fn, n, ts, dim, skip, &cp)) return NULL;
+    const int nd = cp.nd, d = cp.d;
+    const bool all_skipped = cp.all_skipped;
+    const int64_t *sizes = cp.sizes;
+    const mft_dtype dt = cp.dt;
+    const mft_format fmt = cp.fmt;
 
     mft__scope_suspend();
     mft_tensor *y = mft__tensor_alloc(fn, nd, sizes, dt, fmt);
@@ -488,6 +778,157 @@ mft_tensor *mft_stack(int n, const mft_tensor *const *ts, int dim) {
     for (int i = 0; i < made; i++) mft_tensor_release(us[i]);
     mft__free(us);
     return r;
+}
+
+/* ---------------------------------------------------------------- cat / stack backward
+ * grads[i] = the part of grad_out that came from ts[i] (a narrow for cat, a
+ * select for stack), copied into a new tensor of ts[i]'s sizes and dtype,
+ * packed in ts[i]'s tag for ranks 3-5, else CONTIGUOUS (SPEC §5). Inputs
+ * the cat skipped (legacy 1-D empty) get an empty gradient. */
+static mft_status grads_finish(const char *fn, bool ok, int n, mft_tensor **tmp,
+                               mft_tensor **grads) {
+    for (int i = 0; i < n && ok; i++) {
+        mft_tensor *r = mft__retain_result(fn, tmp[i]);
+        mft_tensor_release(tmp[i]);
+        tmp[i] = r;
+        if (!r) {
+            for (int k = 0; k < i; k++) mft_tensor_release(tmp[k]);
+            for (int k = i + 1; k < n; k++) mft_tensor_release(tmp[k]);
+            ok = false;
+            n = 0;
+        }
+    }
+    if (!ok) {
+        for (int i = 0; i < n; i++) mft_tensor_release(tmp[i]);
+        mft__free(tmp);
+        return mft__relabel_error(fn);
+    }
+    for (int i = 0; i < n; i++) grads[i] = tmp[i];
+    mft__free(tmp);
+    return MFT_OK;
+}
+
+/* A packed copy of part (any strides) with t's sizes and dtype in t's tag. */
+static mft_tensor *grad_piece(const char *fn, const mft_tensor *part, const mft_tensor *t) {
+    const mft_format fmt = t->ndim >= 3 && t->ndim <= 5 ? t->tag : MFT_CONTIGUOUS;
+    mft_tensor *g = mft__tensor_alloc(fn, t->ndim, t->sizes, t->dtype, fmt);
+    if (!g) return NULL;
+    if (g->numel) {
+        if (part) {
+            mft__copy_kernel(g, part);
+        } else {
+            mft__fill(g, 0.0);
+        }
+    }
+    mft__tensor_set_tag_from(g, t->tag);
+    return g;
+}
+
+static bool grad_out_check(const char *fn, const mft_tensor *grad_out, int nd,
+                           const int64_t *sizes) {
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    if (!grad_out) {
+        mft__null_arg(fn, "grad_out");
+        return false;
+    }
+    bool same = grad_out->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = grad_out->sizes[d] == sizes[d];
+    if (!same) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: grad_out of sizes %s does not match the result's sizes %s",
+                       fn, mft__fmt_dims(b1, sizeof b1, grad_out->ndim, grad_out->sizes),
+                       mft__fmt_dims(b2, sizeof b2, nd, sizes));
+        return false;
+    }
+    return true;
+}
+
+mft_status mft_cat_backward(const mft_tensor *grad_out, int n, const mft_tensor *const *ts,
+                            int dim, mft_tensor **grads) {
+    static const char fn[] = "mft_cat_backward";
+    if (!list_check(fn, n, ts)) return mft_last_error();
+    if (!grads) {
+        mft__set_error(MFT_ERR_NULL, "%s: argument 'grads' is NULL", fn);
+        return MFT_ERR_NULL;
+    }
+    cat_plan cp;
+    if (!cat_check(fn, n, ts, dim, true, &cp)) return mft_last_error();
+    if (!grad_out_check(fn, grad_out, cp.nd, cp.sizes)) return mft_last_error();
+    mft_tensor **tmp = mft__alloc_or_err(fn, (size_t)n * sizeof *tmp, sizeof(void *));
+    if (!tmp) return mft_last_error();
+    bool ok = true;
+    int made = 0;
+    int64_t off = 0;
+    mft__scope_suspend();
+    for (; ok && made < n; made++) {
+        const mft_tensor *t = ts[made];
+        mft_tensor *part = NULL;
+        if (!(cat_skipped(t) && !cp.all_skipped) && !cp.all_skipped) {
+            part = mft_narrow(grad_out, cp.d, off, t->sizes[cp.d]);
+            ok = part != NULL;
+            off += t->sizes[cp.d];
+        }
+        tmp[made] = ok ? grad_piece(fn, part, t) : NULL;
+        ok = ok && tmp[made] != NULL;
+        mft_tensor_release(part);
+    }
+    mft__scope_resume();
+    if (!ok) {
+        for (int i = 0; i < made; i++) mft_tensor_release(tmp[i]);
+        mft__free(tmp);
+        return mft__relabel_error(fn);
+    }
+    return grads_finish(fn, true, n, tmp, grads);
+}
+
+mft_status mft_stack_backward(const mft_tensor *grad_out, int n, const mft_tensor *const *ts,
+                              int dim, mft_tensor **grads) {
+    static const char fn[] = "mft_stack_backward";
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    if (!list_check(fn, n, ts)) return mft_last_error();
+    if (!grads) {
+        mft__set_error(MFT_ERR_NULL, "%s: argument 'grads' is NULL", fn);
+        return MFT_ERR_NULL;
+    }
+    for (int i = 1; i < n; i++) {
+        bool eq = ts[i]->ndim == ts[0]->ndim;
+        for (int k = 0; eq && k < ts[0]->ndim; k++) eq = ts[i]->sizes[k] == ts[0]->sizes[k];
+        if (!eq) {
+            mft__set_error(MFT_ERR_SHAPE, "%s: expects each tensor to be equal size, but got %s at "
+                           "entry 0 and %s at entry %d", fn,
+                           mft__fmt_dims(b1, sizeof b1, ts[0]->ndim, ts[0]->sizes),
+                           mft__fmt_dims(b2, sizeof b2, ts[i]->ndim, ts[i]->sizes), i);
+            return MFT_ERR_SHAPE;
+        }
+    }
+    const int nd = ts[0]->ndim + 1;
+    if (nd > MFT_MAX_DIMS) {
+        mft__set_error(MFT_ERR_RANK, "%s: stacking rank-%d tensors exceeds %d dims", fn,
+                       ts[0]->ndim, MFT_MAX_DIMS);
+        return MFT_ERR_RANK;
+    }
+    const int d = mft__wrap_dim(fn, dim, nd);
+    if (d < 0) return mft_last_error();
+    int64_t sizes[MFT_MAX_DIMS];
+    for (int k = 0, s = 0; k < nd; k++) sizes[k] = k == d ? n : ts[0]->sizes[s++];
+    if (!grad_out_check(fn, grad_out, nd, sizes)) return mft_last_error();
+    mft_tensor **tmp = mft__alloc_or_err(fn, (size_t)n * sizeof *tmp, sizeof(void *));
+    if (!tmp) return mft_last_error();
+    bool ok = true;
+    int made = 0;
+    mft__scope_suspend();
+    for (; ok && made < n; made++) {
+        mft_tensor *part = mft_select(grad_out, d, made);
+        tmp[made] = part ? grad_piece(fn, part, ts[made]) : NULL;
+        ok = tmp[made] != NULL;
+        mft_tensor_release(part);
+    }
+    mft__scope_resume();
+    if (!ok) {
+        for (int i = 0; i < made; i++) mft_tensor_release(tmp[i]);
+        mft__free(tmp);
+        return mft__relabel_error(fn);
+    }
+    return grads_finish(fn, true, n, tmp, grads);
 }
 
 /* ---------------------------------------------------------------- split */

@@ -31,6 +31,17 @@ mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt);
 /* Largest kernel/stride/padding/dilation accepted: keeps the output-size
  * arithmetic far from int64 overflow. */
 #define POOL_MAX_PARAM ((int64_t)1 << 30)
+/* Channels accumulated in registers by the NHWC avg kernel. */
+#define POOL_VB 64
+/* 8-lane float / int32 vectors (GCC/Clang vector extension) for the NHWC
+ * kernels' register accumulators. */
+#if defined(__GNUC__) || defined(__clang__)
+#define POOL_HAVE_V8 1
+typedef float pool_v8 __attribute__((vector_size(32)));
+typedef int32_t pool_i8 __attribute__((vector_size(32)));
+#else
+#define POOL_HAVE_V8 0
+#endif
 
 /* ---------------------------------------------------------------- output sizes */
 static int64_t pool_div_floor(int64_t a, int64_t b) {
@@ -501,15 +512,55 @@ static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
             max_window(ow, j->W, p->kernel[1], p->stride[1], p->padding[1], p->dilation[1], &w0,
                        &w1);
             const int64_t first = h0 * j->W + w0;
-            for (int64_t c = 0; c < C; c++) {
+#if POOL_HAVE_V8
+            /* blocks of 32 channels in registers; positions as int32 lanes
+             * blended with the float compare masks (plane < 2^31) */
+            int64_t cdone = 0;
+            /* every position, and the start of an empty window, fits int32 */
+            if ((double)(j->H + p->dilation[0] + 1) * (double)(j->W + p->dilation[1] + 1) <=
+                (double)INT32_MAX) {
+                for (; cdone + 32 <= C; cdone += 32) {
+                    pool_v8 m[4];
+                    pool_i8 ix[4];
+                    for (int k = 0; k < 4; k++) {
+                        m[k] = (pool_v8){0, 0, 0, 0, 0, 0, 0, 0} - INFINITY;
+                        ix[k] = (pool_i8){0, 0, 0, 0, 0, 0, 0, 0} + (int32_t)first;
+                    }
+                    for (int64_t ih = h0; ih < h1; ih += p->dilation[0])
+                        for (int64_t iw = w0; iw < w1; iw += p->dilation[1]) {
+                            const float *row = in + (ih * j->W + iw) * C + cdone;
+                            const pool_i8 pv = (pool_i8){0, 0, 0, 0, 0, 0, 0, 0} +
+                                               (int32_t)(ih * j->W + iw);
+                            for (int k = 0; k < 4; k++) {
+                                pool_v8 v;
+                                memcpy(&v, row + 8 * k, sizeof v);
+                                const pool_i8 t = (v > m[k]) | (v != v);
+                                m[k] = (pool_v8)(((pool_i8)v & t) | ((pool_i8)m[k] & ~t));
+                                ix[k] = (pv & t) | (ix[k] & ~t);
+                            }
+                        }
+                    for (int k = 0; k < 4; k++) {
+                        memcpy(out + cdone + 8 * k, &m[k], sizeof m[k]);
+                        for (int l = 0; l < 8; l++) idx[cdone + 8 * k + l] = ix[k][l];
+                    }
+                }
+            }
+            if (cdone == C) continue;
+            out += cdone; /* the remaining channels, one at a time */
+            idx += cdone;
+            const int64_t Cr = C - cdone;
+#else
+            const int64_t Cr = C;
+#endif
+            for (int64_t c = 0; c < Cr; c++) {
                 out[c] = -INFINITY;
                 idx[c] = first;
             }
             for (int64_t ih = h0; ih < h1; ih += p->dilation[0])
                 for (int64_t iw = w0; iw < w1; iw += p->dilation[1]) {
-                    const float *row = in + (ih * j->W + iw) * C;
+                    const float *row = in + (ih * j->W + iw) * C + (C - Cr);
                     const int64_t pos = ih * j->W + iw;
-                    for (int64_t c = 0; c < C; c++) {
+                    for (int64_t c = 0; c < Cr; c++) {
                         float v = row[c];
                         bool t = v > out[c] || v != v;
                         out[c] = t ? v : out[c];
@@ -533,18 +584,37 @@ static void avg_nhwc_range(void *ctx, int64_t begin, int64_t end) {
             float *out = j->y + (r * j->OW + ow) * C;
             int64_t w0, w1, pw;
             avg_window(ow, j->W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
-            for (int64_t c = 0; c < C; c++) out[c] = 0.0f;
-            for (int64_t ih = h0; ih < h1; ih++)
-                for (int64_t iw = w0; iw < w1; iw++) {
-                    const float *row = in + (ih * j->W + iw) * C;
-                    for (int64_t c = 0; c < C; c++) out[c] += row[c];
+            const int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
+            const float fd = div ? (float)div : 1.0f;
+            /* blocks of POOL_VB channels summed in registers */
+            for (int64_t c0 = 0; c0 < C; c0 += POOL_VB) {
+                const int64_t nc = C - c0 < POOL_VB ? C - c0 : POOL_VB;
+                float acc[POOL_VB];
+#if POOL_HAVE_V8
+                if (nc == POOL_VB) {
+                    pool_v8 va[POOL_VB / 8];
+                    for (int k = 0; k < POOL_VB / 8; k++) va[k] = (pool_v8){0, 0, 0, 0, 0, 0, 0, 0};
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++) {
+                            const float *row = in + (ih * j->W + iw) * C + c0;
+                            for (int k = 0; k < POOL_VB / 8; k++) {
+                                pool_v8 v;
+                                memcpy(&v, row + 8 * k, sizeof v);
+                                va[k] += v;
+                            }
+                        }
+                    memcpy(acc, va, sizeof va);
+                } else
+#endif
+                {
+                    for (int c = 0; c < POOL_VB; c++) acc[c] = 0.0f;
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++) {
+                            const float *row = in + (ih * j->W + iw) * C + c0;
+                            for (int64_t c = 0; c < nc; c++) acc[c] += row[c];
+                        }
                 }
-            int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
-            if (div) {
-                const float fd = (float)div;
-                for (int64_t c = 0; c < C; c++) out[c] /= fd;
-            } else {
-                for (int64_t c = 0; c < C; c++) out[c] = 0.0f;
+                for (int64_t c = 0; c < nc; c++) out[c0 + c] = div ? acc[c] / fd : 0.0f;
             }
         }
     }

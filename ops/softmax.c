@@ -26,6 +26,15 @@
  * names the same logical element in both (strides of size-1 dims may differ,
  * which is why len == 1 is treated as [numel, 1, 1]).
  *
+ * Backward (SOFTMAX_BACKWARD / LOG_SOFTMAX_BACKWARD; inputs {grad_out, out},
+ * outputs {grad_x}, params mft_softmax_params; out is the forward's result):
+ *   softmax:     grad_x = y * (g - sum_dim(g * y))
+ *   log_softmax: grad_x = g - exp(out) * sum_dim(g)
+ * Reference (F32, F64; any strides, sums in double; F64 kernels of both
+ * formats) and fast F32 kernels with the forward's structure (rows when the
+ * dim is physically innermost, else column blocks), sums in double in a
+ * fixed order, each element written once.
+ *
  * NaN and infinities follow PyTorch: any NaN or +inf in a row, or a row of
  * only -inf, gives a NaN row (inf - inf); -inf elements otherwise give 0
  * (softmax) / -inf (log_softmax). */
@@ -217,6 +226,150 @@ static void softmax_fast_run(const mft_kernel_args *a, bool lg) {
 static void softmax_fast_f32(const mft_kernel_args *a) { softmax_fast_run(a, false); }
 static void log_softmax_fast_f32(const mft_kernel_args *a) { softmax_fast_run(a, true); }
 
+/* ---------------------------------------------------------------- backward */
+#define SMXB_REF(D)                                                                            \
+    static void softmax_bwd_ref_run_##D(const mft_kernel_args *a, bool lg) {                   \
+        typedef MFT__T_##D T;                                                                  \
+        const mft_tensor *g = a->inputs[0], *o = a->inputs[1];                                 \
+        mft_tensor *y = a->outputs[0];                                                         \
+        const int dim = ((const mft_softmax_params *)a->params)->dim;                          \
+        if (o->numel == 0) return;                                                             \
+        const int nd = o->ndim;                                                                \
+        const int64_t len = o->sizes[dim], gs = g->strides[dim], os = o->strides[dim];         \
+        const int64_t ys = y->strides[dim], rows = o->numel / len;                             \
+        const T *gp = (const T *)(const void *)mft__tensor_ptr(g);                             \
+        const T *op = (const T *)(const void *)mft__tensor_ptr(o);                             \
+        T *yp = (T *)(void *)mft__tensor_ptr(y);                                               \
+        int64_t idx[MFT_MAX_DIMS] = {0};                                                       \
+        for (int64_t r = 0; r < rows; r++) {                                                   \
+            int64_t go = 0, oo = 0, yo = 0;                                                    \
+            for (int d = 0; d < nd; d++) {                                                     \
+                go += idx[d] * g->strides[d];                                                  \
+                oo += idx[d] * o->strides[d];                                                  \
+                yo += idx[d] * y->strides[d];                                                  \
+            }                                                                                  \
+            double s = 0.0;                                                                    \
+            for (int64_t k = 0; k < len; k++)                                                  \
+                s += lg ? (double)gp[go + k * gs]                                              \
+                        : (double)gp[go + k * gs] * (double)op[oo + k * os];                   \
+            for (int64_t k = 0; k < len; k++) {                                                \
+                const double gv = (double)gp[go + k * gs], ov = (double)op[oo + k * os];      \
+                yp[yo + k * ys] = (T)(lg ? gv - exp(ov) * s : ov * (gv - s));                  \
+            }                                                                                  \
+            for (int d = nd - 1; d >= 0; d--) {                                                \
+                if (d == dim) continue;                                                        \
+                if (++idx[d] < o->sizes[d]) break;                                             \
+                idx[d] = 0;                                                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    static void softmax_bwd_ref_##D(const mft_kernel_args *a) {                                \
+        softmax_bwd_ref_run_##D(a, false);                                                     \
+    }                                                                                          \
+    static void log_softmax_bwd_ref_##D(const mft_kernel_args *a) {                            \
+        softmax_bwd_ref_run_##D(a, true);                                                      \
+    }
+SMXB_REF(F32)
+SMXB_REF(F64)
+
+typedef struct smxb_job {
+    const float *g, *o;
+    float *y;
+    int64_t outer, len, inner, nblocks;
+    bool lg;
+} smxb_job;
+
+/* One contiguous row: g, o, y of n elements. */
+static void smxb_row(const float *restrict g, const float *restrict o, float *restrict y,
+                     int64_t n, bool lg) {
+    double s[SMX_LANES] = {0};
+    int64_t i = 0;
+    if (lg) {
+        for (; i + SMX_LANES <= n; i += SMX_LANES)
+            for (int k = 0; k < SMX_LANES; k++) s[k] += (double)g[i + k];
+        for (; i < n; i++) s[0] += (double)g[i];
+    } else {
+        for (; i + SMX_LANES <= n; i += SMX_LANES)
+            for (int k = 0; k < SMX_LANES; k++) s[k] += (double)g[i + k] * (double)o[i + k];
+        for (; i < n; i++) s[0] += (double)g[i] * (double)o[i];
+    }
+    for (int k = SMX_LANES / 2; k > 0; k /= 2)
+        for (int q = 0; q < k; q++) s[q] += s[q + k];
+    const float sf = (float)s[0];
+    if (lg)
+        for (i = 0; i < n; i++) y[i] = g[i] - expf(o[i]) * sf;
+    else
+        for (i = 0; i < n; i++) y[i] = o[i] * (g[i] - sf);
+}
+
+static void smxb_rows(void *vjob, int64_t begin, int64_t end) {
+    const smxb_job *j = vjob;
+    for (int64_t r = begin; r < end; r++)
+        smxb_row(j->g + r * j->len, j->o + r * j->len, j->y + r * j->len, j->len, j->lg);
+}
+
+/* w (<= SMX_COLS) columns, rows `inner` apart. */
+static void smxb_cols(const float *restrict g, const float *restrict o, float *restrict y,
+                      int64_t len, int64_t inner, int64_t w, bool lg) {
+    double s[SMX_COLS];
+    float t[SMX_COLS];
+    for (int64_t i = 0; i < w; i++) s[i] = 0.0;
+    for (int64_t k = 0; k < len; k++) {
+        const float *gr = g + k * inner, *orow = o + k * inner;
+        if (lg)
+            for (int64_t i = 0; i < w; i++) s[i] += (double)gr[i];
+        else
+            for (int64_t i = 0; i < w; i++) s[i] += (double)gr[i] * (double)orow[i];
+    }
+    for (int64_t i = 0; i < w; i++) t[i] = (float)s[i];
+    for (int64_t k = 0; k < len; k++) {
+        const float *gr = g + k * inner, *orow = o + k * inner;
+        float *yr = y + k * inner;
+        if (lg)
+            for (int64_t i = 0; i < w; i++) yr[i] = gr[i] - expf(orow[i]) * t[i];
+        else
+            for (int64_t i = 0; i < w; i++) yr[i] = orow[i] * (gr[i] - t[i]);
+    }
+}
+
+static void smxb_blocks(void *vjob, int64_t begin, int64_t end) {
+    const smxb_job *j = vjob;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t o = it / j->nblocks, c0 = (it % j->nblocks) * SMX_COLS;
+        const int64_t w = j->inner - c0 < SMX_COLS ? j->inner - c0 : SMX_COLS;
+        const int64_t base = o * j->len * j->inner + c0;
+        smxb_cols(j->g + base, j->o + base, j->y + base, j->len, j->inner, w, j->lg);
+    }
+}
+
+/* grad_out, out and grad_x packed in one format (Note [Softmax in memory
+ * terms]; the dim's stride in out decides inner). */
+static void softmax_bwd_fast_run(const mft_kernel_args *a, bool lg) {
+    const mft_tensor *o = a->inputs[1];
+    const int dim = ((const mft_softmax_params *)a->params)->dim;
+    if (o->numel == 0) return;
+    smxb_job j;
+    j.g = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
+    j.o = (const float *)(const void *)mft__tensor_ptr(o);
+    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
+    j.lg = lg;
+    j.len = o->sizes[dim];
+    j.inner = j.len > 1 ? o->strides[dim] : 1;
+    j.outer = o->numel / (j.len * j.inner);
+    if (j.inner == 1) {
+        j.nblocks = 1;
+        int64_t grain = SMX_GRAIN / j.len;
+        mft__parallel_for(0, j.outer, grain < 1 ? 1 : grain, smxb_rows, &j);
+    } else {
+        j.nblocks = (j.inner + SMX_COLS - 1) / SMX_COLS;
+        int64_t per = j.len * (j.inner < SMX_COLS ? j.inner : SMX_COLS);
+        int64_t grain = SMX_GRAIN / per;
+        mft__parallel_for(0, j.outer * j.nblocks, grain < 1 ? 1 : grain, smxb_blocks, &j);
+    }
+}
+static void softmax_bwd_fast_f32(const mft_kernel_args *a) { softmax_bwd_fast_run(a, false); }
+static void log_softmax_bwd_fast_f32(const mft_kernel_args *a) { softmax_bwd_fast_run(a, true); }
+
 /* ---------------------------------------------------------------- table */
 const mft__kernel_def mft__kernels_softmax[] = {
     {MFT__OP_SOFTMAX, MFT_CONTIGUOUS, MFT_F32, "softmax.nchw.f32", softmax_fast_f32},
@@ -226,6 +379,22 @@ const mft__kernel_def mft__kernels_softmax[] = {
     {MFT__OP_LOG_SOFTMAX, MFT_CHANNELS_LAST, MFT_F32, "log_softmax.nhwc.f32",
      log_softmax_fast_f32},
     {MFT__OP_LOG_SOFTMAX, MFT_CONTIGUOUS, MFT_F64, "log_softmax.nchw.f64.ref", log_softmax_ref_F64},
+    {MFT__OP_SOFTMAX_BACKWARD, MFT_CONTIGUOUS, MFT_F32, "softmax_backward.nchw.f32",
+     softmax_bwd_fast_f32},
+    {MFT__OP_SOFTMAX_BACKWARD, MFT_CHANNELS_LAST, MFT_F32, "softmax_backward.nhwc.f32",
+     softmax_bwd_fast_f32},
+    {MFT__OP_SOFTMAX_BACKWARD, MFT_CONTIGUOUS, MFT_F64, "softmax_backward.nchw.f64.ref",
+     softmax_bwd_ref_F64},
+    {MFT__OP_SOFTMAX_BACKWARD, MFT_CHANNELS_LAST, MFT_F64, "softmax_backward.nhwc.f64.ref",
+     softmax_bwd_ref_F64},
+    {MFT__OP_LOG_SOFTMAX_BACKWARD, MFT_CONTIGUOUS, MFT_F32, "log_softmax_backward.nchw.f32",
+     log_softmax_bwd_fast_f32},
+    {MFT__OP_LOG_SOFTMAX_BACKWARD, MFT_CHANNELS_LAST, MFT_F32, "log_softmax_backward.nhwc.f32",
+     log_softmax_bwd_fast_f32},
+    {MFT__OP_LOG_SOFTMAX_BACKWARD, MFT_CONTIGUOUS, MFT_F64, "log_softmax_backward.nchw.f64.ref",
+     log_softmax_bwd_ref_F64},
+    {MFT__OP_LOG_SOFTMAX_BACKWARD, MFT_CHANNELS_LAST, MFT_F64,
+     "log_softmax_backward.nhwc.f64.ref", log_softmax_bwd_ref_F64},
     {0, 0, 0, NULL, NULL},
 };
 
@@ -236,6 +405,14 @@ mft_kernel_fn mft__softmax_reference(int log, mft_dtype dt);
 mft_kernel_fn mft__softmax_reference(int log, mft_dtype dt) {
     if (dt == MFT_F32) return log ? log_softmax_ref_F32 : softmax_ref_F32;
     if (dt == MFT_F64) return log ? log_softmax_ref_F64 : softmax_ref_F64;
+    return NULL;
+}
+
+/* Backward references, for tests (same contract). */
+mft_kernel_fn mft__softmax_backward_reference(int log, mft_dtype dt);
+mft_kernel_fn mft__softmax_backward_reference(int log, mft_dtype dt) {
+    if (dt == MFT_F32) return log ? log_softmax_bwd_ref_F32 : softmax_bwd_ref_F32;
+    if (dt == MFT_F64) return log ? log_softmax_bwd_ref_F64 : softmax_bwd_ref_F64;
     return NULL;
 }
 
@@ -287,4 +464,72 @@ mft_tensor *mft_softmax(const mft_tensor *x, int dim) {
 
 mft_tensor *mft_log_softmax(const mft_tensor *x, int dim) {
     return softmax_impl("mft_log_softmax", MFT__OP_LOG_SOFTMAX, x, dim);
+}
+
+static mft_tensor *softmax_bwd_impl(const char *fn, mft__op_id op, const mft_tensor *g,
+                                    const mft_tensor *o, int dim) {
+    if (!g) {
+        mft__null_arg(fn, "grad_out");
+        return NULL;
+    }
+    if (!o) {
+        mft__null_arg(fn, "out");
+        return NULL;
+    }
+    if (o->ndim < 1) {
+        mft__set_error(MFT_ERR_RANK, "%s: needs a tensor of rank >= 1, got rank 0", fn);
+        return NULL;
+    }
+    bool same = g->ndim == o->ndim;
+    for (int k = 0; same && k < o->ndim; k++) same = g->sizes[k] == o->sizes[k];
+    if (!same) {
+        char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_SHAPE, "%s: grad_out has shape %s, out has %s", fn,
+                       mft__fmt_dims(b1, sizeof b1, g->ndim, g->sizes),
+                       mft__fmt_dims(b2, sizeof b2, o->ndim, o->sizes));
+        return NULL;
+    }
+    const int d = mft__wrap_dim(fn, dim, o->ndim);
+    if (d < 0) return NULL;
+    if (o->dtype != MFT_F32 && o->dtype != MFT_F64) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: dtype %s is not supported (f32 or f64 only)", fn,
+                       mft_dtype_name(o->dtype));
+        return NULL;
+    }
+    if (g->dtype != o->dtype) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: grad_out has dtype %s, out has %s", fn,
+                       mft_dtype_name(g->dtype), mft_dtype_name(o->dtype));
+        return NULL;
+    }
+    const mft_format fmt = (o->ndim >= 3 && o->ndim <= 5) ? o->tag : MFT_CONTIGUOUS;
+    const mft_softmax_params p = {d};
+    mft__scope_suspend();
+    mft_tensor *res = mft__tensor_alloc(fn, o->ndim, o->sizes, o->dtype, fmt);
+    bool ok = res != NULL;
+    if (ok) {
+        const mft_tensor *ins[2] = {g, o};
+        const bool convert[2] = {true, true};
+        mft_tensor *outs[1] = {res};
+        ok = mft__dispatch(fn, op, fmt, o->dtype, 2, ins, convert, 1, outs, &p) == MFT_OK;
+    }
+    if (ok) mft__tensor_set_tag_from(res, o->tag);
+    mft__scope_resume();
+    if (!ok) {
+        mft__relabel_error(fn);
+        mft_tensor_release(res);
+        return NULL;
+    }
+    mft_tensor *r = mft__retain_result(fn, res);
+    mft_tensor_release(res);
+    return r;
+}
+
+mft_tensor *mft_softmax_backward(const mft_tensor *grad_out, const mft_tensor *out, int dim) {
+    return softmax_bwd_impl("mft_softmax_backward", MFT__OP_SOFTMAX_BACKWARD, grad_out, out, dim);
+}
+
+mft_tensor *mft_log_softmax_backward(const mft_tensor *grad_out, const mft_tensor *out,
+                                     int dim) {
+    return softmax_bwd_impl("mft_log_softmax_backward", MFT__OP_LOG_SOFTMAX_BACKWARD, grad_out,
+                            out, dim);
 }

@@ -330,11 +330,15 @@ static void test_dispatch_and_layout(void) {
         check_last("group_norm", name, 0);
         CHECK(y && mft_tensor_is_contiguous(y, fmt) && mft_tensor_format(y) == fmt);
         mft_tensor_release(y);
-        y = mft_layer_norm(x, 2, sz + 2, NULL, NULL, 1e-5);
-        /* no NHWC layer_norm kernel: fallback through NCHW (input + output) */
-        check_last("layer_norm", "layer_norm.nchw.f32", f ? 2 : 0);
-        CHECK(y && mft_tensor_is_contiguous(y, fmt) && mft_tensor_format(y) == fmt);
-        mft_tensor_release(y);
+        /* layer_norm F32 has an NHWC kernel for every nnorm (runs and
+         * columns); no conversion */
+        for (int nn = 1; nn <= 4; nn++) {
+            y = mft_layer_norm(x, nn, sz + 4 - nn, NULL, NULL, 1e-5);
+            snprintf(name, sizeof name, "layer_norm.%s.f32", tag);
+            check_last("layer_norm", name, 0);
+            CHECK(y && mft_tensor_is_contiguous(y, fmt) && mft_tensor_format(y) == fmt);
+            mft_tensor_release(y);
+        }
         mft_tensor_release(x);
         /* F64 batch_norm: only the CONTIGUOUS reference; NHWC converts in and out */
         x = mft_randn(4, sz, MFT_F64, fmt, 12);

@@ -15,7 +15,12 @@
  *   - dispatch: kernel names and conversion counts (0 for an NHWC F32 input
  *     over dim 1), the F64 fallback for NHWC, strict mode, a user kernel;
  *   - rows sum to 1; log_softmax == log(softmax); bit-identical results with
- *     1 and 2 threads; scopes; errors (CHECK_ERR). */
+ *     1 and 2 threads; scopes; errors (CHECK_ERR).
+ *   - backward (mft_softmax_backward / mft_log_softmax_backward): every
+ *     kernel (fast F32 NCHW / NHWC, the F32 reference registered as a user
+ *     kernel, F64 reference) against a naive double loop over random shapes,
+ *     dims and layouts of out and grad_out (non-dense too); grad_x packed in
+ *     out's tag; finite differences in F64; 1 vs 2 threads; errors. */
 #include <errno.h>
 #include <stdbool.h>
 #include "mft/cnn.h"
@@ -23,6 +28,7 @@
 
 /* defined in ops/softmax.c (not in a header) */
 mft_kernel_fn mft__softmax_reference(int log, mft_dtype dt);
+mft_kernel_fn mft__softmax_backward_reference(int log, mft_dtype dt);
 
 #define SG_MIN_CASES 1000 /* the file holds ~1100; fewer means it is broken */
 #define SG_MIN_ERROR_CASES 8
@@ -722,7 +728,237 @@ static void test_errors(void) {
     mft_tensor_release(x);
 }
 
+/* ------------------------------------------------------------------ backward */
+
+static double *sb_array(const mft_tensor *t) {
+    int nd = mft_tensor_ndim(t);
+    int64_t idx[MFT_MAX_DIMS] = {0}, n = mft_tensor_numel(t);
+    double *a = malloc(sizeof(double) * (size_t)(n + 1));
+    for (int64_t i = 0; i < n; i++) {
+        a[i] = mft_tensor_get(t, idx);
+        tu_next_index(nd, mft_tensor_sizes(t), idx);
+    }
+    return a;
+}
+
+/* naive grad_x (logical order) from grad_out g and out o */
+static double *sb_naive(const mft_tensor *g, const mft_tensor *o, int dim, bool lg) {
+    int nd = mft_tensor_ndim(o);
+    const int64_t *sz = mft_tensor_sizes(o);
+    if (dim < 0) dim += nd;
+    int64_t len = sz[dim], inner = tu_shape_numel(nd - dim - 1, sz + dim + 1);
+    int64_t n = mft_tensor_numel(o), outer = len && inner ? n / (len * inner) : 0;
+    double *ga = sb_array(g), *oa = sb_array(o);
+    double *r = malloc(sizeof(double) * (size_t)(n + 1));
+    for (int64_t a = 0; a < outer; a++)
+        for (int64_t in = 0; in < inner; in++) {
+            double s = 0;
+            for (int64_t k = 0; k < len; k++) {
+                int64_t i = (a * len + k) * inner + in;
+                s += lg ? ga[i] : ga[i] * oa[i];
+            }
+            for (int64_t k = 0; k < len; k++) {
+                int64_t i = (a * len + k) * inner + in;
+                r[i] = lg ? ga[i] - exp(oa[i]) * s : oa[i] * (ga[i] - s);
+            }
+        }
+    free(ga);
+    free(oa);
+    return r;
+}
+
+static double sb_err(const mft_tensor *t, const double *want) {
+    int nd = mft_tensor_ndim(t);
+    int64_t idx[MFT_MAX_DIMS] = {0};
+    double worst = 0;
+    for (int64_t i = 0; i < mft_tensor_numel(t); i++) {
+        double e = fabs(mft_tensor_get(t, idx) - want[i]) / (1 + fabs(want[i]));
+        if (!(e <= worst)) worst = e;
+        tu_next_index(nd, mft_tensor_sizes(t), idx);
+    }
+    return worst;
+}
+
+/* t of sizes in layout 0 NCHW, 1 NHWC, 2 strided view, holding src's values */
+static mft_tensor *sb_in_layout(const mft_tensor *src, int layout, uint64_t *rng) {
+    tu_layout_opts lo = {3, 2, false};
+    int nd = mft_tensor_ndim(src);
+    const int64_t *sz = mft_tensor_sizes(src);
+    mft_tensor *t = layout == 2 ? tu_strided_view(nd, sz, mft_tensor_dtype(src), 0.0, &lo, rng, NULL)
+                                : mft_empty(nd, sz, mft_tensor_dtype(src),
+                                            layout == 1 ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS);
+    if (t) TU_OK_S(mft_copy_(t, src));
+    return t;
+}
+
+static void test_backward_vs_naive(void) {
+    uint64_t rng = 0xbac4bac4ULL;
+    int nfail = 0, ncases = 0;
+    for (int iter = 0; iter < 300; iter++) {
+        int nd = (int)tu_rng_int(&rng, 1, 5);
+        int64_t sz[MFT_MAX_DIMS];
+        for (int d = 0; d < nd; d++) sz[d] = tu_rng_int(&rng, 1, 6);
+        if (tu_rng_int(&rng, 0, 2) == 0) sz[tu_rng_int(&rng, 0, nd - 1)] = tu_rng_int(&rng, 17, 300);
+        int dim = (int)tu_rng_int(&rng, -nd, nd - 1);
+        int ol = (int)tu_rng_int(&rng, 0, 2), gl = (int)tu_rng_int(&rng, 0, 2);
+        if (nd < 3 || nd > 5) {
+            if (ol == 1) ol = 0;
+            if (gl == 1) gl = 0;
+        }
+        mft_dtype dt = tu_rng_int(&rng, 0, 2) == 0 ? MFT_F64 : MFT_F32;
+        bool use_ref = tu_rng_int(&rng, 0, 3) == 0;
+        mft_tensor *x = mft_randn(nd, sz, dt, MFT_CONTIGUOUS, (uint64_t)iter + 5);
+        mft_tensor *g0 = mft_randn(nd, sz, dt, MFT_CONTIGUOUS, (uint64_t)iter + 900);
+        mft_tensor *g = sb_in_layout(g0, gl, &rng);
+        for (int lg = 0; lg < 2; lg++) {
+            mft_tensor *y0 = lg ? mft_log_softmax(x, dim) : mft_softmax(x, dim);
+            mft_tensor *o = sb_in_layout(y0, ol, &rng);
+            const char *op = lg ? "log_softmax_backward" : "softmax_backward";
+            if (use_ref) {
+                mft_kernel_fn f = mft__softmax_backward_reference(lg, dt);
+                mft_dispatch_register(op, MFT_CONTIGUOUS, dt, "test.ref", f);
+                mft_dispatch_register(op, MFT_CHANNELS_LAST, dt, "test.ref", f);
+            }
+            mft_tensor *r = lg ? mft_log_softmax_backward(g, o, dim) : mft_softmax_backward(g, o, dim);
+            const char *k = mft_dispatch_last()->kernel;
+            char kname[96];
+            snprintf(kname, sizeof kname, "%s", k ? k : "");
+            if (use_ref) {
+                mft_dispatch_unregister(op, MFT_CONTIGUOUS, dt);
+                mft_dispatch_unregister(op, MFT_CHANNELS_LAST, dt);
+            }
+            ncases++;
+            mft_format want = nd >= 3 && nd <= 5 ? mft_tensor_format(o) : MFT_CONTIGUOUS;
+            bool ok = r != NULL;
+            double e = 0;
+            if (ok) {
+                double *nv = sb_naive(g, o, dim, lg != 0);
+                e = sb_err(r, nv);
+                free(nv);
+                ok = e <= (dt == MFT_F32 ? 1e-5 : 1e-13) && mft_tensor_is_contiguous(r, want) &&
+                     mft_tensor_dtype(r) == dt && tu_has_sizes(r, nd, sz);
+                char wk[96];
+                if (use_ref) snprintf(wk, sizeof wk, "test.ref");
+                else
+                    snprintf(wk, sizeof wk, "%s.%s.%s", op,
+                             want == MFT_CHANNELS_LAST ? "nhwc" : "nchw",
+                             dt == MFT_F32 ? "f32" : "f64.ref");
+                ok = ok && strcmp(kname, wk) == 0;
+            }
+            if (!ok && nfail++ < 5) {
+                char buf[160];
+                tu_describe(o, buf, sizeof buf, true);
+                CHECK_MSG(false, "iter %d %s dim %d out %s (grad layout %d, kernel %s): err %g %s",
+                          iter, op, dim, buf, gl, kname, e, r ? "" : mft_last_error_message());
+            }
+            mft_tensor_release(r);
+            mft_tensor_release(o);
+            mft_tensor_release(y0);
+        }
+        mft_tensor_release(x);
+        mft_tensor_release(g0);
+        mft_tensor_release(g);
+    }
+    CHECK_EQ_I(nfail, 0);
+    CHECK_EQ_I(ncases, 600);
+}
+
+/* sum(softmax(x) * R) differentiated numerically (F64) */
+static void test_backward_finite_differences(void) {
+    int64_t sz[4] = {2, 3, 2, 4};
+    for (int lg = 0; lg < 2; lg++)
+        for (int dim = 0; dim < 4; dim++) {
+            mft_tensor *x = mft_randn(4, sz, MFT_F64, MFT_CHANNELS_LAST, 11);
+            mft_tensor *R = mft_randn(4, sz, MFT_F64, MFT_CONTIGUOUS, 12);
+            mft_tensor *y = lg ? mft_log_softmax(x, dim) : mft_softmax(x, dim);
+            mft_tensor *gx = lg ? mft_log_softmax_backward(R, y, dim) : mft_softmax_backward(R, y, dim);
+            double worst = 0;
+            int64_t idx[4] = {0};
+            for (int64_t i = 0; gx && i < 48; i++) {
+                const double h = 1e-6, v = mft_tensor_get(x, idx);
+                double l[2];
+                for (int s = 0; s < 2; s++) {
+                    mft_tensor_set(x, idx, v + (s ? -h : h));
+                    mft_tensor *yy = lg ? mft_log_softmax(x, dim) : mft_softmax(x, dim);
+                    double *ya = sb_array(yy), *ra = sb_array(R);
+                    l[s] = 0;
+                    for (int64_t q = 0; q < 48; q++) l[s] += ya[q] * ra[q];
+                    free(ya);
+                    free(ra);
+                    mft_tensor_release(yy);
+                }
+                mft_tensor_set(x, idx, v);
+                double fd = (l[0] - l[1]) / (2 * h);
+                worst = fmax(worst, fabs(fd - mft_tensor_get(gx, idx)) / (1 + fabs(fd)));
+                tu_next_index(4, sz, idx);
+            }
+            CHECK_MSG(gx && worst < 1e-7, "%s dim %d: finite differences off by %g",
+                      lg ? "log_softmax" : "softmax", dim, worst);
+            mft_tensor_release(gx);
+            mft_tensor_release(y);
+            mft_tensor_release(R);
+            mft_tensor_release(x);
+        }
+}
+
+static void test_backward_threads_and_errors(void) {
+    int64_t sz[4] = {4, 40, 30, 30};
+    const int old = mft_get_num_threads();
+    for (int cl = 0; cl < 2; cl++)
+        for (int dim = 0; dim < 4; dim++) {
+            mft_format f = cl ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+            mft_tensor *y = mft_rand(4, sz, MFT_F32, f, 1), *g = mft_randn(4, sz, MFT_F32, f, 2);
+            mft_tensor *r[2][2];
+            for (int t = 0; t < 2; t++) {
+                mft_set_num_threads(t + 1);
+                r[t][0] = mft_softmax_backward(g, y, dim);
+                r[t][1] = mft_log_softmax_backward(g, y, dim);
+            }
+            for (int k = 0; k < 2; k++) {
+                CHECK(r[0][k] && r[1][k] &&
+                      memcmp(mft_tensor_data(r[0][k]), mft_tensor_data(r[1][k]),
+                             (size_t)mft_tensor_numel(y) * 4) == 0);
+                mft_tensor_release(r[0][k]);
+                mft_tensor_release(r[1][k]);
+            }
+            mft_tensor_release(y);
+            mft_tensor_release(g);
+        }
+    mft_set_num_threads(old);
+
+    int64_t s2[2] = {2, 3}, s3[2] = {3, 2};
+    mft_tensor *o = mft_ones(2, s2, MFT_F32, MFT_CONTIGUOUS);
+    mft_tensor *o64 = mft_ones(2, s2, MFT_F64, MFT_CONTIGUOUS);
+    mft_tensor *oi = mft_ones(2, s2, MFT_I32, MFT_CONTIGUOUS);
+    mft_tensor *ob = mft_ones(2, s3, MFT_F32, MFT_CONTIGUOUS);
+    mft_tensor *s0 = mft_full(0, NULL, MFT_F32, MFT_CONTIGUOUS, 1.0);
+    TU_EXPECT_NULL_(mft_softmax_backward(NULL, o, 0), "NULL grad_out");
+    CHECK_ERR(MFT_ERR_NULL, "mft_softmax_backward: argument 'grad_out'");
+    TU_EXPECT_NULL_(mft_log_softmax_backward(o, NULL, 0), "NULL out");
+    CHECK_ERR(MFT_ERR_NULL, "mft_log_softmax_backward: argument 'out'");
+    TU_EXPECT_NULL_(mft_softmax_backward(ob, o, 0), "shape");
+    CHECK_ERR(MFT_ERR_SHAPE, "mft_softmax_backward: grad_out has shape [3,2]");
+    TU_EXPECT_NULL_(mft_softmax_backward(o, o, 2), "dim");
+    CHECK_ERR(MFT_ERR_DIM, "mft_softmax_backward: dim 2");
+    TU_EXPECT_NULL_(mft_log_softmax_backward(o, o, -3), "dim");
+    CHECK_ERR(MFT_ERR_DIM, "mft_log_softmax_backward");
+    TU_EXPECT_NULL_(mft_softmax_backward(oi, oi, 0), "dtype");
+    CHECK_ERR(MFT_ERR_DTYPE, "mft_softmax_backward: dtype i32");
+    TU_EXPECT_NULL_(mft_softmax_backward(o, o64, 0), "mixed dtype");
+    CHECK_ERR(MFT_ERR_DTYPE, "mft_softmax_backward: grad_out has dtype f32");
+    TU_EXPECT_NULL_(mft_log_softmax_backward(s0, s0, 0), "rank 0");
+    CHECK_ERR(MFT_ERR_RANK, "mft_log_softmax_backward: needs a tensor of rank >= 1");
+    mft_tensor_release(o);
+    mft_tensor_release(o64);
+    mft_tensor_release(oi);
+    mft_tensor_release(ob);
+    mft_tensor_release(s0);
+}
+
 int main(void) {
+    RUN(test_backward_vs_naive);
+    RUN(test_backward_finite_differences);
+    RUN(test_backward_threads_and_errors);
     RUN(test_golden);
     RUN(test_layout_rule);
     RUN(test_fast_vs_reference);

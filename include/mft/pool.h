@@ -52,19 +52,28 @@ MFT_API mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2],
 /* Backward of max pooling (any of the max pools below, 1d/2d/3d and
  * adaptive): grad_x[n, c, i] = sum of grad_out over the windows whose
  * maximum was at flat spatial index i (indices as returned by the
- * *_with_indices forward). x gives the input's sizes, dtype and format;
- * grad_x is packed in x's tag (SPEC §5). grad_out and indices must have the
- * forward result's sizes. */
+ * *_with_indices forward; an index outside the plane is ignored). x gives
+ * the input's sizes, dtype and format; grad_x is packed in x's tag (SPEC
+ * §5) whatever grad_out's layout. grad_out (x's dtype and rank, x's batch
+ * and channels, spatial sizes >= 1) and indices (I64, grad_out's sizes)
+ * stand for the forward result. Deterministic: the result does not depend
+ * on the thread count. Kernels (ops max_pool2d_backward, max_pool3d_backward)
+ * get inputs {grad_out, indices}, output {grad_x} and params NULL. */
 MFT_API mft_tensor *mft_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                             const mft_tensor *indices);
-/* Backward of avg_pool2d with the forward's parameters. */
+/* Backward of avg_pool2d with the forward's parameters: grad_x[i] = sum
+ * over the windows holding i of grad_out / divisor. grad_out must have the
+ * forward result's sizes. Kernel params: mft_pool2d_params. */
 MFT_API mft_tensor *mft_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                             const int64_t kernel[2], const int64_t stride[2],
                                             const int64_t padding[2], bool ceil_mode,
                                             bool count_include_pad, int64_t divisor_override);
 
 /* 1-D pools of (N, C, L) or (C, L) tensors (PyTorch runs them as 2-D pools
- * with H = 1; so do we). Indices are flat positions l. */
+ * with H = 1; so do we: the max_pool2d / avg_pool2d kernels run on the
+ * (N, C, 1, L) view). Indices are flat positions l. Results of an (N, C, L)
+ * input are packed in its tag (rank-3 CHANNELS_LAST = N,L,C); of a (C, L)
+ * input, contiguous. Errors name the 1-D function. */
 MFT_API mft_tensor *mft_max_pool1d(const mft_tensor *x, const int64_t kernel[1],
                                    const int64_t stride[1], const int64_t padding[1],
                                    const int64_t dilation[1], bool ceil_mode);
@@ -83,7 +92,11 @@ MFT_API mft_tensor *mft_avg_pool1d_backward(const mft_tensor *grad_out, const mf
                                             bool count_include_pad);
 
 /* 3-D pools of (N, C, D, H, W) or (C, D, H, W) tensors; results packed in
- * x's tag (CHANNELS_LAST_3D stays NDHWC). Indices are flat d*H*W + h*W + w. */
+ * x's tag (CHANNELS_LAST_3D stays NDHWC; an unbatched input gives
+ * CONTIGUOUS). Indices are flat d*H*W + h*W + w. Semantics (windows,
+ * NaN, count_include_pad, divisor_override, ceil_mode) as the 2-D pools.
+ * Kernels (max_pool3d: 1 in, 2 out; avg_pool3d and the backward ops) get
+ * mft_pool3d_params (stride filled in, dilation 1 for avg). */
 typedef struct mft_pool3d_params {
     int64_t kernel[3], stride[3], padding[3], dilation[3];
     bool ceil_mode;
@@ -109,8 +122,12 @@ MFT_API mft_tensor *mft_avg_pool3d_backward(const mft_tensor *grad_out, const mf
                                             bool count_include_pad, int64_t divisor_override);
 
 /* Adaptive pools of (N, C, H, W) or (C, H, W) tensors to out[0] x out[1]
- * (each >= 1): window i covers [floor(i*in/out), ceil((i+1)*in/out)).
- * Results packed in x's tag. */
+ * (each in [1, 2^30]; larger than the input is allowed): window i covers
+ * [floor(i*in/out), ceil((i+1)*in/out)); avg divides by the window's size;
+ * max as max_pool2d (NaN propagates, first of equal maxima), indices
+ * h*W + w. Results packed in x's tag. adaptive_max_pool2d_backward is
+ * max_pool2d_backward; adaptive_avg_pool2d_backward takes the output size
+ * from grad_out. Kernels get mft_adaptive_pool_params (the output size). */
 typedef struct mft_adaptive_pool_params {
     int64_t out[3]; /* 2 used by the 2-D pools */
 } mft_adaptive_pool_params;

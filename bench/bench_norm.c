@@ -1,0 +1,218 @@
+/* bench/bench_norm.c — normalisation forward and backward through the public
+ * API on 8x64x56x56 F32 NHWC (channels_last) and NCHW inputs, against a
+ * STREAM copy and the FMA peak measured in the same process at the same
+ * thread count.
+ *
+ * Cases (keys shared with bench/peer_norm.py), fmt = nhwc | nchw:
+ *   batch_norm_train_{fwd,bwd}_<fmt>_8x64x56x56   training batch_norm; the
+ *       forward is mft_batch_norm_ex (saves mean / invstd, updates the
+ *       running stats), the backward mft_batch_norm_backward (grad x, w, b)
+ *   group_norm_g32_{fwd,bwd}_<fmt>_8x64x56x56     mft_group_norm_ex /
+ *       mft_group_norm_backward with the saved statistics (grad x, w, b)
+ *   layer_norm_chw_{fwd,bwd}_<fmt>_8x64x56x56     layer_norm over (C, H, W)
+ *       with weight / bias of (C, H, W): mft_layer_norm_ex /
+ *       mft_layer_norm_backward (grad x, w, b)
+ * grad_out in x's format. flops = 0 (memory-bound); bytes = what an optimal
+ * kernel moves: forward reads x twice (statistics, then normalise) and
+ * writes y; backward reads grad_out and x twice and writes grad_x; plus the
+ * layer_norm weight / bias (read, and written as gradients). Target: NHWC
+ * >= 80% of the STREAM copy bandwidth and no slower than PyTorch.
+ *
+ * CLI: bench_norm [--threads 1,2] [--reps 15] [--json]. Exit 1 on an mft
+ * error. */
+#include "bench_util.h"
+#include "mft/cnn.h"
+#include "mft/mft.h"
+
+enum { K_BN, K_GN, K_LN, K_COUNT };
+static const char *const KNAME[K_COUNT] = {"batch_norm_train", "group_norm_g32",
+                                           "layer_norm_chw"};
+
+typedef struct nm_case {
+    char key[96];
+    int kind, bwd;
+    mft_tensor *x, *gy, *w, *b, *rm, *rv, *mean, *rstd;
+    double bytes;
+} nm_case;
+
+static int run_case(void *ctx) {
+    nm_case *c = ctx;
+    mft_tensor *r = NULL, *r1 = NULL, *r2 = NULL;
+    const int64_t *sz = mft_tensor_sizes(c->x);
+    mft_status st = MFT_OK;
+    switch (c->kind) {
+    case K_BN:
+        if (c->bwd)
+            st = mft_batch_norm_backward(c->gy, c->x, c->w, c->mean, c->rstd, true, &r, &r1, &r2);
+        else
+            r = mft_batch_norm_ex(c->x, c->rm, c->rv, c->w, c->b, true, 0.1, 1e-5, &r1, &r2);
+        break;
+    case K_GN:
+        if (c->bwd)
+            st = mft_group_norm_backward(c->gy, c->x, 32, c->mean, c->rstd, c->w, 1e-5, &r, &r1,
+                                         &r2);
+        else
+            r = mft_group_norm_ex(c->x, 32, c->w, c->b, 1e-5, &r1, &r2);
+        break;
+    default:
+        if (c->bwd)
+            st = mft_layer_norm_backward(c->gy, c->x, 3, sz + 1, c->mean, c->rstd, c->w, 1e-5, &r,
+                                         &r1, &r2);
+        else
+            r = mft_layer_norm_ex(c->x, 3, sz + 1, c->w, c->b, 1e-5, &r1, &r2);
+        break;
+    }
+    if (!r || st != MFT_OK) return 1;
+    bench_escape(mft_tensor_data(r));
+    mft_tensor_release(r);
+    mft_tensor_release(r1);
+    mft_tensor_release(r2);
+    return 0;
+}
+
+static mft_tensor *filled(int nd, const int64_t *s, mft_format fmt, uint32_t seed) {
+    mft_tensor *t = mft_empty(nd, s, MFT_F32, fmt);
+    if (t) bench_fill_f32(mft_tensor_data(t), (size_t)mft_tensor_numel(t), seed);
+    return t;
+}
+
+int main(int argc, char **argv) {
+    int threads[4] = {1, 2}, nth = 2, reps = 15, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            nth = bench_parse_int_list(argv[++i], threads, 4);
+            if (nth <= 0) return 2;
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            if (bench_parse_int(argv[++i], &reps) || reps < 1) return 2;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else {
+            fprintf(stderr, "usage: bench_norm [--threads 1,2] [--reps 15] [--json]\n");
+            return 2;
+        }
+    }
+    bench_env_warnings("bench_norm", threads, nth);
+    enum { NC = 2 * 2 * K_COUNT };
+    nm_case cs[NC];
+    bench_case bc[NC];
+    memset(cs, 0, sizeof cs);
+    memset(bc, 0, sizeof bc);
+    double *samples = calloc((size_t)NC * (size_t)reps, sizeof(double));
+    if (!samples) return 1;
+    const int64_t xs[4] = {8, 64, 56, 56};
+    const double xb = 4.0 * 8 * 64 * 56 * 56, lwb = 4.0 * 64 * 56 * 56;
+    int n = 0;
+    for (int f = 0; f < 2; f++) {
+        const mft_format fmt = f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST;
+        const char *fs = f ? "nchw" : "nhwc";
+        mft_tensor *x = filled(4, xs, fmt, 1), *gy = filled(4, xs, fmt, 2);
+        if (!x || !gy) return 1;
+        for (int kind = 0; kind < K_COUNT; kind++) {
+            const int wn = kind == K_LN ? 3 : 1;
+            mft_tensor *w = filled(wn, xs + 1, MFT_CONTIGUOUS, 3);
+            mft_tensor *b = filled(wn, xs + 1, MFT_CONTIGUOUS, 4);
+            mft_tensor *rm = mft_zeros(1, xs + 1, MFT_F32, MFT_CONTIGUOUS);
+            mft_tensor *rv = mft_ones(1, xs + 1, MFT_F32, MFT_CONTIGUOUS);
+            mft_tensor *m = NULL, *r = NULL, *y;
+            if (kind == K_BN) y = mft_batch_norm_ex(x, rm, rv, w, b, true, 0.1, 1e-5, &m, &r);
+            else if (kind == K_GN) y = mft_group_norm_ex(x, 32, w, b, 1e-5, &m, &r);
+            else y = mft_layer_norm_ex(x, 3, xs + 1, w, b, 1e-5, &m, &r);
+            if (!y) {
+                fprintf(stderr, "bench_norm: %s\n", mft_last_error_message());
+                return 1;
+            }
+            for (int bw = 0; bw < 2; bw++) {
+                nm_case *c = &cs[n++];
+                c->kind = kind;
+                c->bwd = bw;
+                snprintf(c->key, sizeof c->key, "%s_%s_%s_8x64x56x56", KNAME[kind],
+                         bw ? "bwd" : "fwd", fs);
+                c->x = mft_tensor_retain(x);
+                c->gy = mft_tensor_retain(gy);
+                c->w = mft_tensor_retain(w);
+                c->b = mft_tensor_retain(b);
+                c->rm = mft_tensor_retain(rm);
+                c->rv = mft_tensor_retain(rv);
+                c->mean = mft_tensor_retain(m);
+                c->rstd = mft_tensor_retain(r);
+                c->bytes = bw ? 5.0 * xb : 3.0 * xb;
+                if (kind == K_LN) c->bytes += bw ? 3.0 * lwb : 2.0 * lwb;
+            }
+            mft_tensor *ts[] = {y, m, r, w, b, rm, rv};
+            for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) mft_tensor_release(ts[i]);
+        }
+        mft_tensor_release(x);
+        mft_tensor_release(gy);
+    }
+    for (int i = 0; i < n; i++) {
+        bc[i].key = cs[i].key;
+        bc[i].desc = cs[i].key;
+        bc[i].fn = run_case;
+        bc[i].ctx = &cs[i];
+        bc[i].bytes = cs[i].bytes;
+        bc[i].samples = samples + (size_t)i * (size_t)reps;
+    }
+    const size_t sn = (size_t)32 << 20; /* 2 x 128 MB buffers */
+    float *sa = bench_alloc(sn * sizeof(float)), *sb = bench_alloc(sn * sizeof(float));
+    if (!sa || !sb) return 1;
+    bench_fill_f32(sb, sn, 7);
+    if (json) printf("{\"bench\":\"norm\",\"results\":[");
+    for (int t = 0; t < nth; t++) {
+        const int T = threads[t];
+        mft_set_num_threads(T);
+        double st[5], pk[5];
+        for (int r = 0; r < 5; r++) {
+            double t0 = bench_now();
+            bench_stream_copy_f32(sa, sb, sn, T);
+            st[r] = bench_now() - t0;
+            t0 = bench_now();
+            double fl = bench_fma_peak_flops(20000000L, T);
+            pk[r] = fl / (bench_now() - t0);
+        }
+        const double stream_gbs = 2.0 * (double)sn * 4.0 / bench_median(st, 5) / 1e9;
+        const double peak_gf = bench_median(pk, 5) / 1e9;
+        bench_opts o = bench_default_opts();
+        o.reps = reps;
+        if (bench_run(bc, n, &o)) {
+            fprintf(stderr, "bench_norm: %s\n", mft_last_error_message());
+            return 1;
+        }
+        if (json) {
+            printf("%s{\"threads\":%d,\"refs\":{\"fma_peak_gflops\":", t ? "," : "", T);
+            bench_json_num(stdout, peak_gf);
+            printf(",\"stream_copy_gbs\":");
+            bench_json_num(stdout, stream_gbs);
+            printf("},\"cases\":[");
+            for (int i = 0; i < n; i++) {
+                printf("%s{\"key\":", i ? "," : "");
+                bench_json_str(stdout, cs[i].key);
+                printf(",\"seconds\":");
+                bench_json_num(stdout, bc[i].stats.median);
+                printf(",\"flops\":0,\"bytes\":");
+                bench_json_num(stdout, cs[i].bytes);
+                printf("}");
+            }
+            printf("]}");
+        } else {
+            printf("threads %d: STREAM copy %.1f GB/s\n", T, stream_gbs);
+            printf("  %-40s %9s %8s %8s  %s\n", "case", "ms", "GB/s", "%STREAM", "kernel");
+            for (int i = 0; i < n; i++) {
+                run_case(&cs[i]);
+                const double sec = bc[i].stats.median;
+                printf("  %-40s %9.3f %8.1f %7.1f%%  %s\n", cs[i].key, sec * 1e3,
+                       cs[i].bytes / sec / 1e9, 100.0 * cs[i].bytes / sec / 1e9 / stream_gbs,
+                       mft_dispatch_last()->kernel);
+            }
+        }
+    }
+    if (json) printf("]}\n");
+    for (int i = 0; i < n; i++) {
+        mft_tensor *ts[] = {cs[i].x, cs[i].gy, cs[i].w, cs[i].b, cs[i].rm, cs[i].rv, cs[i].mean,
+                            cs[i].rstd};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    }
+    free(samples);
+    free(sa);
+    free(sb);
+    return 0;
+}

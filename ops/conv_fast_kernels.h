@@ -1,0 +1,509 @@
+/* ops/conv_fast_kernels.h — the inner kernels of ops/conv_fast.c (included
+ * by it once, after its tile constants and mode switch): the 6x16
+ * indirect-convolution and backward_weight micro-kernels (AVX2/FMA and
+ * portable C of the same tiling), the depthwise per-pixel kernel, and the
+ * blocked 8x8 transpose used by the NCHW kernels. Not a public or shared
+ * header. */
+#ifndef MFT_CONV_FAST_KERNELS_H
+#define MFT_CONV_FAST_KERNELS_H
+
+/* ---------------------------------------------------------------- micro-kernels
+ * out[i][j] = b16[j] + sum over (u < nu, k < K) a_u,i[k] * w_u[k][j] for a
+ * 6x16 tile; a_u,i = ptrs[6u + i], w_u = wg + taps[u]*K*16. */
+typedef void (*ind_micro_fn)(int64_t nu, const int32_t *taps, int64_t K, const float *const *ptrs,
+                             const float *wg, const float *b16, float *out, int64_t ldo);
+
+static void ind_micro_c(int64_t nu, const int32_t *taps, int64_t K, const float *const *ptrs,
+                        const float *wg, const float *b16, float *out, int64_t ldo) {
+    for (int i = 0; i < TILE_M; i++) {
+        float t[TILE_N];
+        for (int j = 0; j < TILE_N; j++) t[j] = b16[j];
+        for (int64_t u = 0; u < nu; u++) {
+            const float *a = ptrs[6 * u + i];
+            const float *w = wg + (int64_t)taps[u] * K * TILE_N;
+            for (int64_t k = 0; k < K; k++, w += TILE_N) {
+                const float av = a[k];
+                for (int j = 0; j < TILE_N; j++) t[j] += av * w[j];
+            }
+        }
+        for (int j = 0; j < TILE_N; j++) out[i * ldo + j] = t[j];
+    }
+}
+
+/* acc (6x16, ld 16) += sum over r < n of x_i[r*xs] * g[r*gs + j], x_i = xr[i]. */
+typedef void (*bw_micro_fn)(int64_t n, const float *const *xr, int64_t xs, const float *gp,
+                            int64_t gs, float *acc);
+
+static void bw_micro_c(int64_t n, const float *const *xr, int64_t xs, const float *gp, int64_t gs,
+                       float *acc) {
+    for (int i = 0; i < TILE_M; i++) {
+        float t[TILE_N];
+        for (int j = 0; j < TILE_N; j++) t[j] = acc[i * TILE_N + j];
+        const float *x = xr[i];
+        for (int64_t r = 0; r < n; r++) {
+            const float xv = x[r * xs];
+            const float *gr = gp + r * gs;
+            for (int j = 0; j < TILE_N; j++) t[j] += xv * gr[j];
+        }
+        for (int j = 0; j < TILE_N; j++) acc[i * TILE_N + j] = t[j];
+    }
+}
+
+#if CF_AVX2
+static void ind_micro_avx(int64_t nu, const int32_t *taps, int64_t K, const float *const *ptrs,
+                          const float *wg, const float *b16, float *out, int64_t ldo) {
+    __m256 c00 = _mm256_loadu_ps(b16), c01 = _mm256_loadu_ps(b16 + 8);
+    __m256 c10 = c00, c11 = c01, c20 = c00, c21 = c01, c30 = c00, c31 = c01, c40 = c00, c41 = c01,
+           c50 = c00, c51 = c01;
+    for (int64_t u = 0; u < nu; u++) {
+        const float *a0 = ptrs[6 * u], *a1 = ptrs[6 * u + 1], *a2 = ptrs[6 * u + 2],
+                    *a3 = ptrs[6 * u + 3], *a4 = ptrs[6 * u + 4], *a5 = ptrs[6 * u + 5];
+        const float *w = wg + (int64_t)taps[u] * K * TILE_N;
+        for (int64_t k = 0; k < K; k++, w += TILE_N) {
+            const __m256 b0 = _mm256_loadu_ps(w), b1 = _mm256_loadu_ps(w + 8);
+            __m256 av = _mm256_broadcast_ss(a0 + k);
+            c00 = _mm256_fmadd_ps(av, b0, c00);
+            c01 = _mm256_fmadd_ps(av, b1, c01);
+            av = _mm256_broadcast_ss(a1 + k);
+            c10 = _mm256_fmadd_ps(av, b0, c10);
+            c11 = _mm256_fmadd_ps(av, b1, c11);
+            av = _mm256_broadcast_ss(a2 + k);
+            c20 = _mm256_fmadd_ps(av, b0, c20);
+            c21 = _mm256_fmadd_ps(av, b1, c21);
+            av = _mm256_broadcast_ss(a3 + k);
+            c30 = _mm256_fmadd_ps(av, b0, c30);
+            c31 = _mm256_fmadd_ps(av, b1, c31);
+            av = _mm256_broadcast_ss(a4 + k);
+            c40 = _mm256_fmadd_ps(av, b0, c40);
+            c41 = _mm256_fmadd_ps(av, b1, c41);
+            av = _mm256_broadcast_ss(a5 + k);
+            c50 = _mm256_fmadd_ps(av, b0, c50);
+            c51 = _mm256_fmadd_ps(av, b1, c51);
+        }
+    }
+    _mm256_storeu_ps(out, c00);
+    _mm256_storeu_ps(out + 8, c01);
+    _mm256_storeu_ps(out + ldo, c10);
+    _mm256_storeu_ps(out + ldo + 8, c11);
+    _mm256_storeu_ps(out + 2 * ldo, c20);
+    _mm256_storeu_ps(out + 2 * ldo + 8, c21);
+    _mm256_storeu_ps(out + 3 * ldo, c30);
+    _mm256_storeu_ps(out + 3 * ldo + 8, c31);
+    _mm256_storeu_ps(out + 4 * ldo, c40);
+    _mm256_storeu_ps(out + 4 * ldo + 8, c41);
+    _mm256_storeu_ps(out + 5 * ldo, c50);
+    _mm256_storeu_ps(out + 5 * ldo + 8, c51);
+}
+
+static void bw_micro_avx(int64_t n, const float *const *xr, int64_t xs, const float *gp, int64_t gs,
+                         float *acc) {
+    __m256 c00 = _mm256_loadu_ps(acc), c01 = _mm256_loadu_ps(acc + 8);
+    __m256 c10 = _mm256_loadu_ps(acc + 16), c11 = _mm256_loadu_ps(acc + 24);
+    __m256 c20 = _mm256_loadu_ps(acc + 32), c21 = _mm256_loadu_ps(acc + 40);
+    __m256 c30 = _mm256_loadu_ps(acc + 48), c31 = _mm256_loadu_ps(acc + 56);
+    __m256 c40 = _mm256_loadu_ps(acc + 64), c41 = _mm256_loadu_ps(acc + 72);
+    __m256 c50 = _mm256_loadu_ps(acc + 80), c51 = _mm256_loadu_ps(acc + 88);
+    const float *a0 = xr[0], *a1 = xr[1], *a2 = xr[2], *a3 = xr[3], *a4 = xr[4], *a5 = xr[5];
+    for (int64_t r = 0, o = 0; r < n; r++, o += xs, gp += gs) {
+        const __m256 b0 = _mm256_loadu_ps(gp), b1 = _mm256_loadu_ps(gp + 8);
+        __m256 av = _mm256_broadcast_ss(a0 + o);
+        c00 = _mm256_fmadd_ps(av, b0, c00);
+        c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(a1 + o);
+        c10 = _mm256_fmadd_ps(av, b0, c10);
+        c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(a2 + o);
+        c20 = _mm256_fmadd_ps(av, b0, c20);
+        c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(a3 + o);
+        c30 = _mm256_fmadd_ps(av, b0, c30);
+        c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(a4 + o);
+        c40 = _mm256_fmadd_ps(av, b0, c40);
+        c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(a5 + o);
+        c50 = _mm256_fmadd_ps(av, b0, c50);
+        c51 = _mm256_fmadd_ps(av, b1, c51);
+    }
+    _mm256_storeu_ps(acc, c00);
+    _mm256_storeu_ps(acc + 8, c01);
+    _mm256_storeu_ps(acc + 16, c10);
+    _mm256_storeu_ps(acc + 24, c11);
+    _mm256_storeu_ps(acc + 32, c20);
+    _mm256_storeu_ps(acc + 40, c21);
+    _mm256_storeu_ps(acc + 48, c30);
+    _mm256_storeu_ps(acc + 56, c31);
+    _mm256_storeu_ps(acc + 64, c40);
+    _mm256_storeu_ps(acc + 72, c41);
+    _mm256_storeu_ps(acc + 80, c50);
+    _mm256_storeu_ps(acc + 88, c51);
+}
+#endif
+
+static ind_micro_fn pick_ind_micro(void) {
+#if CF_AVX2
+    if (cf_mode != 1) return ind_micro_avx;
+#endif
+    return ind_micro_c;
+}
+static bw_micro_fn pick_bw_micro(void) {
+#if CF_AVX2
+    if (cf_mode != 1) return bw_micro_avx;
+#endif
+    return bw_micro_c;
+}
+
+/* ---------------------------------------------------------------- depthwise pixel */
+#define DW_CHUNK 32
+/* One dst pixel (dC channels) of a depthwise conv over nu taps (source
+ * pixel a[u], packed weights w[u] of Cout): forward o[c] = b[c] + sum_u
+ * a_u[c / mult] * w_u[c]; backward_input o[c] = b[c] + sum_u sum_m
+ * a_u[c*mult + m] * w_u[c*mult + m]. b may be o itself (accumulate). */
+static void dw_pixel(float *o, const float *b, const float *const *a, int64_t sh,
+                     const float *const *w, int64_t nu, int64_t dC, int64_t mult, bool bwd,
+                     bool nt) {
+    int64_t c = 0;
+#if CF_AVX2
+/* nt: o is 32-byte aligned and is not read again soon: streaming stores */
+#define DW_ST(p, v) (nt ? _mm256_stream_ps((p), (v)) : _mm256_storeu_ps((p), (v)))
+    if (cf_mode != 1 && (mult == 1 || (!bwd && mult % 8 == 0))) {
+        const bool bc = mult != 1;
+        /* bc: the input channel of the 8-block at c is ci = c / mult
+         * (mult % 8 == 0), tracked without divisions */
+        int64_t ci = 0, rem = 0;
+#define DW_NEXT8()                                                                                 \
+    do {                                                                                           \
+        rem += 8;                                                                                  \
+        if (rem >= mult) {                                                                         \
+            rem = 0;                                                                               \
+            ci++;                                                                                  \
+        }                                                                                          \
+    } while (0)
+        for (; c + 32 <= dC; c += 32) {
+            __m256 s0 = _mm256_loadu_ps(b + c), s1 = _mm256_loadu_ps(b + c + 8),
+                   s2 = _mm256_loadu_ps(b + c + 16), s3 = _mm256_loadu_ps(b + c + 24);
+            const int64_t i0 = ci;
+            DW_NEXT8();
+            const int64_t i1 = ci;
+            DW_NEXT8();
+            const int64_t i2 = ci;
+            DW_NEXT8();
+            const int64_t i3 = ci;
+            DW_NEXT8();
+            /* even taps into s, odd taps into t (two FMA chains) */
+            __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+#define DW_TAP(u, A0, A1, A2, A3)                                                                  \
+    do {                                                                                           \
+        const float *au = a[u] + sh, *wu = w[u] + c;                                               \
+        __m256 x0, x1, x2, x3;                                                                     \
+        if (bc) {                                                                                  \
+            x0 = _mm256_broadcast_ss(au + i0);                                                     \
+            x1 = _mm256_broadcast_ss(au + i1);                                                     \
+            x2 = _mm256_broadcast_ss(au + i2);                                                     \
+            x3 = _mm256_broadcast_ss(au + i3);                                                     \
+        } else {                                                                                   \
+            x0 = _mm256_loadu_ps(au + c);                                                          \
+            x1 = _mm256_loadu_ps(au + c + 8);                                                      \
+            x2 = _mm256_loadu_ps(au + c + 16);                                                     \
+            x3 = _mm256_loadu_ps(au + c + 24);                                                     \
+        }                                                                                          \
+        A0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(wu), A0);                                         \
+        A1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(wu + 8), A1);                                     \
+        A2 = _mm256_fmadd_ps(x2, _mm256_loadu_ps(wu + 16), A2);                                    \
+        A3 = _mm256_fmadd_ps(x3, _mm256_loadu_ps(wu + 24), A3);                                    \
+    } while (0)
+            int64_t u = 0;
+            for (; u + 2 <= nu; u += 2) {
+                DW_TAP(u, s0, s1, s2, s3);
+                DW_TAP(u + 1, t0, t1, t2, t3);
+            }
+            if (u < nu) DW_TAP(u, s0, s1, s2, s3);
+#undef DW_TAP
+            DW_ST(o + c, _mm256_add_ps(s0, t0));
+            DW_ST(o + c + 8, _mm256_add_ps(s1, t1));
+            DW_ST(o + c + 16, _mm256_add_ps(s2, t2));
+            DW_ST(o + c + 24, _mm256_add_ps(s3, t3));
+        }
+        for (; c + 8 <= dC; c += 8) {
+            __m256 s0 = _mm256_loadu_ps(b + c), t0 = _mm256_setzero_ps();
+            const int64_t i0 = ci;
+            DW_NEXT8();
+            for (int64_t u = 0; u < nu; u++) {
+                const float *au = a[u] + sh;
+                const __m256 x0 = bc ? _mm256_broadcast_ss(au + i0) : _mm256_loadu_ps(au + c);
+                if (u & 1)
+                    t0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w[u] + c), t0);
+                else
+                    s0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w[u] + c), s0);
+            }
+            DW_ST(o + c, _mm256_add_ps(s0, t0));
+        }
+#undef DW_NEXT8
+    } else if (cf_mode != 1 && bwd && mult % 8 == 0) {
+        for (; c < dC; c++) {
+            __m256 v0 = _mm256_setzero_ps(), v1 = v0, v2 = v0, v3 = v0;
+            for (int64_t u = 0; u < nu; u++) {
+                const float *au = a[u] + sh + c * mult, *wu = w[u] + c * mult;
+                int64_t m = 0;
+                for (; m + 32 <= mult; m += 32) {
+                    v0 = _mm256_fmadd_ps(_mm256_loadu_ps(au + m), _mm256_loadu_ps(wu + m), v0);
+                    v1 = _mm256_fmadd_ps(_mm256_loadu_ps(au + m + 8), _mm256_loadu_ps(wu + m + 8),
+                                         v1);
+                    v2 = _mm256_fmadd_ps(_mm256_loadu_ps(au + m + 16), _mm256_loadu_ps(wu + m + 16),
+                                         v2);
+                    v3 = _mm256_fmadd_ps(_mm256_loadu_ps(au + m + 24), _mm256_loadu_ps(wu + m + 24),
+                                         v3);
+                }
+                for (; m < mult; m += 8)
+                    v0 = _mm256_fmadd_ps(_mm256_loadu_ps(au + m), _mm256_loadu_ps(wu + m), v0);
+            }
+            const __m256 v = _mm256_add_ps(_mm256_add_ps(v0, v1), _mm256_add_ps(v2, v3));
+            __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+            q = _mm_add_ss(q, _mm_movehdup_ps(q));
+            o[c] = b[c] + _mm_cvtss_f32(q);
+        }
+    }
+#undef DW_ST
+#else
+    (void)nt;
+#endif
+    for (; c < dC; c++) {
+        float s = b[c];
+        for (int64_t u = 0; u < nu; u++) {
+            const float *au = a[u] + sh;
+            if (!bwd) {
+                s += au[c / mult] * w[u][c];
+            } else {
+                for (int64_t m = 0; m < mult; m++) s += au[c * mult + m] * w[u][c * mult + m];
+            }
+        }
+        o[c] = s;
+    }
+}
+
+/* Two dst pixels at once (o0, o1; sources a[u] + sh0 and a[u] + sh1),
+ * sharing the weight loads: forward or backward_input with mult == 1, or
+ * forward with mult % 8 == 0. Returns false (nothing done) otherwise. */
+static bool dw_pixel2(float *o0, float *o1, const float *b, const float *const *a, int64_t sh0,
+                      int64_t sh1, const float *const *w, int64_t nu, int64_t dC, int64_t mult,
+                      bool bwd, bool nt) {
+#if CF_AVX2
+    if (cf_mode == 1 || !(mult == 1 || (!bwd && mult % 8 == 0))) return false;
+    const bool bc = mult != 1;
+    int64_t c = 0, ci = 0, rem = 0;
+#define DW2_ST(p, v)      (nt ? _mm256_stream_ps((p), (v)) : _mm256_storeu_ps((p), (v)))
+#define DW2_X(au, cc, ii) (bc ? _mm256_broadcast_ss((au) + (ii)) : _mm256_loadu_ps((au) + (cc)))
+    for (; c + 32 <= dC; c += 32) {
+        int64_t ix[4];
+        for (int q = 0; q < 4; q++) {
+            ix[q] = ci;
+            rem += 8;
+            if (rem >= mult) {
+                rem = 0;
+                ci++;
+            }
+        }
+        __m256 s0 = _mm256_loadu_ps(b + c), s1 = _mm256_loadu_ps(b + c + 8),
+               s2 = _mm256_loadu_ps(b + c + 16), s3 = _mm256_loadu_ps(b + c + 24);
+        __m256 t0 = s0, t1 = s1, t2 = s2, t3 = s3;
+        if (bc && ix[0] == ix[3]) { /* one input channel for all 32: one broadcast */
+            for (int64_t u = 0; u < nu; u++) {
+                const float *wu = w[u] + c;
+                const __m256 x0 = _mm256_broadcast_ss(a[u] + sh0 + ix[0]),
+                             x1 = _mm256_broadcast_ss(a[u] + sh1 + ix[0]);
+                const __m256 w0 = _mm256_loadu_ps(wu), w1 = _mm256_loadu_ps(wu + 8),
+                             w2 = _mm256_loadu_ps(wu + 16), w3 = _mm256_loadu_ps(wu + 24);
+                s0 = _mm256_fmadd_ps(x0, w0, s0);
+                s1 = _mm256_fmadd_ps(x0, w1, s1);
+                s2 = _mm256_fmadd_ps(x0, w2, s2);
+                s3 = _mm256_fmadd_ps(x0, w3, s3);
+                t0 = _mm256_fmadd_ps(x1, w0, t0);
+                t1 = _mm256_fmadd_ps(x1, w1, t1);
+                t2 = _mm256_fmadd_ps(x1, w2, t2);
+                t3 = _mm256_fmadd_ps(x1, w3, t3);
+            }
+        } else {
+            for (int64_t u = 0; u < nu; u++) {
+                const float *wu = w[u] + c, *p0 = a[u] + sh0, *p1 = a[u] + sh1;
+                const __m256 w0 = _mm256_loadu_ps(wu), w1 = _mm256_loadu_ps(wu + 8),
+                             w2 = _mm256_loadu_ps(wu + 16), w3 = _mm256_loadu_ps(wu + 24);
+                s0 = _mm256_fmadd_ps(DW2_X(p0, c, ix[0]), w0, s0);
+                s1 = _mm256_fmadd_ps(DW2_X(p0, c + 8, ix[1]), w1, s1);
+                s2 = _mm256_fmadd_ps(DW2_X(p0, c + 16, ix[2]), w2, s2);
+                s3 = _mm256_fmadd_ps(DW2_X(p0, c + 24, ix[3]), w3, s3);
+                t0 = _mm256_fmadd_ps(DW2_X(p1, c, ix[0]), w0, t0);
+                t1 = _mm256_fmadd_ps(DW2_X(p1, c + 8, ix[1]), w1, t1);
+                t2 = _mm256_fmadd_ps(DW2_X(p1, c + 16, ix[2]), w2, t2);
+                t3 = _mm256_fmadd_ps(DW2_X(p1, c + 24, ix[3]), w3, t3);
+            }
+        }
+        DW2_ST(o0 + c, s0);
+        DW2_ST(o0 + c + 8, s1);
+        DW2_ST(o0 + c + 16, s2);
+        DW2_ST(o0 + c + 24, s3);
+        DW2_ST(o1 + c, t0);
+        DW2_ST(o1 + c + 8, t1);
+        DW2_ST(o1 + c + 16, t2);
+        DW2_ST(o1 + c + 24, t3);
+    }
+    for (; c + 8 <= dC; c += 8) {
+        const int64_t i0 = ci;
+        rem += 8;
+        if (rem >= mult) {
+            rem = 0;
+            ci++;
+        }
+        __m256 s0 = _mm256_loadu_ps(b + c), t0 = s0;
+        for (int64_t u = 0; u < nu; u++) {
+            const __m256 w0 = _mm256_loadu_ps(w[u] + c);
+            s0 = _mm256_fmadd_ps(DW2_X(a[u] + sh0, c, i0), w0, s0);
+            t0 = _mm256_fmadd_ps(DW2_X(a[u] + sh1, c, i0), w0, t0);
+        }
+        DW2_ST(o0 + c, s0);
+        DW2_ST(o1 + c, t0);
+    }
+#undef DW2_X
+#undef DW2_ST
+    for (; c < dC; c++) {
+        float s = b[c], t = b[c];
+        for (int64_t u = 0; u < nu; u++) {
+            s += a[u][sh0 + c / mult] * w[u][c];
+            t += a[u][sh1 + c / mult] * w[u][c];
+        }
+        o0[c] = s;
+        o1[c] = t;
+    }
+    return true;
+#else
+    (void)o0, (void)o1, (void)b, (void)a, (void)sh0, (void)sh1, (void)w, (void)nu, (void)dC;
+    (void)mult, (void)bwd, (void)nt;
+    return false;
+#endif
+}
+
+/* Depthwise backward_weight over a run of n output columns of one tap:
+ * pt[co] += sum_r x_r[co / mult] * gy_r[co], x_r = x + r*xs, gy_r = gy + r*C;
+ * 32 channels at a time in registers (even and odd r in two chains). False
+ * (nothing done) unless AVX2 and mult == 1 or mult % 8 == 0. */
+static bool dw_bw_run(float *pt, const float *x, int64_t xs, const float *gy, int64_t C, int64_t n,
+                      int64_t mult) {
+#if CF_AVX2
+    if (cf_mode == 1 || !(mult == 1 || mult % 8 == 0)) return false;
+    const bool bc = mult != 1;
+    int64_t c = 0, ci = 0, rem = 0;
+#define DWB_X(p, cc, ii) (bc ? _mm256_broadcast_ss((p) + (ii)) : _mm256_loadu_ps((p) + (cc)))
+    for (; c + 32 <= C; c += 32) {
+        int64_t ix[4];
+        for (int q = 0; q < 4; q++) {
+            ix[q] = ci;
+            rem += 8;
+            if (rem >= mult) {
+                rem = 0;
+                ci++;
+            }
+        }
+        __m256 s0 = _mm256_loadu_ps(pt + c), s1 = _mm256_loadu_ps(pt + c + 8),
+               s2 = _mm256_loadu_ps(pt + c + 16), s3 = _mm256_loadu_ps(pt + c + 24);
+        __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+        /* the same loop with broadcast x (bc) or loaded x: unswitched */
+#define DWB_LOOP(BC)                                                                               \
+    do {                                                                                           \
+        int64_t r = 0;                                                                             \
+        for (; r + 2 <= n; r += 2) {                                                               \
+            const float *xa = x + r * xs, *xb = xa + xs, *ga = gy + r * C + c, *gb = ga + C;       \
+            s0 = _mm256_fmadd_ps(DWB_XX(BC, xa, c, ix[0]), _mm256_loadu_ps(ga), s0);               \
+            s1 = _mm256_fmadd_ps(DWB_XX(BC, xa, c + 8, ix[1]), _mm256_loadu_ps(ga + 8), s1);       \
+            s2 = _mm256_fmadd_ps(DWB_XX(BC, xa, c + 16, ix[2]), _mm256_loadu_ps(ga + 16), s2);     \
+            s3 = _mm256_fmadd_ps(DWB_XX(BC, xa, c + 24, ix[3]), _mm256_loadu_ps(ga + 24), s3);     \
+            t0 = _mm256_fmadd_ps(DWB_XX(BC, xb, c, ix[0]), _mm256_loadu_ps(gb), t0);               \
+            t1 = _mm256_fmadd_ps(DWB_XX(BC, xb, c + 8, ix[1]), _mm256_loadu_ps(gb + 8), t1);       \
+            t2 = _mm256_fmadd_ps(DWB_XX(BC, xb, c + 16, ix[2]), _mm256_loadu_ps(gb + 16), t2);     \
+            t3 = _mm256_fmadd_ps(DWB_XX(BC, xb, c + 24, ix[3]), _mm256_loadu_ps(gb + 24), t3);     \
+        }                                                                                          \
+        if (r < n) {                                                                               \
+            const float *xa = x + r * xs, *ga = gy + r * C + c;                                    \
+            s0 = _mm256_fmadd_ps(DWB_XX(BC, xa, c, ix[0]), _mm256_loadu_ps(ga), s0);               \
+            s1 = _mm256_fmadd_ps(DWB_XX(BC, xa, c + 8, ix[1]), _mm256_loadu_ps(ga + 8), s1);       \
+            s2 = _mm256_fmadd_ps(DWB_XX(BC, xa, c + 16, ix[2]), _mm256_loadu_ps(ga + 16), s2);     \
+            s3 = _mm256_fmadd_ps(DWB_XX(BC, xa, c + 24, ix[3]), _mm256_loadu_ps(ga + 24), s3);     \
+        }                                                                                          \
+    } while (0)
+#define DWB_XX(BC, p, cc, ii) ((BC) ? _mm256_broadcast_ss((p) + (ii)) : _mm256_loadu_ps((p) + (cc)))
+        if (bc)
+            DWB_LOOP(1);
+        else
+            DWB_LOOP(0);
+#undef DWB_XX
+#undef DWB_LOOP
+        _mm256_storeu_ps(pt + c, _mm256_add_ps(s0, t0));
+        _mm256_storeu_ps(pt + c + 8, _mm256_add_ps(s1, t1));
+        _mm256_storeu_ps(pt + c + 16, _mm256_add_ps(s2, t2));
+        _mm256_storeu_ps(pt + c + 24, _mm256_add_ps(s3, t3));
+    }
+    for (; c + 8 <= C; c += 8) {
+        const int64_t i0 = ci;
+        rem += 8;
+        if (rem >= mult) {
+            rem = 0;
+            ci++;
+        }
+        __m256 s0 = _mm256_loadu_ps(pt + c);
+        for (int64_t r = 0; r < n; r++)
+            s0 = _mm256_fmadd_ps(DWB_X(x + r * xs, c, i0), _mm256_loadu_ps(gy + r * C + c), s0);
+        _mm256_storeu_ps(pt + c, s0);
+    }
+#undef DWB_X
+    for (; c < C; c++) {
+        float s = pt[c];
+        for (int64_t r = 0; r < n; r++) s += x[r * xs + c / mult] * gy[r * C + c];
+        pt[c] = s;
+    }
+    return true;
+#else
+    (void)pt, (void)x, (void)xs, (void)gy, (void)C, (void)n, (void)mult;
+    return false;
+#endif
+}
+
+/* ---------------------------------------------------------------- transpose */
+/* dst (cols x rows, ld dl) = src (rows x cols, ld sl)^T for one block. */
+static void tr_block(const float *src, int64_t sl, float *dst, int64_t dl, int64_t rows,
+                     int64_t cols) {
+    int64_t r0 = 0;
+#if CF_AVX2
+    for (; r0 + 8 <= rows; r0 += 8) {
+        int64_t c0 = 0;
+        for (; c0 + 8 <= cols; c0 += 8) {
+            const float *s = src + r0 * sl + c0;
+            __m256 a0 = _mm256_loadu_ps(s), a1 = _mm256_loadu_ps(s + sl),
+                   a2 = _mm256_loadu_ps(s + 2 * sl), a3 = _mm256_loadu_ps(s + 3 * sl),
+                   a4 = _mm256_loadu_ps(s + 4 * sl), a5 = _mm256_loadu_ps(s + 5 * sl),
+                   a6 = _mm256_loadu_ps(s + 6 * sl), a7 = _mm256_loadu_ps(s + 7 * sl);
+            __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1),
+                   t2 = _mm256_unpacklo_ps(a2, a3), t3 = _mm256_unpackhi_ps(a2, a3),
+                   t4 = _mm256_unpacklo_ps(a4, a5), t5 = _mm256_unpackhi_ps(a4, a5),
+                   t6 = _mm256_unpacklo_ps(a6, a7), t7 = _mm256_unpackhi_ps(a6, a7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                   u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                   u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                   u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *d = dst + c0 * dl + r0;
+            _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(d + dl, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(d + 2 * dl, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(d + 3 * dl, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(d + 4 * dl, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(d + 5 * dl, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(d + 6 * dl, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(d + 7 * dl, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+        for (int64_t r = r0; r < r0 + 8; r++)
+            for (int64_t c = c0; c < cols; c++) dst[c * dl + r] = src[r * sl + c];
+    }
+#endif
+    for (int64_t r = r0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) dst[c * dl + r] = src[r * sl + c];
+}
+
+#endif

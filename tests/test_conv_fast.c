@@ -1,0 +1,423 @@
+/* tests/test_conv_fast.c — the fast convolution kernels of ops/conv_fast.c,
+ * called directly (mft_kernel_args built here, kernels looked up in
+ * mft__kernels_conv_fast by op/format/dtype) and compared with a naive loop
+ * written here (double accumulation; tolerance relative to sum |a*b|) over
+ * sweeps of stride, padding, dilation, groups, depthwise multipliers, 1x1,
+ * C_in/C_out = 1, odd channel counts, N = 1, 1x1 outputs, 3-D cases, in
+ * NCHW and NHWC, with contiguous and channels-last weights. Also: results
+ * bitwise identical at 1 and 2 threads, the portable micro-kernels and the
+ * direct-loop fallback (forced, and through a failing allocator hook). */
+#include <string.h>
+#include "mft/conv.h"
+#include "ops_internal.h"
+#include "test_util.h"
+
+void mft__conv_fast_set_mode(int mode);
+
+static const mft__kernel_def *find_kernel(mft__op_id op, mft_format fmt, mft_dtype dt) {
+    for (const mft__kernel_def *k = mft__kernels_conv_fast; k->fn; k++)
+        if (k->op == op && k->fmt == fmt && k->dtype == dt) return k;
+    return NULL;
+}
+
+static uint32_t rng_state = 12345u;
+static float rnd(void) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((int)(rng_state >> 9) % 2001 - 1000) / 500.0f;
+}
+
+/* Random packed tensor in fmt. */
+static mft_tensor *rand_tensor(int nd, const int64_t *sizes, mft_format fmt) {
+    mft_tensor *t = mft_empty(nd, sizes, MFT_F32, MFT_CONTIGUOUS);
+    if (!t) return NULL;
+    float *p = mft_tensor_data(t);
+    for (int64_t i = 0; i < mft_tensor_numel(t); i++) p[i] = rnd();
+    if (fmt == MFT_CONTIGUOUS) return t;
+    mft_tensor *c = mft_contiguous(t, fmt);
+    mft_tensor_release(t);
+    return c;
+}
+
+/* Element (i0, i1, sp...) of a rank-(2+ns) F32 tensor; 3 spatial indices,
+ * the first ignored when ns == 2. */
+static double at(const mft_tensor *t, int ns, int64_t a, int64_t b, const int64_t *sp) {
+    const float *p = (const float *)(const void *)mft__tensor_ptr(t);
+    int64_t off = a * t->strides[0] + b * t->strides[1];
+    for (int i = 0; i < ns; i++) off += sp[3 - ns + i] * t->strides[2 + i];
+    return p[off];
+}
+
+typedef struct ccase {
+    int ns;
+    int64_t N, Cin, Cout, G;
+    int64_t in[3], k[3], s[3], p[3], d[3];
+    bool bias;
+} ccase;
+
+static int64_t osz(const ccase *c, int i) {
+    return (c->in[i] + 2 * c->p[i] - c->d[i] * (c->k[i] - 1) - 1) / c->s[i] + 1;
+}
+
+/* op 0 forward, 1 backward_input, 2 backward_weight. Naive value and
+ * sum |terms| of output element (a, b, sp) (a = n or co, b = c or ci). */
+static void naive(const ccase *c, int op, const mft_tensor *A, const mft_tensor *B,
+                  const mft_tensor *bias, int64_t a, int64_t b, const int64_t *sp, double *val,
+                  double *mag) {
+    const int ns = c->ns;
+    const int64_t Cgi = c->Cin / c->G, Cgo = c->Cout / c->G;
+    int64_t O[3] = {1, 1, 1}, I[3] = {1, 1, 1}, K[3] = {1, 1, 1}, S[3] = {1, 1, 1},
+            P[3] = {0, 0, 0}, D[3] = {1, 1, 1};
+    for (int i = 3 - ns; i < 3; i++) {
+        O[i] = osz(c, i), I[i] = c->in[i], K[i] = c->k[i], S[i] = c->s[i], P[i] = c->p[i];
+        D[i] = c->d[i];
+    }
+    double s = 0, m = 0;
+    if (op == 0) { /* A = x, B = w; y[n=a][co=b][sp] */
+        const int64_t g = b / Cgo;
+        if (bias) s = ((const float *)mft_tensor_data(bias))[b];
+        for (int64_t ci = 0; ci < Cgi; ci++)
+            for (int64_t kd = 0; kd < K[0]; kd++)
+                for (int64_t kh = 0; kh < K[1]; kh++)
+                    for (int64_t kw = 0; kw < K[2]; kw++) {
+                        int64_t ip[3] = {sp[0] * S[0] - P[0] + kd * D[0],
+                                         sp[1] * S[1] - P[1] + kh * D[1],
+                                         sp[2] * S[2] - P[2] + kw * D[2]};
+                        bool ok = true;
+                        for (int i = 0; i < 3; i++) ok &= ip[i] >= 0 && ip[i] < I[i];
+                        if (!ok) continue;
+                        int64_t kk[3] = {kd, kh, kw};
+                        double v = at(A, ns, a, g * Cgi + ci, ip) * at(B, ns, b, ci, kk);
+                        s += v;
+                        m += fabs(v);
+                    }
+    } else if (op == 1) { /* A = grad_y, B = w; grad_x[n=a][c=b][sp] */
+        const int64_t g = b / Cgi, ci = b % Cgi;
+        if (bias) s = ((const float *)mft_tensor_data(bias))[b];
+        for (int64_t co = g * Cgo; co < (g + 1) * Cgo; co++)
+            for (int64_t kd = 0; kd < K[0]; kd++)
+                for (int64_t kh = 0; kh < K[1]; kh++)
+                    for (int64_t kw = 0; kw < K[2]; kw++) {
+                        int64_t kk[3] = {kd, kh, kw}, op_[3];
+                        bool ok = true;
+                        for (int i = 0; i < 3; i++) {
+                            int64_t v = sp[i] + P[i] - kk[i] * D[i];
+                            ok &= v >= 0 && v % S[i] == 0 && v / S[i] < O[i];
+                            op_[i] = v / S[i];
+                        }
+                        if (!ok) continue;
+                        double v = at(A, ns, a, co, op_) * at(B, ns, co, ci, kk);
+                        s += v;
+                        m += fabs(v);
+                    }
+    } else { /* A = grad_y, B = x; grad_w[co=a][ci=b][k=sp] */
+        const int64_t g = a / Cgo;
+        for (int64_t n = 0; n < c->N; n++)
+            for (int64_t od = 0; od < O[0]; od++)
+                for (int64_t oh = 0; oh < O[1]; oh++)
+                    for (int64_t ow = 0; ow < O[2]; ow++) {
+                        int64_t o[3] = {od, oh, ow};
+                        int64_t ip[3];
+                        bool ok = true;
+                        for (int i = 0; i < 3; i++) {
+                            ip[i] = o[i] * S[i] - P[i] + sp[i] * D[i];
+                            ok &= ip[i] >= 0 && ip[i] < I[i];
+                        }
+                        if (!ok) continue;
+                        double v = at(A, ns, n, a, o) * at(B, ns, n, g * Cgi + b, ip);
+                        s += v;
+                        m += fabs(v);
+                    }
+    }
+    *val = s;
+    *mag = m;
+}
+
+/* Compares out (sizes d0 x d1 x spatial sz) with the naive loop. */
+static bool check_out(const ccase *c, int op, const mft_tensor *A, const mft_tensor *B,
+                      const mft_tensor *bias, const mft_tensor *out, const char *what) {
+    const int ns = c->ns;
+    int64_t sz[3] = {1, 1, 1};
+    for (int i = 0; i < ns; i++) sz[3 - ns + i] = out->sizes[2 + i];
+    int bad = 0;
+    for (int64_t a = 0; a < out->sizes[0]; a++)
+        for (int64_t b = 0; b < out->sizes[1]; b++)
+            for (int64_t x0 = 0; x0 < sz[0]; x0++)
+                for (int64_t x1 = 0; x1 < sz[1]; x1++)
+                    for (int64_t x2 = 0; x2 < sz[2]; x2++) {
+                        int64_t sp[3] = {x0, x1, x2};
+                        double want, mag;
+                        naive(c, op, A, B, bias, a, b, sp, &want, &mag);
+                        double got = at(out, ns, a, b, sp);
+                        double tol = 2e-6 * (mag + 1.0) + 1e-5 * mag / 8.0;
+                        if (!(fabs(got - want) <= tol)) {
+                            if (bad++ < 3)
+                                CHECK_MSG(false,
+                                          "%s op %d ns %d N%lld C%lld->%lld G%lld k%lld s%lld "
+                                          "p%lld d%lld: [%lld,%lld,%lld,%lld,%lld] got %.7g want "
+                                          "%.7g",
+                                          what, op, ns, (long long)c->N, (long long)c->Cin,
+                                          (long long)c->Cout, (long long)c->G, (long long)c->k[2],
+                                          (long long)c->s[2], (long long)c->p[2],
+                                          (long long)c->d[2], (long long)a, (long long)b,
+                                          (long long)x0, (long long)x1, (long long)x2, got, want);
+                        }
+                    }
+    if (!bad) CHECK(true);
+    return bad == 0;
+}
+
+static mft_conv_params params_of(const ccase *c, const mft_tensor *bias) {
+    mft_conv_params p;
+    memset(&p, 0, sizeof p);
+    p.nspatial = c->ns;
+    for (int i = 0; i < c->ns; i++) {
+        p.stride[i] = c->s[3 - c->ns + i];
+        p.padding[i] = c->p[3 - c->ns + i];
+        p.dilation[i] = c->d[3 - c->ns + i];
+    }
+    p.groups = c->G;
+    p.bias = bias;
+    return p;
+}
+
+/* Runs kernel k, returns a copy of its output's bytes (malloc'd). */
+static void run_kernel(const mft__kernel_def *k, const mft_tensor *a0, const mft_tensor *a1,
+                       mft_tensor *out, const mft_conv_params *p) {
+    const mft_tensor *in[2] = {a0, a1};
+    mft_tensor *outs[1] = {out};
+    mft_kernel_args args = {2, 1, in, outs, p};
+    /* poison the output: kernels must overwrite every element */
+    float *o = mft_tensor_data(out);
+    for (int64_t i = 0; i < mft_tensor_numel(out); i++) o[i] = NAN;
+    k->fn(&args);
+}
+
+static bool same_bits(const mft_tensor *a, const mft_tensor *b) {
+    return memcmp(mft_tensor_data(a), mft_tensor_data(b),
+                  (size_t)mft_tensor_numel(a) * sizeof(float)) == 0;
+}
+
+/* One case through all three ops in format fmt, weights in wfmt. */
+static void run_case(const ccase *c, mft_format fmt, mft_format wfmt, bool threads) {
+    const int ns = c->ns, r = 2 + ns;
+    mft__op_id ops[3] = {ns == 2 ? MFT__OP_CONV2D : MFT__OP_CONV3D,
+                         ns == 2 ? MFT__OP_CONV2D_BACKWARD_INPUT : MFT__OP_CONV3D_BACKWARD_INPUT,
+                         ns == 2 ? MFT__OP_CONV2D_BACKWARD_WEIGHT : MFT__OP_CONV3D_BACKWARD_WEIGHT};
+    int64_t xs[5] = {c->N, c->Cin}, ys[5] = {c->N, c->Cout}, ws[5] = {c->Cout, c->Cin / c->G};
+    for (int i = 0; i < ns; i++) {
+        xs[2 + i] = c->in[3 - ns + i];
+        ys[2 + i] = osz(c, 3 - ns + i);
+        ws[2 + i] = c->k[3 - ns + i];
+    }
+    int64_t bs_o[1] = {c->Cout}, bs_i[1] = {c->Cin};
+    mft_tensor *x = rand_tensor(r, xs, fmt), *w = rand_tensor(r, ws, wfmt);
+    mft_tensor *gy = rand_tensor(r, ys, fmt);
+    mft_tensor *bo = c->bias ? rand_tensor(1, bs_o, MFT_CONTIGUOUS) : NULL;
+    mft_tensor *bi = c->bias ? rand_tensor(1, bs_i, MFT_CONTIGUOUS) : NULL;
+    mft_tensor *y = mft_empty(r, ys, MFT_F32, fmt), *gx = mft_empty(r, xs, MFT_F32, fmt);
+    mft_tensor *gw = mft_empty(r, ws, MFT_F32, fmt);
+    CHECK(x && w && gy && y && gx && gw);
+    if (!x || !w || !gy || !y || !gx || !gw) return;
+    const char *fname = fmt == MFT_CONTIGUOUS ? "nchw" : "nhwc";
+    for (int op = 0; op < 3; op++) {
+        const mft__kernel_def *k = find_kernel(ops[op], fmt, MFT_F32);
+        CHECK_MSG(k != NULL, "no kernel for op %d fmt %s", op, fname);
+        if (!k) continue;
+        const mft_tensor *bias = op == 0 ? bo : op == 1 ? bi : NULL;
+        mft_conv_params p = params_of(c, bias);
+        const mft_tensor *A = op == 0 ? x : gy, *B = op == 2 ? x : w;
+        mft_tensor *out = op == 0 ? y : op == 1 ? gx : gw;
+        if (threads) mft_set_num_threads(1);
+        run_kernel(k, A, B, out, &p);
+        if (!check_out(c, op, A, B, bias, out, k->name)) continue;
+        if (threads) {
+            mft_tensor *copy = mft_clone(out, MFT_PRESERVE);
+            mft_set_num_threads(2);
+            run_kernel(k, A, B, out, &p);
+            CHECK_MSG(copy && same_bits(copy, out), "%s: 1 vs 2 threads differ", k->name);
+            mft_tensor_release(copy);
+            mft_set_num_threads(0);
+        }
+    }
+    mft_tensor_release(x);
+    mft_tensor_release(w);
+    mft_tensor_release(gy);
+    mft_tensor_release(bo);
+    mft_tensor_release(bi);
+    mft_tensor_release(y);
+    mft_tensor_release(gx);
+    mft_tensor_release(gw);
+}
+
+static ccase mk2(int64_t N, int64_t Cin, int64_t Cout, int64_t G, int64_t H, int64_t W, int64_t k,
+                 int64_t s, int64_t p, int64_t d, bool bias) {
+    ccase c = {2, N, Cin, Cout, G, {1, H, W}, {1, k, k}, {1, s, s}, {0, p, p}, {1, d, d}, bias};
+    return c;
+}
+
+static bool valid(const ccase *c) {
+    for (int i = 0; i < 3; i++)
+        if (osz(c, i) < 1) return false;
+    return true;
+}
+
+static void sweep(bool threads) {
+    const mft_format fmts[2] = {MFT_CHANNELS_LAST, MFT_CONTIGUOUS};
+    /* stride x padding x dilation on a small odd image */
+    for (int64_t s = 1; s <= 3; s++)
+        for (int64_t p = 0; p <= 2; p++)
+            for (int64_t d = 1; d <= 2; d++) {
+                ccase c = mk2(2, 5, 19, 1, 9, 7, 3, s, p, d, (s + p) % 2 == 0);
+                if (!valid(&c)) continue;
+                for (int f = 0; f < 2; f++) run_case(&c, fmts[f], fmts[(s + d) % 2], threads);
+            }
+    /* padding larger than kernel/2, asymmetric H/W kernel */
+    {
+        ccase c = mk2(1, 3, 17, 1, 5, 6, 3, 1, 2, 1, true);
+        c.k[1] = 2;
+        c.p[2] = 1;
+        for (int f = 0; f < 2; f++) run_case(&c, fmts[f], MFT_CONTIGUOUS, threads);
+    }
+    /* groups, odd channel counts, C = 1, 1x1, N = 1, 1x1 output */
+    const ccase cs[] = {
+        mk2(2, 8, 12, 2, 6, 5, 3, 1, 1, 1, true),   mk2(1, 16, 32, 4, 7, 7, 3, 2, 1, 1, false),
+        mk2(2, 33, 17, 1, 5, 5, 3, 1, 1, 1, true),  mk2(3, 17, 33, 1, 4, 6, 1, 1, 0, 1, true),
+        mk2(2, 1, 8, 1, 7, 6, 3, 1, 1, 1, true),    mk2(2, 7, 1, 1, 6, 7, 3, 1, 1, 1, true),
+        mk2(1, 1, 1, 1, 5, 5, 3, 1, 0, 1, false),   mk2(2, 6, 6, 6, 7, 5, 3, 1, 1, 1, true),
+        mk2(2, 5, 10, 5, 7, 6, 3, 2, 1, 1, true),   mk2(1, 12, 12, 12, 6, 6, 3, 1, 2, 2, false),
+        mk2(2, 9, 20, 1, 3, 3, 3, 1, 0, 1, true),   mk2(1, 40, 24, 1, 1, 1, 1, 1, 0, 1, true),
+        mk2(4, 20, 36, 1, 8, 8, 1, 1, 0, 1, false), mk2(2, 6, 40, 2, 5, 7, 5, 2, 2, 1, true),
+        mk2(1, 3, 5, 1, 2, 3, 3, 1, 2, 2, true),    mk2(1, 4, 4, 2, 9, 9, 2, 3, 0, 2, false),
+        mk2(2, 40, 40, 40, 5, 6, 3, 1, 1, 1, true), mk2(1, 37, 37, 37, 4, 5, 3, 2, 1, 1, true),
+        mk2(2, 1, 40, 1, 6, 6, 3, 1, 1, 1, true),   mk2(1, 3, 48, 3, 5, 5, 3, 1, 1, 2, true),
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int f = 0; f < 2; f++) run_case(&cs[i], fmts[f], fmts[(i + (size_t)f) % 2], threads);
+    /* 3-D */
+    const ccase c3[] = {
+        {3, 2, 4, 9, 1, {4, 5, 3}, {3, 3, 2}, {1, 1, 1}, {1, 1, 0}, {1, 1, 1}, true},
+        {3, 1, 6, 20, 2, {5, 4, 4}, {2, 3, 3}, {2, 1, 2}, {0, 1, 1}, {1, 2, 1}, false},
+        {3, 2, 5, 10, 5, {3, 4, 5}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true},
+        {3, 1, 17, 3, 1, {2, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, true},
+    };
+    for (size_t i = 0; i < sizeof c3 / sizeof c3[0]; i++)
+        for (int f = 0; f < 2; f++)
+            run_case(&c3[i], fmts[f], fmts[(i + (size_t)f + 1) % 2], threads);
+}
+
+static void test_sweep(void) { sweep(false); }
+
+/* Bitwise identical at 1 and 2 threads (bigger shapes: several work items). */
+static void test_threads(void) {
+    sweep(true);
+    const ccase cs[] = {
+        mk2(2, 32, 48, 1, 13, 11, 3, 1, 1, 1, true),
+        mk2(3, 16, 16, 16, 9, 10, 3, 1, 1, 1, true),
+        mk2(2, 1, 32, 1, 14, 14, 3, 1, 1, 1, true),
+        /* big enough for the streaming-store path of the depthwise kernels */
+        mk2(4, 32, 32, 32, 64, 64, 3, 1, 1, 1, true),
+        mk2(8, 1, 64, 1, 32, 32, 3, 1, 1, 1, true),
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int f = 0; f < 2; f++)
+            run_case(&cs[i], f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST, MFT_CONTIGUOUS, true);
+}
+
+static void test_portable(void) {
+    mft__conv_fast_set_mode(1);
+    sweep(false);
+    mft__conv_fast_set_mode(2);
+    sweep(false);
+    mft__conv_fast_set_mode(0);
+}
+
+/* Scratch allocations fail while armed: the kernels fall back to direct loops. */
+static bool fail_armed = false;
+static int fail_count = 0;
+static void *fail_alloc(size_t size, size_t align, void *ctx) {
+    (void)ctx;
+    if (fail_armed) {
+        fail_count++;
+        return NULL;
+    }
+    return aligned_alloc(align < sizeof(void *) ? sizeof(void *) : align,
+                         (size + align - 1) / align * align);
+}
+static void fail_free(void *p, void *ctx) {
+    (void)ctx;
+    free(p);
+}
+
+static void run_case_failing(const ccase *c, mft_format fmt) {
+    /* as run_case, but allocations fail during the kernel calls */
+    const int ns = c->ns, r = 2 + ns;
+    mft__op_id ops[3] = {MFT__OP_CONV2D, MFT__OP_CONV2D_BACKWARD_INPUT,
+                         MFT__OP_CONV2D_BACKWARD_WEIGHT};
+    int64_t xs[4] = {c->N, c->Cin}, ys[4] = {c->N, c->Cout}, ws[4] = {c->Cout, c->Cin / c->G};
+    for (int i = 0; i < ns; i++) {
+        xs[2 + i] = c->in[1 + i];
+        ys[2 + i] = osz(c, 1 + i);
+        ws[2 + i] = c->k[1 + i];
+    }
+    int64_t bs[1] = {c->Cout}, bsi[1] = {c->Cin};
+    mft_tensor *x = rand_tensor(r, xs, fmt), *w = rand_tensor(r, ws, MFT_CONTIGUOUS);
+    mft_tensor *gy = rand_tensor(r, ys, fmt), *bo = rand_tensor(1, bs, MFT_CONTIGUOUS);
+    mft_tensor *bi = rand_tensor(1, bsi, MFT_CONTIGUOUS);
+    mft_tensor *outs[3] = {mft_empty(r, ys, MFT_F32, fmt), mft_empty(r, xs, MFT_F32, fmt),
+                           mft_empty(r, ws, MFT_F32, fmt)};
+    for (int op = 0; op < 3; op++) {
+        const mft__kernel_def *k = find_kernel(ops[op], fmt, MFT_F32);
+        const mft_tensor *bias = op == 0 ? bo : op == 1 ? bi : NULL;
+        mft_conv_params p = params_of(c, bias);
+        const mft_tensor *A = op == 0 ? x : gy, *B = op == 2 ? x : w;
+        fail_count = 0;
+        fail_armed = true;
+        run_kernel(k, A, B, outs[op], &p);
+        fail_armed = false;
+        CHECK_MSG(fail_count > 0, "%s: no allocation was attempted", k->name);
+        check_out(c, op, A, B, bias, outs[op], k->name);
+    }
+    mft_tensor_release(x);
+    mft_tensor_release(w);
+    mft_tensor_release(gy);
+    mft_tensor_release(bo);
+    mft_tensor_release(bi);
+    for (int i = 0; i < 3; i++) mft_tensor_release(outs[i]);
+}
+
+static void test_alloc_failure(void) {
+    mft_allocator a = {fail_alloc, fail_free, NULL};
+    mft_set_allocator(&a);
+    const ccase cs[] = {
+        mk2(2, 5, 19, 1, 7, 6, 3, 2, 1, 1, true), mk2(2, 4, 8, 4, 6, 6, 3, 1, 1, 1, true),
+        mk2(1, 6, 12, 2, 5, 7, 3, 1, 2, 2, true), mk2(2, 1, 8, 1, 6, 6, 3, 1, 1, 1, true),
+        mk2(2, 7, 1, 1, 5, 6, 3, 1, 1, 1, true),  mk2(2, 9, 9, 9, 5, 6, 3, 2, 1, 1, true)};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        run_case_failing(&cs[i], MFT_CHANNELS_LAST);
+        run_case_failing(&cs[i], MFT_CONTIGUOUS);
+    }
+    mft_set_allocator(NULL);
+}
+
+static void test_table(void) {
+    /* every op in both formats has an F32 kernel with a descriptive name */
+    const mft__op_id ops[6] = {
+        MFT__OP_CONV2D, MFT__OP_CONV2D_BACKWARD_INPUT, MFT__OP_CONV2D_BACKWARD_WEIGHT,
+        MFT__OP_CONV3D, MFT__OP_CONV3D_BACKWARD_INPUT, MFT__OP_CONV3D_BACKWARD_WEIGHT};
+    for (int i = 0; i < 6; i++)
+        for (int f = 0; f < 2; f++) {
+            const mft__kernel_def *k =
+                find_kernel(ops[i], f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST, MFT_F32);
+            CHECK_MSG(k && strstr(k->name, mft__op_name(ops[i])) == k->name, "op %s format %d",
+                      mft__op_name(ops[i]), f);
+        }
+}
+
+int main(void) {
+    RUN(test_table);
+    RUN(test_sweep);
+    RUN(test_threads);
+    RUN(test_portable);
+    RUN(test_alloc_failure);
+    TEST_MAIN_END();
+}
