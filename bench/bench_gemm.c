@@ -23,7 +23,6 @@
 
 #include "mft/mft.h"
 
-#define MAX_THREADS 16
 
 typedef enum kind { K_MM, K_LIN_FWD, K_LIN_BWD_IN, K_LIN_BWD_W, K_LIN_BWD } kind;
 
@@ -108,23 +107,14 @@ static bool verify(gcase *c) {
     return ok;
 }
 
+static void set_threads(int t) { mft_set_num_threads(t); }
+
+static const char *desc_of(int i, void *ctx) { return ((const gcase *)ctx)[i].desc; }
+
 int main(int argc, char **argv) {
-    int threads[MAX_THREADS] = {1, 2}, nthreads = 2, reps = 15;
-    bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            nthreads = bench_parse_int_list(argv[++i], threads, MAX_THREADS);
-            if (nthreads < 1) return 2;
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (bench_parse_int(argv[++i], &reps)) return 2;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else {
-            fprintf(stderr, "usage: %s [--threads 1,2] [--reps 15] [--json]\n", argv[0]);
-            return 2;
-        }
-    }
-    bench_env_warnings("bench_gemm", threads, nthreads);
+    bench_cnn_args args;
+    if (bench_cnn_parse(argc, argv, "bench_gemm", &args)) return 2;
+    bench_env_warnings("bench_gemm", args.threads, args.nth);
     const int64_t LB = 64, LO = 128, LI = 3136;
     gcase cs[] = {
         {"mm_512", "matmul 512x512 @ 512x512", K_MM, 512, 512, 512, 0, 0, 0, 0, 0, 0},
@@ -161,71 +151,18 @@ int main(int argc, char **argv) {
         if (!verify(c)) return 1;
     }
     bench_case bc[16];
-    double *samples = malloc(sizeof(double) * (size_t)(reps * nc));
-    if (!samples) return 1;
-    if (json) printf("{\"bench\":\"gemm\",\"results\":[");
-    for (int ti = 0; ti < nthreads; ti++) {
-        const int T = threads[ti];
-        mft_set_num_threads(T);
-        /* references at this thread count */
-        const long iters = 20000000;
-        double t0 = bench_now();
-        double pf = bench_fma_peak_flops(iters, T);
-        double peak = pf / (bench_now() - t0) * 1e-9;
-        t0 = bench_now();
-        pf = bench_fma_peak_flops(iters, T);
-        const double p2 = pf / (bench_now() - t0) * 1e-9;
-        if (p2 > peak) peak = p2;
-        const size_t n = (size_t)1 << 24; /* 64 MB per array */
-        float *sa = bench_alloc(n * 4), *sb = bench_alloc(n * 4);
-        bench_stream_copy_f32(sa, sb, n, T);
-        double best = 1e30;
-        for (int r = 0; r < 5; r++) {
-            t0 = bench_now();
-            bench_stream_copy_f32(sa, sb, n, T);
-            double dt = bench_now() - t0;
-            if (dt < best) best = dt;
-        }
-        const double stream = 8.0 * (double)n / best * 1e-9;
-        free(sa);
-        free(sb);
-        for (int i = 0; i < nc; i++) {
-            bc[i] = (bench_case){cs[i].key, cs[i].desc, run_case, &cs[i], cs[i].bytes,
-                                 samples + (size_t)i * (size_t)reps, {0}};
-        }
-        bench_opts o = bench_default_opts();
-        o.reps = reps;
-        if (bench_run(bc, nc, &o)) return 1;
-        if (json) {
-            printf("%s{\"threads\":%d,\"refs\":{\"fma_peak_gflops\":", ti ? "," : "", T);
-            bench_json_num(stdout, peak);
-            printf(",\"stream_copy_gbs\":");
-            bench_json_num(stdout, stream);
-            printf("},\"cases\":[");
-            for (int i = 0; i < nc; i++) {
-                printf("%s{\"key\":\"%s\",\"seconds\":", i ? "," : "", cs[i].key);
-                bench_json_num(stdout, bc[i].stats.median);
-                printf(",\"flops\":%.0f,\"bytes\":%.0f}", cs[i].flops, cs[i].bytes);
-            }
-            printf("]}");
-        } else {
-            printf("threads %d: FMA peak %.1f GFLOP/s, STREAM copy %.1f GB/s\n", T, peak, stream);
-            printf("  %-18s %-36s %10s %9s %7s\n", "case", "what", "median ms", "GFLOP/s",
-                   "of peak");
-            for (int i = 0; i < nc; i++) {
-                const double s = bc[i].stats.median, gf = cs[i].flops / s * 1e-9;
-                printf("  %-18s %-36s %10.3f %9.1f %6.0f%%\n", cs[i].key, cs[i].desc, s * 1e3, gf,
-                       100.0 * gf / peak);
-            }
-        }
+    double flops[16];
+    for (int i = 0; i < nc; i++) {
+        bc[i] = (bench_case){.key = cs[i].key, .desc = cs[i].desc, .fn = run_case, .ctx = &cs[i],
+                             .bytes = cs[i].bytes};
+        flops[i] = cs[i].flops;
     }
-    if (json) printf("]}\n");
-    free(samples);
+    int rc = bench_cnn_run("gemm", bc, flops, nc, &args, set_threads, desc_of, cs);
     for (int i = 0; i < nc; i++) {
         mft_tensor_release(cs[i].a);
         mft_tensor_release(cs[i].b);
         mft_tensor_release(cs[i].bias);
         mft_tensor_release(cs[i].g);
     }
-    return 0;
+    return rc;
 }

@@ -76,29 +76,24 @@ static mft_tensor *filled(int nd, const int64_t *s, mft_format fmt, uint32_t see
     return t;
 }
 
+static void set_threads(int t) { mft_set_num_threads(t); }
+
+/* The kernel each case ran (one more call, outside the timing). */
+static const char *kernel_of(int i, void *ctx) {
+    pl_case *cs = ctx;
+    run_case(&cs[i]);
+    return mft_dispatch_last()->kernel;
+}
+
 int main(int argc, char **argv) {
-    int threads[4] = {1, 2}, nth = 2, reps = 15, json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            nth = bench_parse_int_list(argv[++i], threads, 4);
-            if (nth <= 0) return 2;
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (bench_parse_int(argv[++i], &reps) || reps < 1) return 2;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else {
-            fprintf(stderr, "usage: bench_pool [--threads 1,2] [--reps 15] [--json]\n");
-            return 2;
-        }
-    }
-    bench_env_warnings("bench_pool", threads, nth);
+    bench_cnn_args a;
+    if (bench_cnn_parse(argc, argv, "bench_pool", &a)) return 2;
+    bench_env_warnings("bench_pool", a.threads, a.nth);
     enum { NC = 2 * 2 * K_COUNT };
     pl_case cs[NC];
     bench_case bc[NC];
     memset(cs, 0, sizeof cs);
     memset(bc, 0, sizeof bc);
-    double *samples = calloc((size_t)NC * (size_t)reps, sizeof(double));
-    if (!samples) return 1;
     const int64_t xs[4] = {8, 64, 56, 56};
     const double xb = 4.0 * 8 * 64 * 56 * 56;
     int n = 0;
@@ -137,75 +132,15 @@ int main(int argc, char **argv) {
         }
         mft_tensor_release(x);
     }
-    for (int i = 0; i < n; i++) {
-        bc[i].key = cs[i].key;
-        bc[i].desc = cs[i].key;
-        bc[i].fn = run_case;
-        bc[i].ctx = &cs[i];
-        bc[i].bytes = cs[i].bytes;
-        bc[i].samples = samples + (size_t)i * (size_t)reps;
-    }
-    const size_t sn = (size_t)32 << 20; /* 2 x 128 MB buffers */
-    float *sa = bench_alloc(sn * sizeof(float)), *sb = bench_alloc(sn * sizeof(float));
-    if (!sa || !sb) return 1;
-    bench_fill_f32(sb, sn, 7);
-    if (json) printf("{\"bench\":\"pool\",\"results\":[");
-    for (int t = 0; t < nth; t++) {
-        const int T = threads[t];
-        mft_set_num_threads(T);
-        double st[5], pk[5];
-        for (int r = 0; r < 5; r++) {
-            double t0 = bench_now();
-            bench_stream_copy_f32(sa, sb, sn, T);
-            st[r] = bench_now() - t0;
-            t0 = bench_now();
-            double fl = bench_fma_peak_flops(20000000L, T);
-            pk[r] = fl / (bench_now() - t0);
-        }
-        const double stream_gbs = 2.0 * (double)sn * 4.0 / bench_median(st, 5) / 1e9;
-        const double peak_gf = bench_median(pk, 5) / 1e9;
-        bench_opts o = bench_default_opts();
-        o.reps = reps;
-        if (bench_run(bc, n, &o)) {
-            fprintf(stderr, "bench_pool: %s\n", mft_last_error_message());
-            return 1;
-        }
-        if (json) {
-            printf("%s{\"threads\":%d,\"refs\":{\"fma_peak_gflops\":", t ? "," : "", T);
-            bench_json_num(stdout, peak_gf);
-            printf(",\"stream_copy_gbs\":");
-            bench_json_num(stdout, stream_gbs);
-            printf("},\"cases\":[");
-            for (int i = 0; i < n; i++) {
-                printf("%s{\"key\":", i ? "," : "");
-                bench_json_str(stdout, cs[i].key);
-                printf(",\"seconds\":");
-                bench_json_num(stdout, bc[i].stats.median);
-                printf(",\"flops\":0,\"bytes\":");
-                bench_json_num(stdout, cs[i].bytes);
-                printf("}");
-            }
-            printf("]}");
-        } else {
-            printf("threads %d: STREAM copy %.1f GB/s\n", T, stream_gbs);
-            printf("  %-44s %9s %8s %8s  %s\n", "case", "ms", "GB/s", "%STREAM", "kernel");
-            for (int i = 0; i < n; i++) {
-                run_case(&cs[i]);
-                const double sec = bc[i].stats.median;
-                printf("  %-44s %9.3f %8.1f %7.1f%%  %s\n", cs[i].key, sec * 1e3,
-                       cs[i].bytes / sec / 1e9, 100.0 * cs[i].bytes / sec / 1e9 / stream_gbs,
-                       mft_dispatch_last()->kernel);
-            }
-        }
-    }
-    if (json) printf("]}\n");
+    for (int i = 0; i < n; i++)
+        bc[i] = (bench_case){.key = cs[i].key, .desc = cs[i].key, .fn = run_case, .ctx = &cs[i],
+                             .bytes = cs[i].bytes};
+    int rc = bench_cnn_run("pool", bc, NULL, n, &a, set_threads, kernel_of, cs);
+    if (rc) fprintf(stderr, "bench_pool: %s\n", mft_last_error_message());
     for (int i = 0; i < n; i++) {
         mft_tensor_release(cs[i].x);
         mft_tensor_release(cs[i].gy);
         mft_tensor_release(cs[i].ind);
     }
-    free(samples);
-    free(sa);
-    free(sb);
-    return 0;
+    return rc;
 }

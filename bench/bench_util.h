@@ -589,4 +589,125 @@ static inline void bench_json_num(FILE *f, double v) {
         fputs("null", f);
 }
 
+/* ------------------------------------------------------------------ CNN operator benches
+ * The shared driver of bench_conv / bench_pool / bench_norm / bench_resize /
+ * bench_gemm (the protocol bench/compare_cnn.py reads):
+ *   bench_<fam> [--threads 1,2] [--reps 15] [--json]
+ * For each thread count: the two references (STREAM copy over 2 x 128 MB,
+ * counting read + write; the FMA peak, bench_fma_peak_flops), medians of 5,
+ * then every case through bench_run. Output: a human table (time, GFLOP/s or
+ * GB/s, the fraction of the reference, and a label per case from `label`,
+ * e.g. the kernel that ran), or with --json one object
+ *   {"bench":NAME,"results":[{"threads":T,"refs":{"fma_peak_gflops":G,
+ *    "stream_copy_gbs":B},"cases":[{"key":K,"seconds":S,"flops":F,
+ *    "bytes":Y}]}]}
+ * flops[i] = useful FLOPs of one call of case i (0: memory-bound, compared
+ * with STREAM through cases[i].bytes). set_threads applies a thread count to
+ * the library. */
+typedef struct bench_cnn_args {
+    int threads[8], nth, reps, json;
+} bench_cnn_args;
+
+/* Parses the CLI; returns 0, or 2 after printing the usage. */
+static inline int bench_cnn_parse(int argc, char **argv, const char *name, bench_cnn_args *a) {
+    a->threads[0] = 1;
+    a->threads[1] = 2;
+    a->nth = 2;
+    a->reps = 15;
+    a->json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            a->nth = bench_parse_int_list(argv[++i], a->threads, 8);
+            if (a->nth < 1) goto usage;
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            if (bench_parse_int(argv[++i], &a->reps) || a->reps < 1) goto usage;
+        } else if (!strcmp(argv[i], "--json")) {
+            a->json = 1;
+        } else {
+            goto usage;
+        }
+    }
+    return 0;
+usage:
+    fprintf(stderr, "usage: %s [--threads 1,2] [--reps 15] [--json]\n", name);
+    return 2;
+}
+
+/* Runs and reports every case at every thread count (cases[i].samples are
+ * allocated here). Returns 0, or 1 when a case fails or memory runs out. */
+static inline int bench_cnn_run(const char *name, bench_case *cases, const double *flops, int n,
+                                const bench_cnn_args *a, void (*set_threads)(int),
+                                const char *(*label)(int i, void *ctx), void *label_ctx) {
+    const size_t sn = (size_t)32 << 20; /* 2 x 128 MB */
+    float *sa = bench_alloc(sn * sizeof(float)), *sb = bench_alloc(sn * sizeof(float));
+    double *samples = malloc((size_t)(n > 0 ? n : 1) * (size_t)a->reps * sizeof(double));
+    int rc = 0;
+    if (!sa || !sb || !samples) {
+        fprintf(stderr, "%s: out of memory\n", name);
+        rc = 1;
+        goto done;
+    }
+    bench_fill_f32(sb, sn, 7);
+    for (int i = 0; i < n; i++) cases[i].samples = samples + (size_t)i * (size_t)a->reps;
+    if (a->json) printf("{\"bench\":\"%s\",\"results\":[", name);
+    for (int t = 0; t < a->nth; t++) {
+        const int T = a->threads[t];
+        set_threads(T);
+        double st[5], pk[5];
+        for (int r = 0; r < 5; r++) {
+            double t0 = bench_now();
+            bench_stream_copy_f32(sa, sb, sn, T);
+            st[r] = bench_now() - t0;
+            t0 = bench_now();
+            double fl = bench_fma_peak_flops(20000000L, T);
+            pk[r] = fl / (bench_now() - t0);
+        }
+        const double stream_gbs = 2.0 * (double)sn * 4.0 / bench_median(st, 5) / 1e9;
+        const double peak_gf = bench_median(pk, 5) / 1e9;
+        bench_opts o = bench_default_opts();
+        o.reps = a->reps;
+        if (bench_run(cases, n, &o)) {
+            rc = 1;
+            goto done;
+        }
+        if (a->json) {
+            printf("%s{\"threads\":%d,\"refs\":{\"fma_peak_gflops\":", t ? "," : "", T);
+            bench_json_num(stdout, peak_gf);
+            printf(",\"stream_copy_gbs\":");
+            bench_json_num(stdout, stream_gbs);
+            printf("},\"cases\":[");
+            for (int i = 0; i < n; i++) {
+                printf("%s{\"key\":", i ? "," : "");
+                bench_json_str(stdout, cases[i].key);
+                printf(",\"seconds\":");
+                bench_json_num(stdout, cases[i].stats.median);
+                printf(",\"flops\":");
+                bench_json_num(stdout, flops ? flops[i] : 0.0);
+                printf(",\"bytes\":");
+                bench_json_num(stdout, cases[i].bytes);
+                printf("}");
+            }
+            printf("]}");
+        } else {
+            printf("threads %d: STREAM copy %.1f GB/s, FMA peak %.1f GFLOP/s\n", T, stream_gbs,
+                   peak_gf);
+            printf("  %-40s %9s %10s %7s  %s\n", "case", "ms", "rate", "of ref", "");
+            for (int i = 0; i < n; i++) {
+                const double sec = cases[i].stats.median;
+                const double f = flops ? flops[i] : 0.0;
+                const double rate = f > 0 ? f / sec / 1e9 : cases[i].bytes / sec / 1e9;
+                printf("  %-40s %9.3f %5.1f %-4s %6.1f%%  %s\n", cases[i].key, sec * 1e3, rate,
+                       f > 0 ? "GF/s" : "GB/s", 100.0 * rate / (f > 0 ? peak_gf : stream_gbs),
+                       label ? label(i, label_ctx) : "");
+            }
+        }
+    }
+    if (a->json) printf("]}\n");
+done:
+    free(samples);
+    free(sa);
+    free(sb);
+    return rc;
+}
+
 #endif

@@ -39,13 +39,21 @@
  * group not a multiple of 16 is copied to a zero-padded scratch first.
  *
  * Note [NCHW kernels]
- * The CONTIGUOUS kernels transpose their input activations into an NHWC
- * scratch buffer (8x8 AVX transposes; skipped when C == 1, where both
- * layouts coincide) and run the NHWC path, which writes the NCHW result
- * directly: each work item computes into a small pixel-major buffer that is
- * transposed into the output (forward and backward_input); backward_weight
- * transposes grad_y and x. This is the kernels' internal choice (the
- * dispatcher does no conversion and counts none).
+ * The CONTIGUOUS kernels run the NHWC machinery on transposed activations
+ * (8x8 AVX transposes; none when C == 1, where both layouts coincide) and
+ * write the NCHW result directly: each work item computes into a small
+ * pixel-major buffer that is transposed into the output (forward and
+ * backward_input). With N >= 8 the work items are whole images, each
+ * transposing its own src planes into a per-thread buffer (no full-size
+ * scratch; the data is still in L2 when the tiles read it); smaller batches
+ * transpose the whole input first. Pointwise convolutions (1x1, stride 1,
+ * no padding) need no transpose at all: per image Y[Cout, HW] = W @ X[Cin,
+ * HW] with the same 6x16 micro-kernel (see pw_range). backward_weight
+ * transposes only x: the micro-kernel's six rows are grad_y rows read in
+ * place (NCHW rows are contiguous in ow), its 16 columns x channels (see
+ * pwb_range); work items are (group, 16 input channels). This is the
+ * kernels' internal choice (the dispatcher does no conversion and counts
+ * none).
  *
  * Note [Depthwise kernels]
  * groups == C_in (one input channel per group, any multiplier; this also
@@ -53,7 +61,10 @@
  * channel-vectorised kernels: forward / backward_input per dst pixel, over
  * its in-image taps (a per-row tap table; interior pixels reuse the row's
  * list shifted; pairs of interior pixels share the weight loads), 32
- * channels per register block, streaming stores for big NHWC outputs;
+ * channels per register block, streaming stores for NHWC outputs too big
+ * for a last-level cache (>= 16 MB); 2-D CONTIGUOUS depthwise with unit W
+ * stride (backward_input: unit strides) runs native NCHW kernels instead
+ * (Note [Depthwise NCHW]);
  * backward_weight sums over 16 fixed chunks of output rows into per-chunk
  * partials (each tap's run of columns accumulated in registers) that are
  * added in chunk order. F64 has no fast kernels (the reference runs).
@@ -371,19 +382,46 @@ typedef struct pack_job {
 static void pack_range(void *ctx, int64_t begin, int64_t end) {
     const pack_job *pj = ctx;
     const cgeom *g = pj->g;
+    const int64_t T = g->T, K = pj->K;
+    int64_t toff[64];
+    const bool small = T <= 64;
+    if (small)
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                          kd = t / (g->K[2] * g->K[1]);
+            toff[t] = kd * g->ws[2] + kh * g->ws[3] + kw * g->ws[4];
+        }
+    /* forward: element (t, k, j) is w[m][k][t]; backward: w[k][m][t] (m = cb*16 + j) */
+    const int64_t ks = pj->bwd ? g->ws[0] : g->ws[1], ms = pj->bwd ? g->ws[1] : g->ws[0];
     for (int64_t it = begin; it < end; it++) {
         const int64_t gg = it / pj->nb, cb = it % pj->nb;
-        float *o = pj->wp + it * g->T * pj->K * TILE_N;
-        for (int64_t t = 0; t < g->T; t++)
-            for (int64_t k = 0; k < pj->K; k++, o += TILE_N)
-                for (int j = 0; j < TILE_N; j++) {
-                    const int64_t m = cb * TILE_N + j;
-                    float v = 0.0f;
-                    if (m < pj->M)
-                        v = pj->bwd ? wval(g, gg * g->Cgo + k, m, t)
-                                    : wval(g, gg * g->Cgo + m, k, t);
-                    o[j] = v;
-                }
+        float *o = pj->wp + it * T * K * TILE_N;
+        if (!small) {
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t k = 0; k < K; k++, o += TILE_N)
+                    for (int j = 0; j < TILE_N; j++) {
+                        const int64_t m = cb * TILE_N + j;
+                        float v = 0.0f;
+                        if (m < pj->M)
+                            v = pj->bwd ? wval(g, gg * g->Cgo + k, m, t)
+                                        : wval(g, gg * g->Cgo + m, k, t);
+                        o[j] = v;
+                    }
+            continue;
+        }
+        const float *wg = g->w + gg * g->Cgo * g->ws[0];
+        for (int j = 0; j < TILE_N; j++) {
+            const int64_t m = cb * TILE_N + j;
+            if (m >= pj->M) {
+                for (int64_t q = 0; q < T * K; q++) o[q * TILE_N + j] = 0.0f;
+                continue;
+            }
+            const float *wm = wg + m * ms;
+            for (int64_t k = 0; k < K; k++) {
+                const float *wk = wm + k * ks;
+                for (int64_t t = 0; t < T; t++) o[(t * K + k) * TILE_N + j] = wk[toff[t]];
+            }
+        }
     }
 }
 
@@ -393,7 +431,43 @@ static void direct_nhwc(const cgeom *g, int kind, const float *a, const float *b
 /* Forward (bwd = false) or backward_input (bwd = true): src NHWC, dst NHWC
  * or (onchw) NCHW. False (nothing written) when onchw and scratch memory
  * is missing; NHWC runs the direct loops then. */
-static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, bool onchw) {
+static void direct_nchw(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                        const int64_t *gws);
+
+/* Per-image NCHW source (ind_conv with src_nchw): work item = one image, whose
+ * src planes are transposed into a per-thread NHWC buffer (hot in L2) and
+ * whose tiles then run as in ind_range; no full-size scratch copy. */
+static void ind_img_range(void *ctx, int64_t begin, int64_t end) {
+    const ind_job *j = ctx;
+    const int64_t sS = j->sD * j->sH * j->sW, C = j->srcC;
+    float *buf = mft__alloc((size_t)(sS * C) * sizeof(float) + 64, 64);
+    for (int64_t n = begin; n < end; n++) {
+        const float *s = j->src + n * C * sS;
+        float *d = j->dst + n * j->dstC * j->dS;
+        if (!buf) { /* out of memory: plain loops on this image */
+            cgeom g1 = *j->g;
+            g1.N = 1;
+            direct_nchw(&g1, j->bwd ? 1 : 0, s, NULL, d, NULL);
+            continue;
+        }
+        for (int64_t s0 = 0; s0 < sS; s0 += 64)
+            for (int64_t c0 = 0; c0 < C; c0 += 64)
+                tr_block(s + c0 * sS + s0, sS, buf + s0 * C + c0, C, C - c0 < 64 ? C - c0 : 64,
+                         sS - s0 < 64 ? sS - s0 : 64);
+        ind_job jj = *j;
+        jj.src = buf;
+        jj.dst = d;
+        jj.P = j->dS;
+        jj.ntiles = cdiv(jj.P, TILE_M);
+        jj.nitems = cdiv(jj.ntiles, TILES_PER_ITEM);
+        ind_range(&jj, 0, jj.nitems);
+    }
+    mft__free(buf);
+}
+
+/* src_nchw: src is NCHW and dst NCHW (onchw must be set), images in parallel. */
+static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, bool onchw,
+                     bool src_nchw) {
     ind_job j;
     memset(&j, 0, sizeof j);
     j.g = g;
@@ -439,7 +513,8 @@ static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, boo
     j.wp = wp;
     j.bpad = bpad;
     j.zero = zero;
-    if (j.P > 0) mft__parallel_for(0, j.nitems, 1, ind_range, &j);
+    if (j.P > 0 && src_nchw) mft__parallel_for(0, g->N, 1, ind_img_range, &j);
+    else if (j.P > 0) mft__parallel_for(0, j.nitems, 1, ind_range, &j);
     mft__free(wp);
     mft__free(bpad);
     mft__free(zero);
@@ -736,9 +811,11 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
         const int64_t ssz[3] = {bwd ? g->OD : g->D, bwd ? g->OH : g->H, bwd ? g->OW : g->W};
         const int64_t sW = g->s[2], pW = g->p[2], dlW = g->d[2];
         const float *aps[DW_CHUNK], *wps[DW_CHUNK];
-        /* streaming stores for big packed NHWC outputs written once */
+        /* streaming stores only for packed NHWC outputs too big to stay in a
+         * last-level cache (>= 16 MB; below that, normal stores leave y in
+         * cache for its consumer and measured faster) */
         const bool nt = !rowbuf && dC % 8 == 0 && ((uintptr_t)j->o % 32) == 0 &&
-                        (dW * dH * dD * g->N * dC) >= ((int64_t)1 << 19);
+                        (dW * dH * dD * g->N * dC) >= ((int64_t)1 << 22);
         int64_t nr = 0, kw = -1, kh = 0, kd = 0;
         for (int64_t t = 0; t < T; t++) {
             if (++kw == g->K[2]) {
@@ -911,6 +988,386 @@ static bool dw_conv(const cgeom *g, int kind, const float *a, const float *b, fl
     return true;
 }
 
+/* ---------------------------------------------------------------- depthwise NCHW
+ * Note [Depthwise NCHW]: 2-D depthwise on CONTIGUOUS buffers without the
+ * transpose: every (n, c) plane is an independent 2-D stencil. The source
+ * plane is copied into a zero-bordered scratch plane pb (rows PH, row length
+ * PW >= the vector-rounded output width + the kernel's reach) so that every
+ * tap is an unconditional load, vectorised along W. Forward (unit W stride):
+ * y[n][co] from x[n][co / mult] with w[co]; backward_input (unit strides):
+ * the same stencil on grad_y with the flipped kernel and offset p - (K-1)d,
+ * summed over the mult output channels of the input channel in order;
+ * backward_weight (unit W stride): per (co, chunk of n) work item, the T
+ * tap sums over the chunk's planes, added in chunk order. */
+typedef struct dwn_job {
+    const cgeom *g;
+    int kind;
+    const float *a, *b;
+    float *o;
+    const int64_t *gws;
+    float *part; /* backward_weight: [Cout][nch][T] */
+    int64_t nch, PH, PW, offh, offw;
+} dwn_job;
+
+/* pb (PH x PW) = src plane (SH x SW) shifted by (offh, offw), zero outside. */
+static void dwn_pad(float *pb, int64_t PH, int64_t PW, const float *src, int64_t SH, int64_t SW,
+                    int64_t offh, int64_t offw) {
+    int64_t c0 = -offw < 0 ? 0 : -offw, c1 = SW - offw < PW ? SW - offw : PW;
+    if (c1 < c0) c1 = c0;
+    for (int64_t r = 0; r < PH; r++) {
+        float *d = pb + r * PW;
+        const int64_t sr = r + offh;
+        if (sr < 0 || sr >= SH) {
+            memset(d, 0, (size_t)PW * sizeof(float));
+            continue;
+        }
+        if (c0 > 0) memset(d, 0, (size_t)c0 * sizeof(float));
+        if (c1 > c0) memcpy(d + c0, src + sr * SW + c0 + offw, (size_t)(c1 - c0) * sizeof(float));
+        if (c1 < PW) memset(d + c1, 0, (size_t)(PW - c1) * sizeof(float));
+    }
+}
+
+/* One dst row o[0..OW) (+)= b + sum_{kh,kw} wt[kh*KW+kw] * pr[kh*rs + kw*dw + ow],
+ * rs = dH * PW; acc: start from o instead of b. */
+static void dwn_row(float *o, int64_t OW, const float *pr, int64_t rs, int64_t dw, int64_t KH,
+                    int64_t KW, const float *wt, float b, bool acc) {
+    int64_t ow = 0;
+#if CF_AVX2
+    if (cf_mode != 1) {
+        const __m256 bv = _mm256_set1_ps(b);
+        for (; ow + 32 <= OW; ow += 32) {
+            __m256 a0 = acc ? _mm256_loadu_ps(o + ow) : bv;
+            __m256 a1 = acc ? _mm256_loadu_ps(o + ow + 8) : bv;
+            __m256 a2 = acc ? _mm256_loadu_ps(o + ow + 16) : bv;
+            __m256 a3 = acc ? _mm256_loadu_ps(o + ow + 24) : bv;
+            for (int64_t kh = 0; kh < KH; kh++)
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    const __m256 wv = _mm256_broadcast_ss(wt + kh * KW + kw);
+                    const float *p = pr + kh * rs + kw * dw + ow;
+                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), wv, a0);
+                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8), wv, a1);
+                    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 16), wv, a2);
+                    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 24), wv, a3);
+                }
+            _mm256_storeu_ps(o + ow, a0);
+            _mm256_storeu_ps(o + ow + 8, a1);
+            _mm256_storeu_ps(o + ow + 16, a2);
+            _mm256_storeu_ps(o + ow + 24, a3);
+        }
+        for (; ow < OW; ow += 8) {
+            /* the last partial vector reads inside pb (PW covers it), stores the valid part */
+            float tmp[8];
+            const int64_t n = OW - ow < 8 ? OW - ow : 8;
+            for (int64_t i = 0; i < 8; i++) tmp[i] = acc && i < n ? o[ow + i] : b;
+            __m256 a0 = _mm256_loadu_ps(tmp);
+            for (int64_t kh = 0; kh < KH; kh++)
+                for (int64_t kw = 0; kw < KW; kw++)
+                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(pr + kh * rs + kw * dw + ow),
+                                         _mm256_broadcast_ss(wt + kh * KW + kw), a0);
+            if (n == 8) {
+                _mm256_storeu_ps(o + ow, a0);
+            } else {
+                _mm256_storeu_ps(tmp, a0);
+                memcpy(o + ow, tmp, (size_t)n * sizeof(float));
+            }
+        }
+        return;
+    }
+#endif
+    for (; ow < OW; ow++) {
+        float s = acc ? o[ow] : b;
+        for (int64_t kh = 0; kh < KH; kh++)
+            for (int64_t kw = 0; kw < KW; kw++) s += wt[kh * KW + kw] * pr[kh * rs + kw * dw + ow];
+        o[ow] = s;
+    }
+}
+
+#if CF_AVX2
+/* Two dst rows o0, o1 of a 3x3 stencil with unit dilation and row step 1
+ * (as dwn_row with KH = KW = 3, dw = 1; pr: the source row of o0, rs its
+ * row stride): the four source rows are loaded once for both rows, weights
+ * held in registers. */
+static void dwn_row2_3x3(float *o0, float *o1, int64_t OW, const float *pr, int64_t rs,
+                         const float *wt, float b, bool acc) {
+    __m256 w[9];
+    for (int i = 0; i < 9; i++) w[i] = _mm256_broadcast_ss(wt + i);
+    const __m256 bv = _mm256_set1_ps(b);
+    int64_t ow = 0;
+    for (; ow + 16 <= OW; ow += 16) {
+        __m256 a0 = acc ? _mm256_loadu_ps(o0 + ow) : bv;
+        __m256 a1 = acc ? _mm256_loadu_ps(o0 + ow + 8) : bv;
+        __m256 c0 = acc ? _mm256_loadu_ps(o1 + ow) : bv;
+        __m256 c1 = acc ? _mm256_loadu_ps(o1 + ow + 8) : bv;
+        for (int r = 0; r < 4; r++) {
+            const float *p = pr + r * rs + ow;
+            for (int k = 0; k < 3; k++) {
+                const __m256 x0 = _mm256_loadu_ps(p + k), x1 = _mm256_loadu_ps(p + k + 8);
+                if (r < 3) {
+                    a0 = _mm256_fmadd_ps(x0, w[r * 3 + k], a0);
+                    a1 = _mm256_fmadd_ps(x1, w[r * 3 + k], a1);
+                }
+                if (r > 0) {
+                    c0 = _mm256_fmadd_ps(x0, w[(r - 1) * 3 + k], c0);
+                    c1 = _mm256_fmadd_ps(x1, w[(r - 1) * 3 + k], c1);
+                }
+            }
+        }
+        _mm256_storeu_ps(o0 + ow, a0);
+        _mm256_storeu_ps(o0 + ow + 8, a1);
+        _mm256_storeu_ps(o1 + ow, c0);
+        _mm256_storeu_ps(o1 + ow + 8, c1);
+    }
+    for (; ow < OW; ow += 8) {
+        /* the last partial vector reads inside pb, stores the valid part */
+        const int64_t n = OW - ow < 8 ? OW - ow : 8;
+        float t0[8], t1[8];
+        for (int64_t i = 0; i < 8; i++) {
+            t0[i] = acc && i < n ? o0[ow + i] : b;
+            t1[i] = acc && i < n ? o1[ow + i] : b;
+        }
+        __m256 a0 = _mm256_loadu_ps(t0), c0 = _mm256_loadu_ps(t1);
+        for (int r = 0; r < 4; r++)
+            for (int k = 0; k < 3; k++) {
+                const __m256 x0 = _mm256_loadu_ps(pr + r * rs + ow + k);
+                if (r < 3) a0 = _mm256_fmadd_ps(x0, w[r * 3 + k], a0);
+                if (r > 0) c0 = _mm256_fmadd_ps(x0, w[(r - 1) * 3 + k], c0);
+            }
+        _mm256_storeu_ps(t0, a0);
+        _mm256_storeu_ps(t1, c0);
+        memcpy(o0 + ow, t0, (size_t)n * sizeof(float));
+        memcpy(o1 + ow, t1, (size_t)n * sizeof(float));
+    }
+}
+#endif
+
+/* dst rows [0, R) of a plane (row length OW, source rows ss apart in pb). */
+static void dwn_rows(float *o, int64_t R, int64_t OW, const float *pb, int64_t PW, int64_t ss,
+                     int64_t dH, int64_t dW, int64_t KH, int64_t KW, const float *wt, float b,
+                     bool acc) {
+    int64_t r = 0;
+#if CF_AVX2
+    if (cf_mode != 1 && KH == 3 && KW == 3 && dH == 1 && dW == 1 && ss == 1)
+        for (; r + 2 <= R; r += 2)
+            dwn_row2_3x3(o + r * OW, o + (r + 1) * OW, OW, pb + r * PW, PW, wt, b, acc);
+#endif
+    for (; r < R; r++) dwn_row(o + r * OW, OW, pb + r * ss * PW, dH * PW, dW, KH, KW, wt, b, acc);
+}
+
+/* backward_weight of one plane:
+ * acc[t] += sum_{oh,ow} gy[oh][ow] * pb[oh*sH + kh*dH][ow + kw*dW]. */
+static void dwn_bw_plane(double *acc, const float *gy, int64_t OH, int64_t OW, const float *pb,
+                         int64_t PW, int64_t sH, int64_t dH, int64_t dW, int64_t KH, int64_t KW) {
+    const int64_t T = KH * KW;
+#if CF_AVX2
+    if (cf_mode != 1 && T <= 16) {
+        __m256 v[16];
+        for (int64_t t = 0; t < T; t++) v[t] = _mm256_setzero_ps();
+        for (int64_t oh = 0; oh < OH; oh++) {
+            const float *gr = gy + oh * OW, *pr = pb + oh * sH * PW;
+            for (int64_t ow = 0; ow < OW; ow += 8) {
+                __m256 gv;
+                if (OW - ow >= 8) {
+                    gv = _mm256_loadu_ps(gr + ow);
+                } else {
+                    float tmp[8] = {0};
+                    memcpy(tmp, gr + ow, (size_t)(OW - ow) * sizeof(float));
+                    gv = _mm256_loadu_ps(tmp);
+                }
+                if (T == 9 && KW == 3) {
+                    for (int64_t kh = 0; kh < 3; kh++) {
+                        const float *p = pr + kh * dH * PW + ow;
+                        v[kh * 3] = _mm256_fmadd_ps(gv, _mm256_loadu_ps(p), v[kh * 3]);
+                        v[kh * 3 + 1] = _mm256_fmadd_ps(gv, _mm256_loadu_ps(p + dW), v[kh * 3 + 1]);
+                        v[kh * 3 + 2] =
+                            _mm256_fmadd_ps(gv, _mm256_loadu_ps(p + 2 * dW), v[kh * 3 + 2]);
+                    }
+                } else {
+                    for (int64_t kh = 0; kh < KH; kh++)
+                        for (int64_t kw = 0; kw < KW; kw++)
+                            v[kh * KW + kw] = _mm256_fmadd_ps(
+                                gv, _mm256_loadu_ps(pr + kh * dH * PW + kw * dW + ow),
+                                v[kh * KW + kw]);
+                }
+            }
+        }
+        for (int64_t t = 0; t < T; t++) {
+            float f[8];
+            _mm256_storeu_ps(f, v[t]);
+            acc[t] += (double)(((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7])));
+        }
+        return;
+    }
+#endif
+    for (int64_t kh = 0; kh < KH; kh++)
+        for (int64_t kw = 0; kw < KW; kw++) {
+            float s = 0.0f;
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++)
+                    s += gy[oh * OW + ow] * pb[(oh * sH + kh * dH) * PW + kw * dW + ow];
+            acc[kh * KW + kw] += (double)s;
+        }
+}
+
+/* One work item of dwn_range by bounds-checked loops (no scratch memory). */
+static void dwn_item_direct(const dwn_job *j, int64_t it) {
+    const cgeom *g = j->g;
+    const int64_t mult = g->Cgo, KH = g->K[1], KW = g->K[2];
+    if (j->kind == 0 || j->kind == 1) {
+        const bool bwd = j->kind == 1;
+        const int64_t dC = bwd ? g->Cin : g->Cout, n = it / dC, c = it % dC;
+        const int64_t dH = bwd ? g->H : g->OH, dW = bwd ? g->W : g->OW;
+        const int64_t SH = bwd ? g->OH : g->H, SW = bwd ? g->OW : g->W;
+        float *o = j->o + it * dH * dW;
+        for (int64_t r = 0; r < dH; r++)
+            for (int64_t q = 0; q < dW; q++) {
+                float s = bval(g, c);
+                for (int64_t m = 0; m < (bwd ? mult : 1); m++) {
+                    const int64_t co = bwd ? c * mult + m : c, sc = bwd ? co : c / mult;
+                    const float *src = j->a + (n * (bwd ? g->Cout : g->Cin) + sc) * SH * SW;
+                    for (int64_t kh = 0; kh < KH; kh++)
+                        for (int64_t kw = 0; kw < KW; kw++) {
+                            const int64_t sr = bwd ? r + g->p[1] - kh * g->d[1]
+                                                   : r * g->s[1] - g->p[1] + kh * g->d[1];
+                            const int64_t sq =
+                                bwd ? q + g->p[2] - kw * g->d[2] : q - g->p[2] + kw * g->d[2];
+                            if (sr < 0 || sr >= SH || sq < 0 || sq >= SW) continue;
+                            s += src[sr * SW + sq] * wval(g, co, 0, kh * KW + kw);
+                        }
+                }
+                o[r * dW + q] = s;
+            }
+        return;
+    }
+    const int64_t T = KH * KW, co = it / j->nch, ch = it % j->nch;
+    const int64_t n0 = ch * g->N / j->nch, n1 = (ch + 1) * g->N / j->nch;
+    float *pt = j->part + it * T;
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t kh = t / KW, kw = t % KW;
+        float s = 0.0f;
+        for (int64_t n = n0; n < n1; n++) {
+            const float *gy = j->a + (n * g->Cout + co) * g->OH * g->OW;
+            const float *x = j->b + (n * g->Cin + co / mult) * g->H * g->W;
+            for (int64_t oh = 0; oh < g->OH; oh++)
+                for (int64_t ow = 0; ow < g->OW; ow++) {
+                    const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                    const int64_t iw = ow - g->p[2] + kw * g->d[2];
+                    if (ih >= 0 && ih < g->H && iw >= 0 && iw < g->W)
+                        s += gy[oh * g->OW + ow] * x[ih * g->W + iw];
+                }
+        }
+        pt[t] = s;
+    }
+}
+
+static void dwn_range(void *ctx, int64_t begin, int64_t end) {
+    const dwn_job *j = ctx;
+    const cgeom *g = j->g;
+    const int64_t mult = g->Cgo, KH = g->K[1], KW = g->K[2], T = KH * KW;
+    float *pb = mft__alloc((size_t)(j->PH * j->PW + T) * sizeof(float) + 64, 64);
+    if (!pb) { /* no scratch: bounds-checked loops per item */
+        for (int64_t it = begin; it < end; it++) dwn_item_direct(j, it);
+        return;
+    }
+    float *wt = pb + j->PH * j->PW;
+    for (int64_t it = begin; it < end; it++) {
+        if (j->kind == 0) { /* item (n, co) */
+            const int64_t n = it / g->Cout, co = it % g->Cout;
+            dwn_pad(pb, j->PH, j->PW, j->a + (n * g->Cin + co / mult) * g->H * g->W, g->H, g->W,
+                    j->offh, j->offw);
+            for (int64_t t = 0; t < T; t++) wt[t] = wval(g, co, 0, t);
+            float *o = j->o + it * g->OH * g->OW;
+            dwn_rows(o, g->OH, g->OW, pb, j->PW, g->s[1], g->d[1], g->d[2], KH, KW, wt,
+                     bval(g, co), false);
+        } else if (j->kind == 1) { /* item (n, ci), summed over its mult grad_y planes */
+            const int64_t n = it / g->Cin, ci = it % g->Cin;
+            float *o = j->o + it * g->H * g->W;
+            for (int64_t m = 0; m < mult; m++) {
+                const int64_t co = ci * mult + m;
+                dwn_pad(pb, j->PH, j->PW, j->a + (n * g->Cout + co) * g->OH * g->OW, g->OH, g->OW,
+                        j->offh, j->offw);
+                for (int64_t t = 0; t < T; t++) wt[t] = wval(g, co, 0, T - 1 - t);
+                dwn_rows(o, g->H, g->W, pb, j->PW, 1, g->d[1], g->d[2], KH, KW, wt, bval(g, ci),
+                         m > 0);
+            }
+        } else { /* item (co, chunk of n) */
+            const int64_t co = it / j->nch, ch = it % j->nch;
+            const int64_t n0 = ch * g->N / j->nch, n1 = (ch + 1) * g->N / j->nch;
+            double acc[64];
+            double *ap = T <= 64 ? acc : NULL;
+            float *pt = j->part + it * T;
+            if (!ap) { /* big kernels: accumulate per plane into part directly */
+                for (int64_t t = 0; t < T; t++) pt[t] = 0.0f;
+            } else {
+                for (int64_t t = 0; t < T; t++) ap[t] = 0.0;
+            }
+            for (int64_t n = n0; n < n1; n++) {
+                dwn_pad(pb, j->PH, j->PW, j->b + (n * g->Cin + co / mult) * g->H * g->W, g->H, g->W,
+                        j->offh, j->offw);
+                const float *gy = j->a + (n * g->Cout + co) * g->OH * g->OW;
+                if (ap) {
+                    dwn_bw_plane(ap, gy, g->OH, g->OW, pb, j->PW, g->s[1], g->d[1], g->d[2], KH,
+                                 KW);
+                } else {
+                    for (int64_t kh = 0; kh < KH; kh++)
+                        for (int64_t kw = 0; kw < KW; kw++) {
+                            float s = 0.0f;
+                            for (int64_t oh = 0; oh < g->OH; oh++)
+                                for (int64_t ow = 0; ow < g->OW; ow++)
+                                    s += gy[oh * g->OW + ow] *
+                                         pb[(oh * g->s[1] + kh * g->d[1]) * j->PW + kw * g->d[2] +
+                                            ow];
+                            pt[kh * KW + kw] += s;
+                        }
+                }
+            }
+            if (ap)
+                for (int64_t t = 0; t < T; t++) pt[t] = (float)ap[t];
+        }
+    }
+    mft__free(pb);
+}
+
+/* Native NCHW depthwise (Note [Depthwise NCHW]); false: not applicable or
+ * no scratch memory (nothing written). */
+static bool dwn_conv(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                     const int64_t *gws) {
+    if (cf_mode == 2 || !is_depthwise(g) || g->D != 1 || g->OD != 1 || g->K[0] != 1 ||
+        g->s[2] != 1 || (kind == 1 && g->s[1] != 1))
+        return false;
+    dwn_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    j.kind = kind;
+    j.a = a;
+    j.b = b;
+    j.o = o;
+    j.gws = gws;
+    const int64_t KH = g->K[1], KW = g->K[2], T = KH * KW;
+    const int64_t dOH = kind == 1 ? g->H : g->OH, dOW = kind == 1 ? g->W : g->OW;
+    const int64_t rs = kind == 1 ? 1 : g->s[1];
+    j.PH = (dOH - 1) * rs + (KH - 1) * g->d[1] + 1;
+    j.PW = cdiv(dOW, 8) * 8 + (KW - 1) * g->d[2];
+    j.offh = kind == 1 ? g->p[1] - (KH - 1) * g->d[1] : -g->p[1];
+    j.offw = kind == 1 ? g->p[2] - (KW - 1) * g->d[2] : -g->p[2];
+    if (kind == 2) {
+        j.nch = g->Cout >= 16 ? 1 : cdiv(16, g->Cout);
+        if (j.nch > g->N) j.nch = g->N;
+        j.part = mft__alloc((size_t)(g->Cout * j.nch * T) * sizeof(float) + 64, 64);
+        if (!j.part) return false;
+        mft__parallel_for(0, g->Cout * j.nch, 1, dwn_range, &j);
+        for (int64_t co = 0; co < g->Cout; co++)
+            for (int64_t t = 0; t < T; t++) {
+                float s = 0.0f;
+                for (int64_t c = 0; c < j.nch; c++) s += j.part[(co * j.nch + c) * T + t];
+                o[co * gws[0] + (t / KW) * gws[3] + (t % KW) * gws[4]] = s;
+            }
+        mft__free(j.part);
+        return true;
+    }
+    mft__parallel_for(0, g->N * (kind == 1 ? g->Cin : g->Cout), 1, dwn_range, &j);
+    return true;
+}
+
 /* ---------------------------------------------------------------- direct loops
  * The fallback (no scratch memory) on packed NHWC buffers: kind 0 forward
  * (a = x, o = y), 1 backward_input (a = grad_y, o = grad_x), 2
@@ -977,11 +1434,11 @@ static void gw_strides_of(const mft_tensor *gw, int ns, int64_t *s) {
 /* src NHWC; dst NHWC or (onchw) NCHW; false: nothing written (onchw only). */
 static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
     if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 0, x, NULL, y, NULL, onchw);
-    return ind_conv(g, false, x, y, onchw);
+    return ind_conv(g, false, x, y, onchw, false);
 }
 static bool run_bwd_in(const cgeom *g, const float *gy, float *gx, bool onchw) {
     if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 1, gy, NULL, gx, NULL, onchw);
-    return ind_conv(g, true, gy, gx, onchw);
+    return ind_conv(g, true, gy, gx, onchw, false);
 }
 static void run_bwd_w(const cgeom *g, const float *gy, const float *x, float *gw,
                       const int64_t *gws) {
@@ -1089,11 +1546,230 @@ static void direct_nchw(const cgeom *g, int kind, const float *a, const float *b
             }
 }
 
+/* ---------------------------------------------------------------- pointwise NCHW
+ * 1x1 kernels with stride 1 and no padding (dst pixel q reads src pixel q),
+ * on NCHW buffers without transposes. Forward / backward_input: per image and
+ * group Out[M, S] = A[M, K'] @ B[K', S], B and Out NCHW planes (row stride
+ * S); forward A = w (M = Cgo, K = Cgi), backward_input A = w^T (M = Cgi,
+ * K = Cgo); with a bias, A gets a last column holding it and B a last row of
+ * ones (K' = K + 1), so the bias enters the FMA chain exactly. A is packed
+ * [G][Mp][K'] (Mp a multiple of 6, zero rows). Work items are (n, group,
+ * block of PW_COLS pixels); per 16-pixel panel, B is copied into a [K'][16]
+ * buffer (zero padded) and the 6x16 micro-kernel runs with six rows of A as
+ * its pointer rows.
+ * NCHW backward_weight (every dense kernel size, pwb_range): only x is
+ * transposed to NHWC; items are (group, 16 input channels), each owning
+ * acc[tap][Cgo (padded to 6)][16] and summing over (n, od, oh, tap) in order
+ * with the 6x16 backward micro-kernel over the tap's valid run of output
+ * columns: rows = six grad_y rows (NCHW, contiguous in ow), columns = 16
+ * channels of the NHWC x (the buffer has 16 floats of slack for the last
+ * channel block; extra columns are discarded). */
+#define PW_COLS 128
+
+typedef struct pw_job {
+    const cgeom *g;
+    const float *src;
+    float *dst;
+    const float *ap; /* [G][Mp][Kp] */
+    int64_t K, Kp, M, Mp, S, srcC, dstC, nsb;
+    ind_micro_fn micro;
+} pw_job;
+
+static bool is_pointwise(const cgeom *g) {
+    bool ok = g->T == 1 && g->D == g->OD && g->H == g->OH && g->W == g->OW;
+    for (int i = 0; i < 3; i++) ok &= g->s[i] == 1 && g->p[i] == 0;
+    return ok;
+}
+
+static void pw_range(void *ctx, int64_t begin, int64_t end) {
+    const pw_job *j = ctx;
+    const int64_t K = j->K, Kp = j->Kp, M = j->M, S = j->S, G = j->g->G;
+    float *panel = mft__alloc((size_t)(Kp * TILE_N) * sizeof(float), 64);
+    static const float zero16[TILE_N] = {0};
+    const int32_t tap0 = 0;
+    float tmp[TILE_M * TILE_N];
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t n = it / (G * j->nsb), gg = (it / j->nsb) % G, sb = it % j->nsb;
+        const int64_t s0 = sb * PW_COLS, s1 = s0 + PW_COLS < S ? s0 + PW_COLS : S;
+        const float *b = j->src + (n * j->srcC + gg * K) * S;
+        float *o = j->dst + (n * j->dstC + gg * M) * S;
+        const float *ag = j->ap + gg * j->Mp * Kp;
+        for (int64_t c0 = s0; c0 < s1; c0 += TILE_N) {
+            const int64_t cols = s1 - c0 < TILE_N ? s1 - c0 : TILE_N;
+            if (!panel) { /* out of memory: plain loops */
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t c = c0; c < c0 + cols; c++) {
+                        float acc = 0.0f;
+                        for (int64_t k = 0; k < K; k++) acc += ag[m * Kp + k] * b[k * S + c];
+                        if (Kp > K) acc += ag[m * Kp + K];
+                        o[m * S + c] = acc;
+                    }
+                continue;
+            }
+            for (int64_t k = 0; k < K; k++) {
+                float *pr = panel + k * TILE_N;
+                if (cols == TILE_N) {
+                    memcpy(pr, b + k * S + c0, TILE_N * sizeof(float));
+                } else {
+                    memcpy(pr, b + k * S + c0, (size_t)cols * sizeof(float));
+                    memset(pr + cols, 0, (size_t)(TILE_N - cols) * sizeof(float));
+                }
+            }
+            if (Kp > K)
+                for (int c = 0; c < TILE_N; c++) panel[K * TILE_N + c] = 1.0f;
+            for (int64_t m0 = 0; m0 < M; m0 += TILE_M) {
+                const int64_t rows = M - m0 < TILE_M ? M - m0 : TILE_M;
+                const float *ptrs[TILE_M];
+                for (int i = 0; i < TILE_M; i++) ptrs[i] = ag + (m0 + i) * Kp;
+                float *out = o + m0 * S + c0;
+                if (rows == TILE_M && cols == TILE_N) {
+                    j->micro(1, &tap0, Kp, ptrs, panel, zero16, out, S);
+                } else {
+                    j->micro(1, &tap0, Kp, ptrs, panel, zero16, tmp, TILE_N);
+                    for (int64_t i = 0; i < rows; i++)
+                        memcpy(out + i * S, tmp + i * TILE_N, (size_t)cols * sizeof(float));
+                }
+            }
+        }
+    }
+    mft__free(panel);
+}
+
+/* Forward (bwd false) or backward_input of a pointwise conv on NCHW buffers.
+ * False (nothing written) when the packed weights cannot be allocated. */
+static bool pw_conv(const cgeom *g, bool bwd, const float *src, float *dst) {
+    pw_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    j.src = src;
+    j.dst = dst;
+    j.K = bwd ? g->Cgo : g->Cgi;
+    j.M = bwd ? g->Cgi : g->Cgo;
+    j.Kp = j.K + (g->bias ? 1 : 0);
+    j.Mp = cdiv(j.M, TILE_M) * TILE_M;
+    j.S = g->D * g->H * g->W;
+    j.srcC = bwd ? g->Cout : g->Cin;
+    j.dstC = bwd ? g->Cin : g->Cout;
+    j.nsb = cdiv(j.S, PW_COLS);
+    j.micro = pick_ind_micro();
+    float *ap = mft__alloc((size_t)(g->G * j.Mp * j.Kp) * sizeof(float) + 64, 64);
+    if (!ap) return false;
+    for (int64_t gg = 0; gg < g->G; gg++)
+        for (int64_t m = 0; m < j.Mp; m++) {
+            float *r = ap + (gg * j.Mp + m) * j.Kp;
+            for (int64_t k = 0; k < j.K; k++)
+                r[k] = m >= j.M ? 0.0f
+                       : bwd    ? wval(g, gg * g->Cgo + k, m, 0)
+                                : wval(g, gg * g->Cgo + m, k, 0);
+            if (j.Kp > j.K) r[j.K] = m < j.M ? bval(g, gg * j.M + m) : 0.0f;
+        }
+    j.ap = ap;
+    if (g->N * j.S > 0) mft__parallel_for(0, g->N * g->G * j.nsb, 1, pw_range, &j);
+    mft__free(ap);
+    return true;
+}
+
+typedef struct pwb_job {
+    const cgeom *g;
+    const float *gy; /* NCHW (N, Cout, S) */
+    const float *x;  /* NHWC (N, S, Cin), >= 16 floats of slack at the end */
+    float *gw;
+    const int64_t *gws;
+    int64_t nbi;
+    bw_micro_fn micro;
+} pwb_job;
+
+static void pwb_range(void *ctx, int64_t begin, int64_t end) {
+    const pwb_job *j = ctx;
+    const cgeom *g = j->g;
+    const int64_t T = g->T, Mp = cdiv(g->Cgo, TILE_M) * TILE_M, So = g->OD * g->OH * g->OW;
+    float *acc = mft__alloc((size_t)(T * Mp * TILE_N) * sizeof(float), 64);
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t gg = it / j->nbi, cb = it % j->nbi;
+        const int64_t ci0 = gg * g->Cgi + cb * TILE_N;
+        const int64_t cols = g->Cgi - cb * TILE_N < TILE_N ? g->Cgi - cb * TILE_N : TILE_N;
+        if (!acc) { /* out of memory: plain loops */
+            for (int64_t co = 0; co < g->Cgo; co++)
+                for (int64_t c = 0; c < cols; c++)
+                    for (int64_t t = 0; t < T; t++) {
+                        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                      kd = t / (g->K[2] * g->K[1]);
+                        float s = 0.0f;
+                        for (int64_t n = 0; n < g->N; n++)
+                            for (int64_t od = 0; od < g->OD; od++)
+                                for (int64_t oh = 0; oh < g->OH; oh++)
+                                    for (int64_t ow = 0; ow < g->OW; ow++) {
+                                        const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                                        const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                                        const int64_t iw = ow * g->s[2] - g->p[2] + kw * g->d[2];
+                                        if (id < 0 || id >= g->D || ih < 0 || ih >= g->H ||
+                                            iw < 0 || iw >= g->W)
+                                            continue;
+                                        s += j->gy[(n * g->Cout + gg * g->Cgo + co) * So +
+                                                   (od * g->OH + oh) * g->OW + ow] *
+                                             j->x[(((n * g->D + id) * g->H + ih) * g->W + iw) *
+                                                      g->Cin +
+                                                  ci0 + c];
+                                    }
+                        j->gw[(gg * g->Cgo + co) * j->gws[0] + (cb * TILE_N + c) * j->gws[1] +
+                              kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] = s;
+                    }
+            continue;
+        }
+        memset(acc, 0, (size_t)(T * Mp * TILE_N) * sizeof(float));
+        const int64_t xs = g->s[2] * g->Cin;
+        for (int64_t n = 0; n < g->N; n++)
+            for (int64_t od = 0; od < g->OD; od++)
+                for (int64_t oh = 0; oh < g->OH; oh++) {
+                    const float *gyr =
+                        j->gy + (n * g->Cout + gg * g->Cgo) * So + (od * g->OH + oh) * g->OW;
+                    for (int64_t t = 0; t < T; t++) {
+                        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                      kd = t / (g->K[2] * g->K[1]);
+                        const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                        const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                        if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
+                        int64_t lo, hi;
+                        const int64_t off = kw * g->d[2] - g->p[2];
+                        valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
+                        if (hi <= lo) continue;
+                        const float *xr = j->x + ((n * g->D + id) * g->H + ih) * g->W * g->Cin +
+                                          (lo * g->s[2] + off) * g->Cin + ci0;
+                        for (int64_t m0 = 0; m0 < g->Cgo; m0 += TILE_M) {
+                            const float *rows[TILE_M];
+                            for (int i = 0; i < TILE_M; i++) {
+                                const int64_t co = m0 + i < g->Cgo ? m0 + i : g->Cgo - 1;
+                                rows[i] = gyr + co * So + lo;
+                            }
+                            j->micro(hi - lo, rows, 1, xr, xs, acc + (t * Mp + m0) * TILE_N);
+                        }
+                    }
+                }
+        for (int64_t co = 0; co < g->Cgo; co++)
+            for (int64_t c = 0; c < cols; c++)
+                for (int64_t t = 0; t < T; t++) {
+                    const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                  kd = t / (g->K[2] * g->K[1]);
+                    j->gw[(gg * g->Cgo + co) * j->gws[0] + (cb * TILE_N + c) * j->gws[1] +
+                          kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] =
+                        acc[(t * Mp + co) * TILE_N + c];
+                }
+    }
+    mft__free(acc);
+}
+
 static void conv_fwd_nchw(const mft_kernel_args *a) {
     cgeom g = geom_of(a, a->inputs[0], a->outputs[0], a->inputs[1]);
+    if (dwn_conv(&g, 0, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL)) return;
     const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
     (void)So;
+    if (cf_mode != 2 && is_pointwise(&g) && !is_depthwise(&g) &&
+        pw_conv(&g, false, FPTR(a->inputs[0]), FPTR(a->outputs[0])))
+        return;
     const bool c1 = g.Cin == 1; /* NCHW and NHWC coincide */
+    if (!c1 && g.N >= 8 && !is_depthwise(&g) && cf_mode != 2 &&
+        ind_conv(&g, false, FPTR(a->inputs[0]), FPTR(a->outputs[0]), true, true))
+        return;
     float *xs = c1 ? NULL : mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
     bool done = false;
     if ((xs || c1) && cf_mode != 2) {
@@ -1106,9 +1782,16 @@ static void conv_fwd_nchw(const mft_kernel_args *a) {
 
 static void conv_bwd_in_nchw(const mft_kernel_args *a) {
     cgeom g = geom_of(a, a->outputs[0], a->inputs[0], a->inputs[1]);
+    if (dwn_conv(&g, 1, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL)) return;
     const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
     (void)Si;
+    if (cf_mode != 2 && is_pointwise(&g) && !is_depthwise(&g) &&
+        pw_conv(&g, true, FPTR(a->inputs[0]), FPTR(a->outputs[0])))
+        return;
     const bool c1 = g.Cout == 1;
+    if (!c1 && g.N >= 8 && !is_depthwise(&g) && cf_mode != 2 &&
+        ind_conv(&g, true, FPTR(a->inputs[0]), FPTR(a->outputs[0]), true, true))
+        return;
     float *gys = c1 ? NULL : mft__alloc((size_t)(g.N * g.Cout * So) * sizeof(float) + 64, 64);
     bool done = false;
     if ((gys || c1) && cf_mode != 2) {
@@ -1124,7 +1807,23 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
     g.bias = NULL;
     int64_t gws[5];
     gw_strides_of(a->outputs[0], ((const mft_conv_params *)a->params)->nspatial, gws);
+    if (dwn_conv(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws))
+        return;
     const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
+    const int64_t nitems = g.G * cdiv(g.Cgi, TILE_N);
+    if (cf_mode != 2 && !is_depthwise(&g) &&
+        (nitems >= 2 || nitems >= g.G * cdiv(g.Cgo, TILE_N))) {
+        /* x to NHWC only; grad_y rows read in place (Note at pw_range) */
+        float *xt = mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
+        if (xt) {
+            transpose(FPTR(a->inputs[1]), xt, g.N, g.Cin, Si, true);
+            pwb_job pj = {&g, FPTR(a->inputs[0]), xt, FPTR(a->outputs[0]), gws,
+                          cdiv(g.Cgi, TILE_N), pick_bw_micro()};
+            mft__parallel_for(0, g.G * pj.nbi, 1, pwb_range, &pj);
+            mft__free(xt);
+            return;
+        }
+    }
     float *gys = mft__alloc((size_t)(g.N * g.Cout * So) * sizeof(float) + 64, 64);
     float *xs = mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
     if (!gys || !xs || cf_mode == 2) {

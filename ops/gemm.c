@@ -24,18 +24,20 @@
  * packing step of the fast kernels accepts any), so they also run correctly
  * on unpacked inputs (a user calling them under MFT_FORMAT_ANY).
  *
- * Fast kernels (GotoBLAS/BLIS structure): B of one matrix is packed once (in
- * parallel over strips) into NR-wide column strips per KC-deep block (zero
- * padded to a multiple of NR);
- * the output is split into MC x NC blocks (multiples of MR and NR) that run
- * in parallel (mft__parallel_for); each block packs its rows of A into
- * MR-row strips per KC block and runs the MR x NR micro-kernel over every
- * strip pair, storing the first KC block and adding the later ones. Edge
- * tiles run the same micro-kernel into a scratch tile. K is never split
- * across threads and every element is computed by the same instruction
- * sequence whatever the partition, so results are bit-identical for any
- * thread count. Micro-kernels: F32 6x16 and F64 6x8 AVX2/FMA ones when
- * compiled with AVX2+FMA, else (and through mft__gemm_set_portable, for
+ * Fast kernels (GotoBLAS/BLIS structure): one matrix is split into one
+ * region per thread, column ranges of whole NR strips (or row ranges of MR
+ * strips when N is narrow next to M), so B is packed once over all threads;
+ * each thread loops over its region: NC-wide panel -> KC-deep block (pack the
+ * B panel into NR-wide strips in a per-thread buffer that stays in L2) -> MC
+ * rows (pack A into MR-row strips) -> NR strip -> MR strip -> micro-kernel,
+ * storing the first KC block and adding the later ones; F32 packs a
+ * transposed B (the weight of linear) and row-major A strips with 8x8 AVX
+ * transposes. Edge tiles run the same micro-kernel into a scratch tile. K is
+ * never split across threads, K blocks always start at multiples of KC, and
+ * every element is computed by the same instruction sequence whatever the
+ * partition, so results are bit-identical for any thread count.
+ * Micro-kernels: F32 6x16 and F64 6x8 AVX2/FMA ones when compiled with
+ * AVX2+FMA, else (and through mft__gemm_set_portable, for
  * tests) portable C ones of the same tile sizes. Batched inputs run one
  * matrix per thread chunk (parallel over the batch) when there is more than
  * one matrix. If the packing buffers cannot be allocated (kernels cannot
@@ -771,107 +773,227 @@ static void micro_f64avx(int64_t kc, const double *restrict ap, const double *re
 }
 #endif
 
+/* ---------------------------------------------------------------- packing helpers
+ * F32 fast paths of the packing step (AVX 8x8 transposes where the source
+ * runs along the wrong dimension); each has a scalar twin used without AVX2
+ * and under mft__gemm_set_portable. They only move data, so they cannot
+ * change results. */
+#if GEMM_AVX2
+/* Transposes the 8x8 block r[0..7] (row i = r[i]) in place. */
+static inline void gemm_tr8x8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+#endif
+
+/* ns full 16-wide strips s of kc rows: dst[s*16*kc + kk*16 + jj] =
+ * src[kk*lds + s*16 + jj] (B rows contiguous: read row by row, so every row
+ * is one sequential stream). */
+static void gemm_pack_b16_rows_f32(const float *src, int64_t lds, int64_t kc, int64_t ns,
+                                   float *dst) {
+    for (int64_t kk = 0; kk < kc; kk++, src += lds) {
+        float *d = dst + kk * 16;
+#if GEMM_AVX2
+        if (!gemm_portable) {
+            for (int64_t s = 0; s < ns; s++, d += 16 * kc) {
+                _mm256_storeu_ps(d, _mm256_loadu_ps(src + s * 16));
+                _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + s * 16 + 8));
+            }
+            continue;
+        }
+#endif
+        for (int64_t s = 0; s < ns; s++, d += 16 * kc)
+            for (int jj = 0; jj < 16; jj++) d[jj] = src[s * 16 + jj];
+    }
+}
+
+/* dst[kk*16 + jj] = src[jj*lds + kk] (a B strip read from the packed B^T). */
+static void gemm_pack_b16_trans_f32(const float *src, int64_t lds, int64_t kc, float *dst) {
+    int64_t kk = 0;
+#if GEMM_AVX2
+    if (!gemm_portable)
+        for (; kk + 8 <= kc; kk += 8)
+            for (int h = 0; h < 2; h++) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + (h * 8 + i) * lds + kk);
+                gemm_tr8x8(r);
+                for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (kk + i) * 16 + h * 8, r[i]);
+            }
+#endif
+    for (; kk < kc; kk++)
+        for (int jj = 0; jj < 16; jj++) dst[kk * 16 + jj] = src[jj * lds + kk];
+}
+
+/* dst[kk*6 + ii] = src[ii*lds + kk] (an A strip of 6 contiguous rows). The
+ * AVX path stores 8 lanes per kk: the two extra lanes land on the next kk's
+ * slots (rewritten next) or on the 2 floats after the strip, which the
+ * caller provides (the next strip, packed later, or padding). */
+static void gemm_pack_a6_rows_f32(const float *src, int64_t lds, int64_t kc, float *dst) {
+    int64_t kk = 0;
+#if GEMM_AVX2
+    if (!gemm_portable)
+        for (; kk + 8 <= kc; kk += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 6; i++) r[i] = _mm256_loadu_ps(src + i * lds + kk);
+            r[6] = r[7] = _mm256_setzero_ps();
+            gemm_tr8x8(r);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (kk + i) * 6, r[i]);
+        }
+#endif
+    for (; kk < kc; kk++)
+        for (int ii = 0; ii < 6; ii++) dst[kk * 6 + ii] = src[ii * lds + kk];
+}
+
 /* ---------------------------------------------------------------- packed driver
  * One template per dtype: S suffix, MR x NR micro-tile, KC depth, MC rows
- * (multiple of MR) and NC columns (multiple of NR) per parallel block. */
+ * (multiple of MR) per packed A block and NC columns (multiple of NR) per
+ * packed B panel; F32 selects the F32 packing helpers above.
+ * One matrix is split into at most one region per thread: column ranges of
+ * whole NR strips (the usual case: B is then packed once over all threads
+ * and A once per thread), or row ranges of whole MR strips when N is
+ * narrower than M. A region loops: NC panel -> KC block (pack the B panel,
+ * KC x NC, into the thread's buffer: L2-resident) -> MC block (pack A, MC x
+ * KC) -> NR strip (in L1) -> MR strip -> micro-kernel. K blocks start at
+ * multiples of KC whatever the region, and the micro-kernel computes each
+ * C element from zero per K block and adds it to C, so results do not
+ * depend on the partition or the thread count. */
 #define GEMM_SERIAL_FLOPS ((int64_t)1 << 17) /* below M*N*K: one thread per matrix */
 
-#define GEMM_DRIVER(T, S, MR, NR, KC, MC, NC)                                                 \
+#define GEMM_DRIVER(T, S, MR, NR, KC, MC, NC, F32)                                            \
     typedef void (*micro_fn_##S)(int64_t, const T *, const T *, T *, int64_t, bool);          \
     typedef struct gemm_job_##S {                                                             \
         const T *A, *B;                                                                       \
         T *C;                                                                                 \
         int64_t M, N, K, ars, acs, bks, bns;                                                  \
-        const T *Bp;                                                                          \
-        int64_t Npad, mc, nc, nnb;                                                            \
+        int64_t nitems;                                                                       \
+        bool split_n;                                                                         \
         micro_fn_##S micro;                                                                   \
     } gemm_job_##S;                                                                           \
-    /* plain loop for rows [i0, i0+m) x cols [n0, n0+n) (allocation failures only) */        \
-    static void gemm_plain_##S(const gemm_job_##S *j, int64_t i0, int64_t m, int64_t n0,      \
-                               int64_t n) {                                                   \
-        for (int64_t i = i0; i < i0 + m; i++)                                                 \
-            for (int64_t c = n0; c < n0 + n; c++) {                                           \
+    /* plain loop for rows [i0, i1) x cols [n0, n1) (allocation failures only) */            \
+    static void gemm_plain_##S(const gemm_job_##S *j, int64_t i0, int64_t i1, int64_t n0,     \
+                               int64_t n1) {                                                  \
+        for (int64_t i = i0; i < i1; i++)                                                     \
+            for (int64_t c = n0; c < n1; c++) {                                               \
                 T s = 0;                                                                      \
                 for (int64_t k = 0; k < j->K; k++)                                            \
                     s += j->A[i * j->ars + k * j->acs] * j->B[k * j->bks + c * j->bns];       \
                 j->C[i * j->N + c] = s;                                                       \
             }                                                                                 \
     }                                                                                         \
-    /* strips [s0, s1) of every KC block into j->Bp */                                        \
-    static void gemm_pack_b_##S(void *ctx, int64_t s0, int64_t s1) {                          \
-        const gemm_job_##S *j = ctx;                                                          \
-        T *Bp = (T *)j->Bp;                                                                   \
-        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {                                           \
-            const int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;                               \
-            for (int64_t s = s0; s < s1; s++) {                                               \
-                T *dst = Bp + k0 * j->Npad + s * NR * kc;                                     \
-                const int64_t nv = j->N - s * NR < NR ? j->N - s * NR : NR;                   \
-                for (int64_t kk = 0; kk < kc; kk++) {                                         \
-                    const T *src = j->B + (k0 + kk) * j->bks + s * NR * j->bns;               \
-                    int64_t jj = 0;                                                           \
-                    if (j->bns == 1)                                                          \
-                        for (; jj < nv; jj++) dst[kk * NR + jj] = src[jj];                    \
-                    else                                                                      \
-                        for (; jj < nv; jj++) dst[kk * NR + jj] = src[jj * j->bns];           \
-                    for (; jj < NR; jj++) dst[kk * NR + jj] = 0;                              \
-                }                                                                             \
+    /* B rows [k0, k0+kc) x cols [n0, n0+nw) into NR-wide strips (zero padded) */            \
+    static void gemm_pack_b_##S(const gemm_job_##S *j, int64_t k0, int64_t kc, int64_t n0,    \
+                                int64_t nw, T *Bp) {                                          \
+        int64_t s = 0;                                                                        \
+        if (F32 && j->bns == 1) { /* the full strips row by row */                            \
+            s = nw / NR;                                                                      \
+            gemm_pack_b16_rows_f32((const float *)(const void *)(j->B + k0 * j->bks + n0),    \
+                                   j->bks, kc, s, (float *)(void *)Bp);                       \
+        }                                                                                     \
+        for (; s * NR < nw; s++) {                                                            \
+            T *dst = Bp + s * NR * kc;                                                        \
+            const int64_t nv = nw - s * NR < NR ? nw - s * NR : NR;                           \
+            const T *src = j->B + k0 * j->bks + (n0 + s * NR) * j->bns;                       \
+            if (F32 && nv == NR && j->bks == 1) {                                             \
+                gemm_pack_b16_trans_f32((const float *)(const void *)src, j->bns, kc,         \
+                                        (float *)(void *)dst);                                \
+                continue;                                                                     \
             }                                                                                 \
+            for (int64_t kk = 0; kk < kc; kk++) /* (one loop: no memset per kk) */           \
+                for (int64_t jj = 0; jj < NR; jj++)                                           \
+                    dst[kk * NR + jj] = jj < nv ? src[kk * j->bks + jj * j->bns] : (T)0;      \
         }                                                                                     \
     }                                                                                         \
+    /* A rows [i0, i0+m) x cols [k0, k0+kc) into MR-row strips (zero padded), in order */    \
     static void gemm_pack_a_##S(const gemm_job_##S *j, int64_t i0, int64_t m, int64_t k0,     \
                                 int64_t kc, T *Ap) {                                          \
         for (int64_t r = 0; r * MR < m; r++) {                                                \
             T *dst = Ap + r * MR * kc;                                                        \
             const int64_t mv = m - r * MR < MR ? m - r * MR : MR;                             \
             const T *src = j->A + (i0 + r * MR) * j->ars + k0 * j->acs;                       \
-            for (int64_t kk = 0; kk < kc; kk++) {                                             \
-                int64_t ii = 0;                                                               \
-                if (j->acs == 1)                                                              \
-                    for (; ii < mv; ii++) dst[kk * MR + ii] = src[ii * j->ars + kk];          \
-                else                                                                          \
-                    for (; ii < mv; ii++) dst[kk * MR + ii] = src[ii * j->ars + kk * j->acs]; \
-                for (; ii < MR; ii++) dst[kk * MR + ii] = 0;                                  \
+            if (F32 && mv == MR && j->acs == 1) {                                             \
+                gemm_pack_a6_rows_f32((const float *)(const void *)src, j->ars, kc,           \
+                                      (float *)(void *)dst);                                  \
+                continue;                                                                     \
             }                                                                                 \
+            for (int64_t kk = 0; kk < kc; kk++)                                               \
+                for (int64_t ii = 0; ii < MR; ii++)                                           \
+                    dst[kk * MR + ii] = ii < mv ? src[ii * j->ars + kk * j->acs] : (T)0;      \
         }                                                                                     \
     }                                                                                         \
-    static void gemm_block_##S(const gemm_job_##S *j, int64_t t, T *Ap) {                     \
-        const int64_t i0 = (t / j->nnb) * j->mc, n0 = (t % j->nnb) * j->nc;                  \
-        const int64_t m = j->M - i0 < j->mc ? j->M - i0 : j->mc;                              \
-        const int64_t n = j->N - n0 < j->nc ? j->N - n0 : j->nc;                              \
-        if (!Ap) {                                                                            \
-            gemm_plain_##S(j, i0, m, n0, n);                                                  \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {                                           \
-            const int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;                               \
-            const bool acc = k0 > 0;                                                          \
-            gemm_pack_a_##S(j, i0, m, k0, kc, Ap);                                            \
-            for (int64_t jr = 0; jr < n; jr += NR) {                                          \
-                const int64_t nr = n - jr < NR ? n - jr : NR;                                 \
-                const T *bs = j->Bp + k0 * j->Npad + ((n0 + jr) / NR) * NR * kc;              \
-                for (int64_t ir = 0; ir < m; ir += MR) {                                      \
-                    const int64_t mr = m - ir < MR ? m - ir : MR;                             \
-                    const T *as = Ap + (ir / MR) * MR * kc;                                   \
-                    T *cp = j->C + (i0 + ir) * j->N + n0 + jr;                                \
-                    if (mr == MR && nr == NR) {                                               \
-                        j->micro(kc, as, bs, cp, j->N, acc);                                  \
-                    } else {                                                                  \
-                        T tile[MR * NR];                                                      \
-                        j->micro(kc, as, bs, tile, NR, false);                                \
-                        for (int64_t i = 0; i < mr; i++)                                      \
-                            for (int64_t c = 0; c < nr; c++)                                  \
-                                cp[i * j->N + c] = acc ? cp[i * j->N + c] + tile[i * NR + c]  \
-                                                       : tile[i * NR + c];                    \
+    /* C rows [i0, i1) x cols [n0, n1) (i0, n0 on strip boundaries); Bp: a KC x NC panel,   \
+     * Ap: an MC x KC block + 16 (both capped by the matrix sizes) */                         \
+    static void gemm_region_##S(const gemm_job_##S *j, int64_t i0, int64_t i1, int64_t n0,    \
+                                int64_t n1, T *Bp, T *Ap) {                                   \
+        for (int64_t nc0 = n0; nc0 < n1; nc0 += NC) {                                         \
+            const int64_t nw = n1 - nc0 < NC ? n1 - nc0 : NC;                                 \
+            for (int64_t k0 = 0; k0 < j->K; k0 += KC) {                                       \
+                const int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;                           \
+                const bool acc = k0 > 0;                                                      \
+                gemm_pack_b_##S(j, k0, kc, nc0, nw, Bp);                                      \
+                for (int64_t ic = i0; ic < i1; ic += MC) {                                    \
+                    const int64_t m = i1 - ic < MC ? i1 - ic : MC;                            \
+                    gemm_pack_a_##S(j, ic, m, k0, kc, Ap);                                    \
+                    for (int64_t jr = 0; jr < nw; jr += NR) {                                 \
+                        const int64_t nr = nw - jr < NR ? nw - jr : NR;                       \
+                        const T *bs = Bp + jr * kc;                                           \
+                        for (int64_t ir = 0; ir < m; ir += MR) {                              \
+                            const int64_t mr = m - ir < MR ? m - ir : MR;                     \
+                            const T *as = Ap + ir * kc;                                       \
+                            T *cp = j->C + (ic + ir) * j->N + nc0 + jr;                       \
+                            if (mr == MR && nr == NR) {                                       \
+                                j->micro(kc, as, bs, cp, j->N, acc);                          \
+                            } else {                                                          \
+                                T tile[MR * NR];                                              \
+                                j->micro(kc, as, bs, tile, NR, false);                        \
+                                for (int64_t i = 0; i < mr; i++)                              \
+                                    for (int64_t c = 0; c < nr; c++)                          \
+                                        cp[i * j->N + c] = acc ? cp[i * j->N + c] +           \
+                                                                     tile[i * NR + c]         \
+                                                               : tile[i * NR + c];            \
+                            }                                                                 \
+                        }                                                                     \
                     }                                                                         \
                 }                                                                             \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
-    static void gemm_blocks_##S(void *ctx, int64_t begin, int64_t end) {                      \
+    /* regions [begin, end) of j's partition */                                               \
+    static void gemm_items_##S(void *ctx, int64_t begin, int64_t end) {                       \
         const gemm_job_##S *j = ctx;                                                          \
-        T *Ap = malloc(sizeof(T) * (size_t)(j->mc * KC));                                     \
-        for (int64_t t = begin; t < end; t++) gemm_block_##S(j, t, Ap);                       \
-        free(Ap);                                                                             \
+        const int64_t ms = (j->M + MR - 1) / MR, ns = (j->N + NR - 1) / NR;                   \
+        const int64_t kcm = j->K < KC ? j->K : KC, ncm = ns * NR < NC ? ns * NR : NC;         \
+        const int64_t mcm = ms * MR < MC ? ms * MR : MC;                                      \
+        T *buf = malloc(sizeof(T) * (size_t)(kcm * ncm + mcm * kcm + 16));                    \
+        for (int64_t t = begin; t < end; t++) {                                               \
+            int64_t i0 = 0, i1 = j->M, n0 = 0, n1 = j->N;                                     \
+            if (j->split_n) {                                                                 \
+                n0 = t * ns / j->nitems * NR;                                                 \
+                n1 = (t + 1) * ns / j->nitems * NR;                                           \
+                if (n1 > j->N) n1 = j->N;                                                     \
+            } else {                                                                          \
+                i0 = t * ms / j->nitems * MR;                                                 \
+                i1 = (t + 1) * ms / j->nitems * MR;                                           \
+                if (i1 > j->M) i1 = j->M;                                                     \
+            }                                                                                 \
+            if (i0 >= i1 || n0 >= n1) continue;                                               \
+            if (buf) gemm_region_##S(j, i0, i1, n0, n1, buf, buf + kcm * ncm);                \
+            else gemm_plain_##S(j, i0, i1, n0, n1);                                           \
+        }                                                                                     \
+        free(buf);                                                                            \
     }                                                                                         \
     /* one matrix: C[M,N] (row stride N) = A @ B */                                           \
     static void gemm_matrix_##S(gemm_job_##S *j, bool parallel) {                             \
@@ -880,27 +1002,14 @@ static void micro_f64avx(int64_t kc, const double *restrict ap, const double *re
             memset(j->C, 0, sizeof(T) * (size_t)(j->M * j->N));                               \
             return;                                                                           \
         }                                                                                     \
-        j->Npad = (j->N + NR - 1) / NR * NR;                                                  \
-        T *Bp = malloc(sizeof(T) * (size_t)(j->K * j->Npad));                                 \
-        if (!Bp) {                                                                            \
-            gemm_plain_##S(j, 0, j->M, 0, j->N);                                              \
-            return;                                                                           \
-        }                                                                                     \
-        j->Bp = Bp;                                                                           \
-        j->mc = MC;                                                                           \
-        j->nc = NC;                                                                           \
-        j->nnb = (j->N + NC - 1) / NC;                                                        \
-        parallel = parallel && j->M * j->N * j->K >= GEMM_SERIAL_FLOPS &&                     \
-                   mft_get_num_threads() > 1;                                                 \
-        if (parallel) mft__parallel_for(0, j->Npad / NR, 1, gemm_pack_b_##S, j);              \
-        else gemm_pack_b_##S(j, 0, j->Npad / NR);                                             \
-        /* enough blocks for the threads: halve MC (the partition never changes results) */  \
-        while (parallel && ((j->M + j->mc - 1) / j->mc) * j->nnb < 4 && j->mc > MR)           \
-            j->mc = ((j->mc / 2) + MR - 1) / MR * MR;                                         \
-        const int64_t nblocks = ((j->M + j->mc - 1) / j->mc) * j->nnb;                        \
-        if (parallel) mft__parallel_for(0, nblocks, 1, gemm_blocks_##S, j);                   \
-        else gemm_blocks_##S(j, 0, nblocks);                                                  \
-        free(Bp);                                                                             \
+        const int nt = mft_get_num_threads();                                                 \
+        parallel = parallel && j->M * j->N * j->K >= GEMM_SERIAL_FLOPS && nt > 1;             \
+        j->nitems = parallel ? nt : 1;                                                        \
+        const int64_t ms = (j->M + MR - 1) / MR, ns = (j->N + NR - 1) / NR;                   \
+        /* split N (B packed once in all) unless N is narrow next to M */                     \
+        j->split_n = ns >= j->nitems && (j->N >= j->M || ms < j->nitems);                     \
+        if (parallel) mft__parallel_for(0, j->nitems, 1, gemm_items_##S, j);                  \
+        else gemm_items_##S(j, 0, 1);                                                         \
     }                                                                                         \
     typedef struct gemm_batch_##S {                                                           \
         gemm_shape g;                                                                         \
@@ -939,8 +1048,8 @@ static void micro_f64avx(int64_t kc, const double *restrict ap, const double *re
             mft__parallel_for(0, b.g.batch, grain, gemm_batch_range_##S, &b);                 \
         }                                                                                     \
     }
-GEMM_DRIVER(float, f32, 6, 16, 256, 72, 256)
-GEMM_DRIVER(double, f64, 6, 8, 256, 72, 256)
+GEMM_DRIVER(float, f32, 6, 16, 256, 72, 256, 1)
+GEMM_DRIVER(double, f64, 6, 8, 256, 72, 128, 0)
 
 static void matmul_f32(const mft_kernel_args *a) {
 #if GEMM_AVX2

@@ -24,6 +24,12 @@
  * (mft's rank-3 CHANNELS_LAST means N,L,C, which is no pooling layout). */
 #include <string.h>
 #include "ops_internal.h"
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define POOL_HAVE_AVX2 1
+#else
+#define POOL_HAVE_AVX2 0
+#endif
 
 /* The reference kernels, for tests (ops_internal.h is shared; declared here). */
 mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt);
@@ -33,6 +39,9 @@ mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt);
 #define POOL_MAX_PARAM ((int64_t)1 << 30)
 /* Channels accumulated in registers by the NHWC avg kernel. */
 #define POOL_VB 64
+/* Largest OW whose per-column divisor tables the NCHW avg kernel keeps on
+ * the stack (else per-output divisors). */
+#define POOL_TAB 1024
 /* 8-lane float / int32 vectors (GCC/Clang vector extension) for the NHWC
  * kernels' register accumulators. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -429,6 +438,102 @@ static inline void nchw_sum_row(const float *in, float *out, int64_t W, int64_t 
     }
 }
 
+#if POOL_HAVE_AVX2
+/* 8 floats p[0], p[s], ..., p[7s] for s = 1 or 2 (reads p[0 .. 8s)). */
+static inline __m256 max_ld8(const float *p, int s) {
+    if (s == 1) return _mm256_loadu_ps(p);
+    const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+}
+
+/* Outputs [o, o + 8 * nb) (nb = 1 or 2 blocks of 8) of an NCHW max row at
+ * W-stride s (1 or 2), dilation 1, every tap inside the row: the
+ * candidates in the order of nchw_max_row (ih, then kw) with the same test
+ * (v > m or v is NaN), max and position (int32: plane < 2^31) held in
+ * registers; two blocks interleave their dependency chains. */
+static inline void max_nchw_block8(const float *in, float *out, int64_t *idx, int64_t W,
+                                   int64_t kW, int s, int64_t pad, int64_t h0, int64_t h1,
+                                   int64_t dH, int64_t o, int nb) {
+    const __m256i lane = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32(s));
+    const __m256i step = _mm256_set1_epi32(8 * s);
+    const int64_t c0 = o * s - pad; /* first tap column of output o */
+    __m256 m[2];
+    __m256i ix[2];
+    for (int b = 0; b < 2; b++) {
+        m[b] = _mm256_set1_ps(-INFINITY);
+        ix[b] = _mm256_add_epi32(_mm256_set1_epi32((int32_t)(h0 * W + c0 + 8 * s * b)), lane);
+    }
+    for (int64_t ih = h0; ih < h1; ih += dH)
+        for (int64_t kw = 0; kw < kW; kw++) {
+            __m256i pos = _mm256_add_epi32(_mm256_set1_epi32((int32_t)(ih * W + c0 + kw)), lane);
+            for (int b = 0; b < nb; b++, pos = _mm256_add_epi32(pos, step)) {
+                const __m256 v = max_ld8(in + ih * W + c0 + kw + 8 * s * b, s);
+                const __m256 t = _mm256_or_ps(_mm256_cmp_ps(v, m[b], _CMP_GT_OQ),
+                                              _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                m[b] = _mm256_blendv_ps(m[b], v, t);
+                ix[b] = _mm256_castps_si256(
+                    _mm256_blendv_ps(_mm256_castsi256_ps(ix[b]), _mm256_castsi256_ps(pos), t));
+            }
+        }
+    for (int b = 0; b < nb; b++) {
+        _mm256_storeu_ps(out + o + 8 * b, m[b]);
+        _mm256_storeu_si256((__m256i *)(void *)(idx + o + 8 * b),
+                            _mm256_cvtepi32_epi64(_mm256_castsi256_si128(ix[b])));
+        _mm256_storeu_si256((__m256i *)(void *)(idx + o + 8 * b + 4),
+                            _mm256_cvtepi32_epi64(_mm256_extracti128_si256(ix[b], 1)));
+    }
+}
+
+/* One output o of an NCHW max row at W-dilation 1, as nchw_max_row orders
+ * its candidates (ih, then the valid columns). */
+static inline void max_nchw_one(const float *in, float *out, int64_t *idx, int64_t W, int64_t kW,
+                                int64_t s, int64_t pad, int64_t h0, int64_t h1, int64_t dH,
+                                int64_t o) {
+    int64_t w0, w1;
+    max_window(o, W, kW, s, pad, 1, &w0, &w1);
+    out[o] = -INFINITY;
+    idx[o] = h0 * W + w0;
+    for (int64_t ih = h0; ih < h1; ih += dH)
+        for (int64_t c = w0; c < w1; c++) {
+            const float v = in[ih * W + c];
+            const bool t = v > out[o] || v != v;
+            out[o] = t ? v : out[o];
+            idx[o] = t ? ih * W + c : idx[o];
+        }
+}
+
+/* One NCHW max output row by register blocks where they apply (W-stride 1
+ * or 2, W-dilation 1, plane < 2^31): outputs [vlo, vhi) whose 8 * s reads
+ * stay inside the row; false when the row is left to the general loops. */
+static bool max_nchw_row_blocks(const pool_job *j, const float *in, float *out, int64_t *idx,
+                                int64_t h0, int64_t h1) {
+    const mft_pool2d_params *p = j->p;
+    const int64_t s = p->stride[1], pad = p->padding[1], kW = p->kernel[1], W = j->W;
+    if ((s != 1 && s != 2) || p->dilation[1] != 1 || j->H * W > INT32_MAX || h0 >= h1)
+        return false;
+    /* o*s - pad >= 0, and the last read (o+7)*s + kW - 1 - pad + (s - 1) <= W - 1 */
+    const int64_t vlo = (pad + s - 1) / s;
+    const int64_t lim = W - kW + pad - (s - 1) - 7 * s; /* o*s <= lim */
+    if (lim < 0) return false;
+    int64_t vhi = lim / s + 1; /* first o of the last block + 1 */
+    if (vhi + 7 > j->OW) vhi = j->OW - 7;
+    if (vhi <= vlo) return false;
+    for (int64_t o = 0; o < vlo; o++)
+        max_nchw_one(in, out, idx, W, kW, s, pad, h0, h1, p->dilation[0], o);
+    int64_t o = vlo;
+    const int64_t dH = p->dilation[0];
+    for (; o + 16 <= vhi + 7; o += 16)
+        max_nchw_block8(in, out, idx, W, kW, (int)s, pad, h0, h1, dH, o, 2);
+    for (; o + 8 <= vhi + 7; o += 8)
+        max_nchw_block8(in, out, idx, W, kW, (int)s, pad, h0, h1, dH, o, 1);
+    if (o < vhi + 7) max_nchw_block8(in, out, idx, W, kW, (int)s, pad, h0, h1, dH, vhi - 1, 1);
+    for (o = vhi + 7; o < j->OW; o++)
+        max_nchw_one(in, out, idx, W, kW, s, pad, h0, h1, p->dilation[0], o);
+    return true;
+}
+#endif
+
 static void max_nchw_range(void *ctx, int64_t begin, int64_t end) {
     const pool_job *j = ctx;
     const mft_pool2d_params *p = j->p;
@@ -440,6 +545,9 @@ static void max_nchw_range(void *ctx, int64_t begin, int64_t end) {
         int64_t *idx = j->yi + r * j->OW;
         int64_t h0, h1;
         max_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &h0, &h1);
+#if POOL_HAVE_AVX2
+        if (max_nchw_row_blocks(j, in, out, idx, h0, h1)) continue;
+#endif
         for (int64_t ow = 0; ow < j->OW; ow++) {
             int64_t w0, w1;
             max_window(ow, j->W, p->kernel[1], sW, pW, dW, &w0, &w1);
@@ -455,22 +563,101 @@ static void max_nchw_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* Window sums of one output row at stride 1: out[o] = sum over ih in [h0,
+ * h1), then kw, of the valid in[ih][o - pad + kw], in that order (the order
+ * of nchw_sum_row's passes). Outputs [ilo, ihi) have all their taps inside
+ * the row: 8 (or 2 x 8) at a time with the sums in registers, the last
+ * block overlapping the previous one (same values); the edges one by one. */
+static inline float avg_nchw_sum1(const float *in, int64_t W, int64_t kW, int64_t pad,
+                                  int64_t h0, int64_t h1, int64_t o) {
+    float acc = 0.0f;
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int64_t kw = 0; kw < kW; kw++) {
+            const int64_t c = o - pad + kw;
+            if (c >= 0 && c < W) acc += in[ih * W + c];
+        }
+    return acc;
+}
+
+#if POOL_HAVE_V8
+static inline void avg_nchw_block8(const float *in, float *out, int64_t W, int64_t kW,
+                                   int64_t pad, int64_t h0, int64_t h1, int64_t o, int nb) {
+    pool_v8 a0 = {0, 0, 0, 0, 0, 0, 0, 0}, a1 = a0;
+    for (int64_t ih = h0; ih < h1; ih++) {
+        const float *r = in + ih * W + o - pad;
+        for (int64_t kw = 0; kw < kW; kw++) {
+            pool_v8 v0, v1;
+            memcpy(&v0, r + kw, sizeof v0);
+            a0 += v0;
+            if (nb == 2) {
+                memcpy(&v1, r + kw + 8, sizeof v1);
+                a1 += v1;
+            }
+        }
+    }
+    memcpy(out + o, &a0, sizeof a0);
+    if (nb == 2) memcpy(out + o + 8, &a1, sizeof a1);
+}
+#endif
+
+static inline void avg_nchw_sums_s1(const float *in, float *out, int64_t W, int64_t OW,
+                                    int64_t kW, int64_t pad, int64_t h0, int64_t h1) {
+    int64_t ilo = pad < OW ? pad : OW, ihi = W - kW + 1 + pad;
+    if (ihi > OW) ihi = OW;
+    if (ihi < ilo) ihi = ilo;
+    int64_t o = 0;
+#if POOL_HAVE_V8
+    if (ihi - ilo >= 8) {
+        for (; o < ilo; o++) out[o] = avg_nchw_sum1(in, W, kW, pad, h0, h1, o);
+        for (; o + 16 <= ihi; o += 16) avg_nchw_block8(in, out, W, kW, pad, h0, h1, o, 2);
+        for (; o + 8 <= ihi; o += 8) avg_nchw_block8(in, out, W, kW, pad, h0, h1, o, 1);
+        if (o < ihi) avg_nchw_block8(in, out, W, kW, pad, h0, h1, ihi - 8, 1);
+        o = ihi;
+    }
+#endif
+    for (; o < OW; o++) out[o] = avg_nchw_sum1(in, W, kW, pad, h0, h1, o);
+}
+
 static void avg_nchw_range(void *ctx, int64_t begin, int64_t end) {
     const pool_job *j = ctx;
     const mft_pool2d_params *p = j->p;
     const int64_t sW = p->stride[1], pW = p->padding[1];
+    /* W-dim windows tabled (count, padded extent) when OW <= POOL_TAB */
+    int64_t wcnt[POOL_TAB], wpad[POOL_TAB], last_hc = -1, last_ph = -1;
+    float fdiv[POOL_TAB];
+    const bool tab = j->OW <= POOL_TAB;
+    for (int64_t ow = 0; tab && ow < j->OW; ow++) {
+        int64_t w0, w1;
+        avg_window(ow, j->W, p->kernel[1], sW, pW, &w0, &w1, &wpad[ow]);
+        wcnt[ow] = w1 - w0 > 0 ? w1 - w0 : 0;
+    }
     for (int64_t r = begin; r < end; r++) {
         const int64_t plane = r / j->OH, oh = r % j->OH;
         const float *in = j->x + plane * j->H * j->W;
         float *out = j->y + r * j->OW;
         int64_t h0, h1, ph;
         avg_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
-        for (int64_t ow = 0; ow < j->OW; ow++) out[ow] = 0.0f;
-        for (int64_t ih = h0; ih < h1; ih++) {
-            if (sW == 1)
-                nchw_sum_row(in + ih * j->W, out, j->W, j->OW, p->kernel[1], 1, pW);
-            else
+        if (sW == 1) {
+            avg_nchw_sums_s1(in, out, j->W, j->OW, p->kernel[1], pW, h0, h1);
+        } else {
+            for (int64_t ow = 0; ow < j->OW; ow++) out[ow] = 0.0f;
+            for (int64_t ih = h0; ih < h1; ih++)
                 nchw_sum_row(in + ih * j->W, out, j->W, j->OW, p->kernel[1], sW, pW);
+        }
+        if (tab) {
+            /* divisors of the row as floats, recomputed when the H-dim
+             * window changes; an empty window's sum is 0 and gets 1 (0 / 1
+             * = 0, as below): one vectorisable pass of divisions */
+            if (h1 - h0 != last_hc || ph != last_ph) {
+                last_hc = h1 - h0;
+                last_ph = ph;
+                for (int64_t ow = 0; ow < j->OW; ow++) {
+                    const int64_t div = avg_divisor(p, h0, h1, ph, 0, wcnt[ow], wpad[ow]);
+                    fdiv[ow] = div ? (float)div : 1.0f;
+                }
+            }
+            for (int64_t ow = 0; ow < j->OW; ow++) out[ow] /= fdiv[ow];
+            continue;
         }
         for (int64_t ow = 0; ow < j->OW; ow++) {
             int64_t w0, w1, pw;

@@ -48,6 +48,9 @@ mft_kernel_fn mft__pool_more_reference(mft__op_id op, mft_dtype dt);
  * and W whose per-row tables live on the stack (else a slower path). */
 #define PM_TERMS 32
 #define PM_TAB 512
+/* Largest (od, oh) pairs x OW of a row whose 1/divisor table the NHWC avg
+ * backward's fast path keeps on the stack. */
+#define PM_PINV 4096
 /* Channels accumulated in registers by the NHWC avg kernels. */
 #define PM_VB 64
 /* 8-lane float / int32 vectors (GCC/Clang vector extension) for the NHWC
@@ -1480,6 +1483,44 @@ static inline void pm_avgbwd_terms(const pm_geom *g, const float *go, float *out
     }
 }
 
+/* The fast path's sum for one pixel: the outputs of the listed (od, oh)
+ * pairs (C-row offsets pbase[k] + ow, ow in [ow0, ow1)) times their
+ * 1/divisor pinv[k * OW + ow], in the order of pm_avgbwd_terms' lists
+ * (pair, then ow), accumulated per block of PM_VB channels in registers. */
+static inline void pm_avgbwd_pairs(const pm_geom *g, const float *go, float *out, int npair,
+                                   const int64_t *pbase, const float *pinv,
+                                   const int64_t *wcnt, int64_t ow0, int64_t ow1) {
+    const int64_t C = g->C, OW = g->out[2];
+    for (int64_t c0 = 0; c0 < C; c0 += PM_VB) {
+        const int64_t nc = C - c0 < PM_VB ? C - c0 : PM_VB;
+#if PM_HAVE_V8
+        if (nc == PM_VB) {
+            pm_v8 va[PM_VB / 8];
+            for (int k = 0; k < PM_VB / 8; k++) va[k] = (pm_v8){0, 0, 0, 0, 0, 0, 0, 0};
+            for (int q = 0; q < npair; q++)
+                for (int64_t ow = ow0; ow < ow1; ow++) {
+                    if (wcnt[ow] <= 0) continue;
+                    const float *gp = go + (pbase[q] + ow) * C + c0;
+                    const pm_v8 w = (pm_v8){0, 0, 0, 0, 0, 0, 0, 0} + pinv[q * OW + ow];
+                    for (int k = 0; k < PM_VB / 8; k++) va[k] += pm_ld8(gp + 8 * k) * w;
+                }
+            for (int k = 0; k < PM_VB / 8; k++) pm_st8(out + c0 + 8 * k, va[k]);
+            continue;
+        }
+#endif
+        float acc[PM_VB];
+        for (int64_t c = 0; c < nc; c++) acc[c] = 0.0f;
+        for (int q = 0; q < npair; q++)
+            for (int64_t ow = ow0; ow < ow1; ow++) {
+                if (wcnt[ow] <= 0) continue;
+                const float *gp = go + (pbase[q] + ow) * C + c0;
+                const float inv = pinv[q * OW + ow];
+                for (int64_t c = 0; c < nc; c++) acc[c] += gp[c] * inv;
+            }
+        for (int64_t c = 0; c < nc; c++) out[c0 + c] = acc[c];
+    }
+}
+
 static void pm_avgbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const pm_job *j = ctx;
     const pm_geom *g = &j->g;
@@ -1496,7 +1537,7 @@ static void pm_avgbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const bool itab = W <= PM_TAB;
     for (int64_t iw = 0; itab && iw < W; iw++) pm_inv(g, 2, iw, &iw0[iw], &iw1[iw]);
     int64_t toff[PM_TERMS], pbase[PM_TERMS], pcnt[PM_TERMS], pext[PM_TERMS];
-    float tinv[PM_TERMS];
+    float tinv[PM_TERMS], pinv[PM_PINV];
     const bool ovr = g->kind != PM_ADAPT && g->divisor_override != 0;
     const bool use_ext = g->kind == PM_AVG && g->count_include_pad && !ovr;
     /* row r = ((n * D) + id) * H + ih, advanced without divisions */
@@ -1510,7 +1551,8 @@ static void pm_avgbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
         /* fast path: the (od, oh) windows of the row listed once, W-dim
          * factors tabled */
         int npair = 0;
-        if (tab && itab && (od1 - od0) * (oh1 - oh0) <= PM_TERMS) {
+        if (tab && itab && (od1 - od0) * (oh1 - oh0) <= PM_TERMS &&
+            (od1 - od0) * (oh1 - oh0) * OW <= PM_PINV) {
             for (int64_t od = od0; od < od1; od++) {
                 int64_t a0, a1, ed;
                 pm_win(g, 0, od, &a0, &a1, &ed);
@@ -1523,25 +1565,16 @@ static void pm_avgbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
                     pext[npair++] = ed * eh;
                 }
             }
-            for (int64_t iw = 0; iw < W; iw++) {
-                float *out = j->y + (r * W + iw) * C;
-                int ntm = 0;
-                bool first = true;
-                for (int k = 0; k < npair; k++)
-                    for (int64_t ow = iw0[iw]; ow < iw1[iw]; ow++) {
-                        if (wcnt[ow] <= 0) continue;
-                        const int64_t div = ovr ? g->divisor_override
-                                          : use_ext ? pext[k] * wext[ow] : pcnt[k] * wcnt[ow];
-                        toff[ntm] = (pbase[k] + ow) * C;
-                        tinv[ntm++] = 1.0f / (float)div;
-                        if (ntm == PM_TERMS) {
-                            pm_avgbwd_terms(g, go, out, ntm, toff, tinv, first);
-                            first = false;
-                            ntm = 0;
-                        }
-                    }
-                if (ntm || first) pm_avgbwd_terms(g, go, out, ntm, toff, tinv, first);
-            }
+            /* 1/divisor per (pair, ow), once per row */
+            for (int k = 0; k < npair; k++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const int64_t div = ovr ? g->divisor_override
+                                      : use_ext ? pext[k] * wext[ow] : pcnt[k] * wcnt[ow];
+                    pinv[k * OW + ow] = wcnt[ow] > 0 ? 1.0f / (float)div : 0.0f;
+                }
+            for (int64_t iw = 0; iw < W; iw++)
+                pm_avgbwd_pairs(g, go, j->y + (r * W + iw) * C, npair, pbase, pinv, wcnt,
+                                iw0[iw], iw1[iw]);
             continue;
         }
         for (int64_t iw = 0; iw < W; iw++) {
@@ -1594,8 +1627,35 @@ static int64_t pm_bwd_terms(const pm_geom *g) {
     return t;
 }
 
+/* NCHW adaptive backward to one output per plane (global pooling):
+ * grad_out (N,C,1,1,1) -> grad_x (N,C,D,H,W) packed, one plane per work
+ * item filled with the value pm_avgbwd_nchw_rows computes for it
+ * (0 + g * (1/(D*H) * 1/W)). */
+static void pm_avgbwd_nchw_global(void *ctx, int64_t begin, int64_t end) {
+    const pm_job *j = ctx;
+    const pm_geom *g = &j->g;
+    const int64_t P = g->in[0] * g->in[1] * g->in[2];
+    const float rdh = 1.0f / (float)(g->in[0] * g->in[1]), rw = 1.0f / (float)g->in[2];
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float v = 0.0f + j->x[pl] * (rdh * rw);
+        float *restrict gx = j->y + pl * P;
+        int64_t i = 0;
+#if PM_HAVE_V8
+        const pm_v8 vv = (pm_v8){0, 0, 0, 0, 0, 0, 0, 0} + v;
+        for (; i + 32 <= P; i += 32)
+            for (int k = 0; k < 4; k++) pm_st8(gx + i + 8 * k, vv);
+#endif
+        for (; i < P; i++) gx[i] = v;
+    }
+}
+
 static void pm_avgbwd_nchw(const pm_geom *g, const mft_kernel_args *a) {
     pm_job j = pm_job_of(g, a);
+    if (g->kind == PM_ADAPT && g->out[0] == 1 && g->out[1] == 1 && g->out[2] == 1) {
+        const int64_t P = g->in[0] * g->in[1] * g->in[2];
+        mft__parallel_for(0, g->N * g->C, pm_grain(P), pm_avgbwd_nchw_global, &j);
+        return;
+    }
     if (g->out[2] <= PM_TAB && g->in[2] <= PM_TAB) {
         const int64_t rows = g->N * g->C * g->in[0] * g->in[1];
         mft__parallel_for(0, rows, pm_grain(g->in[2] * pm_bwd_terms(g)), pm_avgbwd_nchw_rows, &j);

@@ -390,6 +390,8 @@ typedef struct fast_job {
     gtab th, tw;
     int64_t kw, klo, khi; /* columns [klo, khi) have kw entries each */
     bool dup2;            /* every column has 1 entry, weight 1, reading b / 2 */
+    bool stream;          /* NHWC: rows via a buffer and non-temporal stores */
+    int wkind;            /* NHWC: nhwc_cols_uniform's column form, or 0 */
     /* affine run (Note [Affine columns]): P, S > 0 when found */
     int ap, as;
     int64_t qlo, qhi;
@@ -586,6 +588,7 @@ static void fast_nchw_range(void *ctx, int64_t begin, int64_t end) {
 typedef float rs_v8 __attribute__((vector_size(32)));
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+#define RS_HAVE_STREAM 1
 /* a + w * v with one rounding (the C11 build does not contract a*b+c). */
 static inline rs_v8 rs_fma(rs_v8 a, float w, rs_v8 v) {
     return (rs_v8)_mm256_fmadd_ps(_mm256_set1_ps(w), (__m256)v, (__m256)a);
@@ -595,6 +598,9 @@ static inline rs_v8 rs_fma(rs_v8 a, float w, rs_v8 v) { return a + w * v; }
 #endif
 #else
 #define RS_HAVE_V8 0
+#endif
+#ifndef RS_HAVE_STREAM
+#define RS_HAVE_STREAM 0
 #endif
 #define RS_MAX_PIXEL_TAPS 64
 
@@ -674,16 +680,87 @@ static inline void nhwc_taps(const gtab *t, int64_t e0, int64_t e1, const float 
 
 /* NHWC row buffer (floats): a source row (SW * C) combined over T_h[a]. */
 #define RS_TROW 8192
+/* NHWC destination row buffer (floats, DW * C) of the streaming path, and
+ * the smallest destination (bytes) written with non-temporal stores: a
+ * result much larger than the caches would otherwise be read into them
+ * before being overwritten (the forward of an upsample writes 4x what it
+ * reads). */
+#define RS_DROW 8192
+#define RS_STREAM_MIN ((int64_t)16 << 20)
+
+/* d[0..n) = s[0..n) with non-temporal stores where AVX has them (aligned
+ * 32-byte blocks; the edges with plain stores). */
+static void rs_stream_copy(float *restrict d, const float *restrict s, int64_t n) {
+    int64_t c = 0;
+#if RS_HAVE_STREAM
+    while (c < n && ((uintptr_t)(d + c) & 31u) != 0) {
+        d[c] = s[c];
+        c++;
+    }
+    for (; c + 8 <= n; c += 8) _mm256_stream_ps(d + c, _mm256_loadu_ps(s + c));
+#endif
+    for (; c < n; c++) d[c] = s[c];
+}
 
 /* NHWC: rows r = n * DH + a of dst (packed N, DH, DW, C). Separable: the
  * source rows of T_h[a] are combined into one row t (SW x C; the source row
  * itself for one entry of weight 1), then each pixel b combines the
  * C-vectors of t at T_w[b]. Rows wider than RS_TROW combine all
  * (h, w) pairs per pixel instead. */
+#if RS_HAVE_V8
+/* One NHWC destination row d (DW x C) from the combined source row `row`
+ * (SW x C) when every column has the same form (j->wkind, C % 8 == 0):
+ * 1 = one entry of weight 1 (a copy of a C-vector), 2 = two entries
+ * w0 * p0 + w1 * p1 (the same products and sum as nhwc_taps). Inline 8-float
+ * vectors; non-temporal stores when j->stream (d then 32-byte aligned). */
+static inline void rs_put8(float *d, rs_v8 v, bool stream) {
+#if RS_HAVE_STREAM
+    if (stream) {
+        _mm256_stream_ps(d, (__m256)v);
+        return;
+    }
+#endif
+    (void)stream;
+    memcpy(d, &v, sizeof v);
+}
+
+static void nhwc_cols_uniform(const fast_job *j, const float *restrict row, float *restrict d) {
+    const int64_t C = j->C;
+    const bool st = j->stream;
+    const int64_t *start = j->tw.start;
+    const int32_t *ix = j->tw.idx;
+    const float *tw = j->tw.w;
+    if (j->wkind == 1) {
+        for (int64_t b = 0; b < j->DW; b++, d += C) {
+            const float *p = row + (int64_t)ix[start[b]] * C;
+            for (int64_t c = 0; c < C; c += 8) {
+                rs_v8 v;
+                memcpy(&v, p + c, sizeof v);
+                rs_put8(d + c, v, st);
+            }
+        }
+        return;
+    }
+    for (int64_t b = 0; b < j->DW; b++, d += C) {
+        const int64_t e = start[b];
+        const rs_v8 z = {0, 0, 0, 0, 0, 0, 0, 0};
+        const rs_v8 w0 = z + tw[e], w1 = z + tw[e + 1];
+        const float *p0 = row + (int64_t)ix[e] * C, *p1 = row + (int64_t)ix[e + 1] * C;
+        for (int64_t c = 0; c < C; c += 8) {
+            rs_v8 v0, v1;
+            memcpy(&v0, p0 + c, sizeof v0);
+            memcpy(&v1, p1 + c, sizeof v1);
+            rs_put8(d + c, w0 * v0 + w1 * v1, st);
+        }
+    }
+}
+#endif
+
 static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const fast_job *j = ctx;
     const int64_t C = j->C, rowlen = j->SW * C;
     float tbuf[RS_TROW];
+    float dbuf[RS_DROW];
     for (int64_t r = begin; r < end; r++) {
         const int64_t n = r / j->DH, a = r % j->DH;
         const float *s = j->src + n * j->SH * rowlen;
@@ -693,8 +770,17 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
             const float *row = tbuf;
             if (h1 - h0 == 1 && j->th.w[h0] == 1.0f) row = s + j->th.idx[h0] * rowlen;
             else nhwc_taps(&j->th, h0, h1, s, rowlen, rowlen, tbuf);
+#if RS_HAVE_V8
+            if (j->wkind) { /* uniform columns, C % 8 == 0 */
+                nhwc_cols_uniform(j, row, drow);
+                continue;
+            }
+#endif
+            /* streaming: the row is built in dbuf (cache), then stored */
+            float *d = j->stream ? dbuf : drow;
             for (int64_t b = 0; b < j->DW; b++)
-                nhwc_taps(&j->tw, j->tw.start[b], j->tw.start[b + 1], row, C, C, drow + b * C);
+                nhwc_taps(&j->tw, j->tw.start[b], j->tw.start[b + 1], row, C, C, d + b * C);
+            if (j->stream) rs_stream_copy(drow, dbuf, j->DW * C);
             continue;
         }
         for (int64_t b = 0; b < j->DW; b++) {
@@ -710,6 +796,9 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
             }
         }
     }
+#if RS_HAVE_STREAM
+    if (j->stream) _mm_sfence(); /* the streamed rows before the join */
+#endif
 }
 
 /* Runs the fast path for a rank-4 F32 call, packed in nhwc ? CHANNELS_LAST :
@@ -767,6 +856,27 @@ static bool fast_run(const mft_kernel_args *a, bool backward, bool nhwc) {
     j.SW = src->sizes[3];
     j.DH = dst->sizes[2];
     j.DW = dst->sizes[3];
+    j.stream = false;
+#if RS_HAVE_STREAM
+    j.stream = nhwc && j.DW * j.C <= RS_DROW && j.SW * j.C <= RS_TROW &&
+               dst->numel * (int64_t)sizeof(float) >= RS_STREAM_MIN;
+#endif
+    j.wkind = 0;
+#if RS_HAVE_V8
+    if (nhwc && j.C % 8 == 0 && j.SW * j.C <= RS_TROW) {
+        bool one = true, two = true;
+        for (int64_t b = 0; b < j.DW; b++) {
+            const int64_t e = j.tw.start[b], k = j.tw.start[b + 1] - e;
+            one = one && k == 1 && j.tw.w[e] == 1.0f;
+            two = two && k == 2;
+        }
+        j.wkind = one ? 1 : two ? 2 : 0;
+    }
+#endif
+#if RS_HAVE_STREAM
+    /* aligned rows for the uniform path's streaming stores */
+    if (j.stream && j.wkind && ((uintptr_t)j.dst & 31u) != 0) j.stream = false;
+#endif
     /* work per destination row: its elements times the average taps */
     const int64_t taps_h = (eh + nh - 2) / (nh - 1), taps_w = (ew + nw - 2) / (nw - 1);
     int64_t work = j.DW * (nhwc ? j.C : 1) * taps_h * taps_w;

@@ -290,6 +290,19 @@ static void sweep(bool threads) {
         mk2(1, 3, 5, 1, 2, 3, 3, 1, 2, 2, true),    mk2(1, 4, 4, 2, 9, 9, 2, 3, 0, 2, false),
         mk2(2, 40, 40, 40, 5, 6, 3, 1, 1, 1, true), mk2(1, 37, 37, 37, 4, 5, 3, 2, 1, 1, true),
         mk2(2, 1, 40, 1, 6, 6, 3, 1, 1, 1, true),   mk2(1, 3, 48, 3, 5, 5, 3, 1, 1, 2, true),
+        /* dense NCHW: per-image transposes (N >= 8), pointwise GEMM path (1x1,
+         * stride 1, no padding; bias, groups, odd channels and plane sizes),
+         * 1x1 with stride (not pointwise) */
+        mk2(8, 5, 19, 1, 6, 7, 3, 1, 1, 1, true),   mk2(9, 12, 8, 2, 5, 4, 3, 2, 1, 2, false),
+        mk2(8, 20, 36, 2, 5, 6, 1, 1, 0, 1, true),  mk2(2, 17, 13, 1, 9, 9, 1, 1, 0, 1, true),
+        mk2(2, 40, 7, 1, 5, 5, 1, 2, 0, 1, true),   mk2(1, 7, 30, 1, 3, 11, 1, 1, 0, 1, false),
+        /* depthwise (native NCHW kernels: unit W stride; backward_input unit strides):
+         * rows longer than 32 and 8 with tails, multipliers, dilation, big padding,
+         * 5x5, 1x1, H = 1, W = 1, stride 2 */
+        mk2(2, 3, 3, 3, 5, 43, 3, 1, 1, 1, true),   mk2(1, 4, 12, 4, 6, 19, 3, 1, 2, 2, true),
+        mk2(3, 2, 2, 2, 7, 9, 5, 1, 3, 1, false),   mk2(2, 5, 5, 5, 1, 11, 1, 1, 0, 1, true),
+        mk2(2, 3, 6, 3, 1, 1, 3, 1, 1, 1, true),    mk2(2, 4, 4, 4, 9, 8, 3, 2, 1, 1, true),
+        mk2(1, 2, 2, 2, 6, 40, 3, 1, 0, 3, false),  mk2(2, 1, 3, 1, 5, 9, 3, 1, 1, 1, true),
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (int f = 0; f < 2; f++) run_case(&cs[i], fmts[f], fmts[(i + (size_t)f) % 2], threads);
@@ -299,6 +312,8 @@ static void sweep(bool threads) {
         {3, 1, 6, 20, 2, {5, 4, 4}, {2, 3, 3}, {2, 1, 2}, {0, 1, 1}, {1, 2, 1}, false},
         {3, 2, 5, 10, 5, {3, 4, 5}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true},
         {3, 1, 17, 3, 1, {2, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, true},
+        {3, 8, 6, 20, 2, {3, 4, 4}, {2, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true},
+        {3, 2, 9, 12, 1, {3, 4, 5}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, true},
     };
     for (size_t i = 0; i < sizeof c3 / sizeof c3[0]; i++)
         for (int f = 0; f < 2; f++)
@@ -314,9 +329,15 @@ static void test_threads(void) {
         mk2(2, 32, 48, 1, 13, 11, 3, 1, 1, 1, true),
         mk2(3, 16, 16, 16, 9, 10, 3, 1, 1, 1, true),
         mk2(2, 1, 32, 1, 14, 14, 3, 1, 1, 1, true),
-        /* big enough for the streaming-store path of the depthwise kernels */
+        /* dense NCHW: per-image path with several images per thread; pointwise */
+        mk2(8, 24, 40, 1, 12, 13, 3, 1, 1, 1, true),
+        mk2(2, 64, 48, 1, 20, 20, 1, 1, 0, 1, true),
         mk2(4, 32, 32, 32, 64, 64, 3, 1, 1, 1, true),
+        /* big enough (2^22 outputs) for the streaming-store path of the depthwise kernels */
+        mk2(1, 16, 16, 16, 512, 512, 3, 1, 1, 1, true),
         mk2(8, 1, 64, 1, 32, 32, 3, 1, 1, 1, true),
+        /* native NCHW depthwise: several backward_weight chunks per channel */
+        mk2(20, 3, 3, 3, 12, 37, 3, 1, 1, 1, true),
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (int f = 0; f < 2; f++)
@@ -391,7 +412,8 @@ static void test_alloc_failure(void) {
     const ccase cs[] = {
         mk2(2, 5, 19, 1, 7, 6, 3, 2, 1, 1, true), mk2(2, 4, 8, 4, 6, 6, 3, 1, 1, 1, true),
         mk2(1, 6, 12, 2, 5, 7, 3, 1, 2, 2, true), mk2(2, 1, 8, 1, 6, 6, 3, 1, 1, 1, true),
-        mk2(2, 7, 1, 1, 5, 6, 3, 1, 1, 1, true),  mk2(2, 9, 9, 9, 5, 6, 3, 2, 1, 1, true)};
+        mk2(2, 7, 1, 1, 5, 6, 3, 1, 1, 1, true),  mk2(2, 9, 9, 9, 5, 6, 3, 2, 1, 1, true),
+        mk2(2, 3, 6, 3, 5, 11, 3, 1, 1, 1, true), mk2(1, 4, 4, 4, 6, 9, 3, 1, 2, 2, true)};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         run_case_failing(&cs[i], MFT_CHANNELS_LAST);
         run_case_failing(&cs[i], MFT_CONTIGUOUS);

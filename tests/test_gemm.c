@@ -245,6 +245,43 @@ static void run_random(mft_dtype dt, bool portable, int ncases, uint64_t seed) {
     mft__gemm_set_portable(false);
 }
 
+/* The training shapes of linear (forward with the transposed packed weight,
+ * both backward products) at reduced depth: several KC blocks with a depth
+ * tail that is not a multiple of 8 (the transposing packers), a partial NR
+ * strip, a 4-row MR edge, many NC panels; and a narrow N that makes the
+ * 2-thread partition split rows. Fast vs reference, AVX2 and portable. */
+static void run_training_shapes(mft_dtype dt, bool portable) {
+    uint64_t rng = 77;
+    static const int64_t sh[][3] = {/* M, N, K */ {64, 120, 1037}, {64, 1100, 128},
+                                    {128, 520, 64}, {300, 10, 70}, {61, 33, 517}};
+    mft__gemm_set_portable(portable);
+    for (size_t c = 0; c < sizeof sh / sizeof sh[0]; c++) {
+        const int64_t M = sh[c][0], N = sh[c][1], K = sh[c][2];
+        for (int form = 0; form < 3; form++) {
+            /* 0: A @ B packed; 1: A @ W^T (W packed (N, K)); 2: (A^T packed (K, M))^T @ B */
+            const int64_t as[2] = {M, K}, ats[2] = {K, M}, bs[2] = {K, N}, ws[2] = {N, K};
+            mft_tensor *a0 = rand_tensor(2, form == 2 ? ats : as, dt, 0, &rng);
+            mft_tensor *b0 = rand_tensor(2, form == 1 ? ws : bs, dt, 0, &rng);
+            mft_tensor *a = form == 2 ? mft_transpose(a0, 0, 1) : mft_tensor_retain(a0);
+            mft_tensor *b = form == 1 ? mft_transpose(b0, 0, 1) : mft_tensor_retain(b0);
+            char what[96];
+            snprintf(what, sizeof what, "%s%s training M=%lld N=%lld K=%lld form %d",
+                     mft_dtype_name(dt), portable ? " portable" : "", (long long)M, (long long)N,
+                     (long long)K, form);
+            CHECK_MSG(a && b, "%s: setup failed", what);
+            if (a && b) check_case(a, b, what);
+            mft_tensor *ts[] = {a0, b0, a, b};
+            for (int i = 0; i < 4; i++) mft_tensor_release(ts[i]);
+        }
+    }
+    mft__gemm_set_portable(false);
+}
+static void test_training_shapes(void) {
+    run_training_shapes(MFT_F32, false);
+    run_training_shapes(MFT_F32, true);
+    run_training_shapes(MFT_F64, false);
+}
+
 static void test_random_f32(void) { run_random(MFT_F32, false, 120, 1); }
 static void test_random_f32_portable(void) { run_random(MFT_F32, true, 60, 2); }
 static void test_random_f64(void) { run_random(MFT_F64, false, 80, 3); }
@@ -392,7 +429,9 @@ static bool same_bits(const mft_tensor *x, const mft_tensor *y) {
 static void test_threads_bit_identical(void) {
     static const int64_t cases[][4] = {/* batch, M, N, K */
                                        {1, 300, 200, 333}, {1, 64, 128, 700}, {1, 13, 300, 90},
-                                       {3, 40, 50, 60}, {1, 7, 17, 1000}};
+                                       {3, 40, 50, 60}, {1, 7, 17, 1000},
+                                       /* linear training shapes (smaller K), a row split */
+                                       {1, 64, 120, 1037}, {1, 64, 1100, 128}, {1, 300, 10, 70}};
     uint64_t rng = 13;
     for (int port = 0; port < 2; port++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
@@ -645,6 +684,7 @@ int main(void) {
     RUN(test_linear);
     RUN(test_dispatch_report);
     RUN(test_conversions);
+    RUN(test_training_shapes);
     RUN(test_threads_bit_identical);
     RUN(test_empty);
     RUN(test_errors);

@@ -463,6 +463,32 @@ static void test_kernels_parallel(void) {
     mft_set_num_threads(0);
 }
 
+/* Rows wide enough for the NCHW kernels' register blocks (2 x 8 and 8
+ * outputs, an overlapping last block, edges): avg at W-stride 1, max at
+ * W-stride 1 and 2; kernels 1-4 with their paddings, both
+ * count_include_pad and ceil modes. */
+static void test_wide_rows(void) {
+    uint64_t rng = 91;
+    static const int64_t ws[3] = {45, 24, 17};
+    for (int op = 0; op < 3; op++)
+        for (int k = 1; k <= 4; k++)
+            for (int v = 0; v < 4; v++) {
+                sweep_case sc;
+                memset(&sc, 0, sizeof sc);
+                sc.op = op ? MFT__OP_MAX_POOL2D : MFT__OP_AVG_POOL2D;
+                sc.p.kernel[0] = 2;
+                sc.p.stride[0] = 1;
+                sc.p.kernel[1] = k;
+                sc.p.stride[1] = op == 2 ? 2 : 1;
+                sc.p.padding[1] = k / 2;
+                sc.p.dilation[0] = sc.p.dilation[1] = 1;
+                sc.p.count_include_pad = v & 1;
+                sc.p.ceil_mode = (v >> 1) & 1;
+                const int64_t xs[4] = {2, 3, 5, ws[(k + v) % 3]};
+                sweep_one(&sc, MFT_F32, xs, &rng, "wide rows");
+            }
+}
+
 /* Rank 3 equals rank 4 with N = 1, for a non-contiguous (HWC-ordered) input. */
 static void test_rank3(void) {
     const int64_t s3[3] = {5, 9, 8};
@@ -699,6 +725,7 @@ int main(void) {
     RUN(test_kernels_f32);
     RUN(test_kernels_f64);
     RUN(test_kernels_parallel);
+    RUN(test_wide_rows);
     RUN(test_rank3);
     RUN(test_dispatch);
     RUN(test_scope);

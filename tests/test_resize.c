@@ -567,6 +567,43 @@ static void test_wide_rows(void) {
     }
 }
 
+/* Results of 16 MB or more take the NHWC streaming stores (non-temporal,
+ * through a row buffer): uniform columns (nearest / bilinear x2, C % 8 ==
+ * 0), general taps (bicubic) and rows that start unaligned (C = 5), against
+ * the reference kernel and across thread counts (bitwise). */
+static void test_streaming(void) {
+    uint64_t rng = 23;
+    static const struct { int64_t C, H, W, OH, OW; int m; } cs[] = {
+        {64, 128, 128, 256, 256, MFT_INTERP_NEAREST},
+        {64, 128, 128, 256, 256, MFT_INTERP_BILINEAR},
+        {64, 128, 128, 256, 256, MFT_INTERP_BICUBIC},
+        {5, 300, 800, 600, 1599, MFT_INTERP_BILINEAR},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        const int64_t xs[4] = {1, cs[i].C, cs[i].H, cs[i].W}, os[2] = {cs[i].OH, cs[i].OW};
+        const int64_t ys[4] = {1, cs[i].C, cs[i].OH, cs[i].OW};
+        mft_tensor *x = mft_empty(4, xs, MFT_F32, MFT_CHANNELS_LAST);
+        fill_random(x, &rng);
+        mft_set_num_threads(1);
+        mft_tensor *y1 = mft_interpolate(x, os, (mft_interp_mode)cs[i].m, false);
+        CHECK(y1 && strcmp(mft_dispatch_last()->kernel, "interpolate.nhwc.f32") == 0);
+        mft_set_num_threads(2);
+        mft_tensor *y2 = mft_interpolate(x, os, (mft_interp_mode)cs[i].m, false);
+        mft_set_num_threads(0);
+        CHECK(y1 && y2 && mft_tensor_hash(y1) == mft_tensor_hash(y2));
+        CHECK(y1 && mft_tensor_is_contiguous(y1, MFT_CHANNELS_LAST));
+        mft_tensor *yr = mft_empty(4, ys, MFT_F32, MFT_CONTIGUOUS);
+        mft_interp_params p = {(mft_interp_mode)cs[i].m, false};
+        const mft_tensor *in1[1] = {x};
+        mft_tensor *o1[1] = {yr};
+        mft_kernel_args a1 = {1, 1, in1, o1, &p};
+        mft__interp_reference(MFT__OP_INTERPOLATE, MFT_F32)(&a1);
+        if (y1) tensors_close(y1, yr, 1e-5, "streaming forward vs reference");
+        mft_tensor *ts[] = {x, y1, y2, yr};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    }
+}
+
 /* ------------------------------------------------------------------ (c) gradcheck */
 /* sum(g * interpolate(x)) by central differences in x (F64), vs backward. */
 static void test_finite_differences(void) {
@@ -723,6 +760,7 @@ int main(void) {
     RUN(test_sweep_f64);
     RUN(test_parallel);
     RUN(test_wide_rows);
+    RUN(test_streaming);
     RUN(test_finite_differences);
     RUN(test_dispatch);
     RUN(test_errors);

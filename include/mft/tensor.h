@@ -235,14 +235,29 @@ MFT_API int64_t mft_live_storages(void);
 
 /* Every allocation the library makes goes through this hook. alloc returns
  * memory aligned to `align` (a power of two) or NULL. Passing NULL restores
- * the default (aligned_alloc/free). Not thread-safe: set it while no other
- * thread is inside the library. */
+ * the default (malloc-based, with the block cache below). Not thread-safe:
+ * set it while no other thread is inside the library. */
 typedef struct mft_allocator {
     void *(*alloc)(size_t size, size_t align, void *ctx);
     void (*free)(void *ptr, void *ctx);
     void *ctx;
 } mft_allocator;
 MFT_API void mft_set_allocator(const mft_allocator *a);
+
+/* The default allocator keeps recently freed large blocks (>= 256 KiB) for
+ * reuse, up to a byte limit: a training step frees and re-allocates the same
+ * activation sizes every iteration, and a block handed back to the OS
+ * (glibc unmaps or trims large blocks) costs a page fault per 4 KiB when it
+ * is touched again - as much time as a whole NHWC pooling pass. A request
+ * takes a cached block whose capacity is at least the size and at most 1/8
+ * larger; the oldest block is evicted when the limit is reached. Default
+ * limit 256 MiB, or MFT_ALLOC_CACHE_MB from the environment; 0 under
+ * AddressSanitizer (so use-after-free of large blocks is still caught).
+ * set_limit(0) disables the cache and frees what it holds; clear frees the
+ * held blocks; cached_bytes is what it holds now. Thread-safe. */
+MFT_API void mft_alloc_cache_set_limit(size_t bytes);
+MFT_API void mft_alloc_cache_clear(void);
+MFT_API size_t mft_alloc_cache_bytes(void);
 
 /* ------------------------------------------------------------------ threads */
 /* Threads used by parallel kernels (<= 0 restores the default: OpenMP's, or
