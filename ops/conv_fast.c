@@ -37,6 +37,11 @@
  * the accumulators loaded from and stored to the scratch tile. c_in edges
  * repeat the last valid channel (results discarded); grad_y with c_out per
  * group not a multiple of 16 is copied to a zero-padded scratch first.
+ * When a group's accumulators for all c_out blocks fit in 64 KB (1x1 and
+ * other small kernels) and there are >= 8 output rows, items are instead (group, one of 8 fixed chunks of
+ * output rows) with every c_out block run on a row while its x is in L1, and
+ * the 8 partials are added in chunk order (bwc_range; the NCHW pwb_range has
+ * the same variant, pwbc_range): x is read once instead of once per block.
  *
  * Note [NCHW kernels]
  * The CONTIGUOUS kernels run the NHWC machinery on transposed activations
@@ -634,6 +639,90 @@ static void bw_pad_range(void *ctx, int64_t begin, int64_t end) {
                     c < g->Cgo ? src[p * g->Cout + gg * g->Cgo + c] : 0.0f;
 }
 
+/* Row-chunked backward_weight (used when every (c_out block, tap, c_in block)
+ * accumulator of a group fits in BWC_MAX_ACC bytes, e.g. 1x1 convolutions):
+ * work items are (group, chunk of BWC_CHUNKS fixed output-row ranges); an item
+ * sums its rows into its own partial [cb][tap][ci block][6][16], running every
+ * c_out block on a row while the row's x is in L1 (the per-(group, cb) items
+ * of bw_range stream all of x once per c_out block). bwc_reduce adds the
+ * partials in chunk order, so results do not depend on the thread count. */
+#define BWC_CHUNKS  8
+#define BWC_MAX_ACC (64 * 1024)
+
+typedef struct bwc_job {
+    const bw_job *b;
+    float *part; /* [G][nch][accn] */
+    int64_t nch, rows, accn;
+} bwc_job;
+
+static void bwc_range(void *ctx, int64_t begin, int64_t end) {
+    const bwc_job *c = ctx;
+    const bw_job *j = c->b;
+    const cgeom *g = j->g;
+    const int64_t T = g->T, nbi = j->nbi, nbo = j->nbo;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t gg = it / c->nch, ch = it % c->nch;
+        const int64_t r0 = ch * c->rows / c->nch, r1 = (ch + 1) * c->rows / c->nch;
+        float *acc = c->part + it * c->accn;
+        memset(acc, 0, (size_t)c->accn * sizeof(float));
+        const int64_t goff = j->gs == g->Cout ? gg * g->Cgo : gg * nbo * TILE_N;
+        const int64_t xs = g->s[2] * g->Cin;
+        for (int64_t r = r0; r < r1; r++) {
+            const int64_t oh = r % g->OH, od = (r / g->OH) % g->OD, n = r / (g->OH * g->OD);
+            const float *gyr = j->gy + r * g->OW * j->gs + goff;
+            for (int64_t t = 0; t < T; t++) {
+                const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                              kd = t / (g->K[2] * g->K[1]);
+                const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
+                int64_t lo, hi;
+                const int64_t off = kw * g->d[2] - g->p[2];
+                valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
+                if (hi <= lo) continue;
+                const float *xr = j->x + ((n * g->D + id) * g->H + ih) * g->W * g->Cin +
+                                  (lo * g->s[2] + off) * g->Cin + gg * g->Cgi;
+                for (int64_t cb = 0; cb < nbo; cb++)
+                    for (int64_t ib = 0; ib < nbi; ib++) {
+                        const float *xrows[TILE_M];
+                        for (int i = 0; i < TILE_M; i++) {
+                            int64_t ci = ib * TILE_M + i;
+                            if (ci >= g->Cgi) ci = g->Cgi - 1;
+                            xrows[i] = xr + ci;
+                        }
+                        j->micro(hi - lo, xrows, xs, gyr + lo * j->gs + cb * TILE_N, j->gs,
+                                 acc + ((cb * T + t) * nbi + ib) * TILE_M * TILE_N);
+                    }
+            }
+        }
+    }
+}
+
+/* items (group, c_out block): grad_w = sum over chunks, in chunk order */
+static void bwc_reduce(void *ctx, int64_t begin, int64_t end) {
+    const bwc_job *c = ctx;
+    const bw_job *j = c->b;
+    const cgeom *g = j->g;
+    const int64_t T = g->T, nbi = j->nbi;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t gg = it / j->nbo, cb = it % j->nbo;
+        const int64_t cols = g->Cgo - cb * TILE_N < TILE_N ? g->Cgo - cb * TILE_N : TILE_N;
+        const float *p0 = c->part + gg * c->nch * c->accn + cb * T * nbi * TILE_M * TILE_N;
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                          kd = t / (g->K[2] * g->K[1]);
+            for (int64_t ci = 0; ci < g->Cgi; ci++)
+                for (int64_t jj = 0; jj < cols; jj++) {
+                    const int64_t e = ((t * nbi + ci / TILE_M) * TILE_M + ci % TILE_M) * TILE_N + jj;
+                    float s = p0[e];
+                    for (int64_t ch = 1; ch < c->nch; ch++) s += p0[ch * c->accn + e];
+                    j->gw[(gg * g->Cgo + cb * TILE_N + jj) * j->gws[0] + ci * j->gws[1] +
+                          kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] = s;
+                }
+        }
+    }
+}
+
 static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
                     const int64_t *gws) {
     bw_job j;
@@ -666,7 +755,21 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
         j.gy = gy;
     }
     j.x = x;
-    mft__parallel_for(0, g->G * j.nbo, 1, bw_range, &j);
+    bwc_job c;
+    c.b = &j;
+    c.rows = g->N * g->OD * g->OH;
+    c.nch = BWC_CHUNKS;
+    c.accn = g->T * j.nbo * j.nbi * TILE_M * TILE_N;
+    c.part = NULL;
+    if (c.rows >= BWC_CHUNKS && c.accn * (int64_t)sizeof(float) <= BWC_MAX_ACC)
+        c.part = mft__alloc((size_t)(g->G * c.nch * c.accn) * sizeof(float), 64);
+    if (c.part) {
+        mft__parallel_for(0, g->G * c.nch, 1, bwc_range, &c);
+        mft__parallel_for(0, g->G * j.nbo, 1, bwc_reduce, &c);
+        mft__free(c.part);
+    } else {
+        mft__parallel_for(0, g->G * j.nbo, 1, bw_range, &j);
+    }
     mft__free(pad);
 }
 
@@ -1027,6 +1130,14 @@ static void dwn_pad(float *pb, int64_t PH, int64_t PW, const float *src, int64_t
     }
 }
 
+#if CF_AVX2
+/* lane mask of the first n (1..8) lanes */
+static inline __m256i dwn_mask(int64_t n) {
+    static const int32_t tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return _mm256_loadu_si256((const __m256i *)(const void *)(tab + 8 - n));
+}
+#endif
+
 /* One dst row o[0..OW) (+)= b + sum_{kh,kw} wt[kh*KW+kw] * pr[kh*rs + kw*dw + ow],
  * rs = dH * PW; acc: start from o instead of b. */
 static void dwn_row(float *o, int64_t OW, const float *pr, int64_t rs, int64_t dw, int64_t KH,
@@ -1055,21 +1166,18 @@ static void dwn_row(float *o, int64_t OW, const float *pr, int64_t rs, int64_t d
             _mm256_storeu_ps(o + ow + 24, a3);
         }
         for (; ow < OW; ow += 8) {
-            /* the last partial vector reads inside pb (PW covers it), stores the valid part */
-            float tmp[8];
+            /* the last partial vector reads inside pb (PW covers it), stores
+             * the valid part (masked) */
             const int64_t n = OW - ow < 8 ? OW - ow : 8;
-            for (int64_t i = 0; i < 8; i++) tmp[i] = acc && i < n ? o[ow + i] : b;
-            __m256 a0 = _mm256_loadu_ps(tmp);
+            const __m256i mk = dwn_mask(n);
+            __m256 a0 = acc ? _mm256_blendv_ps(bv, _mm256_maskload_ps(o + ow, mk),
+                                               _mm256_castsi256_ps(mk))
+                            : bv;
             for (int64_t kh = 0; kh < KH; kh++)
                 for (int64_t kw = 0; kw < KW; kw++)
                     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(pr + kh * rs + kw * dw + ow),
                                          _mm256_broadcast_ss(wt + kh * KW + kw), a0);
-            if (n == 8) {
-                _mm256_storeu_ps(o + ow, a0);
-            } else {
-                _mm256_storeu_ps(tmp, a0);
-                memcpy(o + ow, tmp, (size_t)n * sizeof(float));
-            }
+            _mm256_maskstore_ps(o + ow, mk, a0);
         }
         return;
     }
@@ -1118,24 +1226,20 @@ static void dwn_row2_3x3(float *o0, float *o1, int64_t OW, const float *pr, int6
         _mm256_storeu_ps(o1 + ow + 8, c1);
     }
     for (; ow < OW; ow += 8) {
-        /* the last partial vector reads inside pb, stores the valid part */
+        /* the last partial vector reads inside pb, stores the valid part (masked) */
         const int64_t n = OW - ow < 8 ? OW - ow : 8;
-        float t0[8], t1[8];
-        for (int64_t i = 0; i < 8; i++) {
-            t0[i] = acc && i < n ? o0[ow + i] : b;
-            t1[i] = acc && i < n ? o1[ow + i] : b;
-        }
-        __m256 a0 = _mm256_loadu_ps(t0), c0 = _mm256_loadu_ps(t1);
+        const __m256i mk = dwn_mask(n);
+        const __m256 mf = _mm256_castsi256_ps(mk);
+        __m256 a0 = acc ? _mm256_blendv_ps(bv, _mm256_maskload_ps(o0 + ow, mk), mf) : bv;
+        __m256 c0 = acc ? _mm256_blendv_ps(bv, _mm256_maskload_ps(o1 + ow, mk), mf) : bv;
         for (int r = 0; r < 4; r++)
             for (int k = 0; k < 3; k++) {
                 const __m256 x0 = _mm256_loadu_ps(pr + r * rs + ow + k);
                 if (r < 3) a0 = _mm256_fmadd_ps(x0, w[r * 3 + k], a0);
                 if (r > 0) c0 = _mm256_fmadd_ps(x0, w[(r - 1) * 3 + k], c0);
             }
-        _mm256_storeu_ps(t0, a0);
-        _mm256_storeu_ps(t1, c0);
-        memcpy(o0 + ow, t0, (size_t)n * sizeof(float));
-        memcpy(o1 + ow, t1, (size_t)n * sizeof(float));
+        _mm256_maskstore_ps(o0 + ow, mk, a0);
+        _mm256_maskstore_ps(o1 + ow, mk, c0);
     }
 }
 #endif
@@ -1269,11 +1373,14 @@ static void dwn_range(void *ctx, int64_t begin, int64_t end) {
         return;
     }
     float *wt = pb + j->PH * j->PW;
+    const float *padded = NULL; /* forward: the source plane now in pb */
     for (int64_t it = begin; it < end; it++) {
         if (j->kind == 0) { /* item (n, co) */
             const int64_t n = it / g->Cout, co = it % g->Cout;
-            dwn_pad(pb, j->PH, j->PW, j->a + (n * g->Cin + co / mult) * g->H * g->W, g->H, g->W,
-                    j->offh, j->offw);
+            const float *src = j->a + (n * g->Cin + co / mult) * g->H * g->W;
+            if (src != padded) /* consecutive co of one input channel share it (mult > 1) */
+                dwn_pad(pb, j->PH, j->PW, src, g->H, g->W, j->offh, j->offw);
+            padded = src;
             for (int64_t t = 0; t < T; t++) wt[t] = wval(g, co, 0, t);
             float *o = j->o + it * g->OH * g->OW;
             dwn_rows(o, g->OH, g->OW, pb, j->PW, g->s[1], g->d[1], g->d[2], KH, KW, wt,
@@ -1758,6 +1865,80 @@ static void pwb_range(void *ctx, int64_t begin, int64_t end) {
     mft__free(acc);
 }
 
+/* Row-chunked pwb_range (when the accumulators of every c_in block of a group
+ * fit in BWC_MAX_ACC bytes): items (group, chunk of BWC_CHUNKS fixed ranges of
+ * (n, od, oh) rows) with partials [cb][tap][Mp][16] run every c_in block on a
+ * row while it is in L1; pwbc_reduce adds them in chunk order. */
+typedef struct pwbc_job {
+    const pwb_job *b;
+    float *part; /* [G][nch][accn] */
+    int64_t nch, rows, accn, Mp;
+} pwbc_job;
+
+static void pwbc_range(void *ctx, int64_t begin, int64_t end) {
+    const pwbc_job *c = ctx;
+    const pwb_job *j = c->b;
+    const cgeom *g = j->g;
+    const int64_t T = g->T, Mp = c->Mp, So = g->OD * g->OH * g->OW, xs = g->s[2] * g->Cin;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t gg = it / c->nch, ch = it % c->nch;
+        const int64_t r0 = ch * c->rows / c->nch, r1 = (ch + 1) * c->rows / c->nch;
+        float *acc = c->part + it * c->accn;
+        memset(acc, 0, (size_t)c->accn * sizeof(float));
+        for (int64_t r = r0; r < r1; r++) {
+            const int64_t oh = r % g->OH, od = (r / g->OH) % g->OD, n = r / (g->OH * g->OD);
+            const float *gyr = j->gy + (n * g->Cout + gg * g->Cgo) * So + (od * g->OH + oh) * g->OW;
+            for (int64_t t = 0; t < T; t++) {
+                const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                              kd = t / (g->K[2] * g->K[1]);
+                const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
+                int64_t lo, hi;
+                const int64_t off = kw * g->d[2] - g->p[2];
+                valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
+                if (hi <= lo) continue;
+                const float *xr0 = j->x + ((n * g->D + id) * g->H + ih) * g->W * g->Cin +
+                                   (lo * g->s[2] + off) * g->Cin + gg * g->Cgi;
+                for (int64_t m0 = 0; m0 < g->Cgo; m0 += TILE_M) {
+                    const float *rows[TILE_M];
+                    for (int i = 0; i < TILE_M; i++) {
+                        const int64_t co = m0 + i < g->Cgo ? m0 + i : g->Cgo - 1;
+                        rows[i] = gyr + co * So + lo;
+                    }
+                    for (int64_t cb = 0; cb < j->nbi; cb++)
+                        j->micro(hi - lo, rows, 1, xr0 + cb * TILE_N, xs,
+                                 acc + ((cb * T + t) * Mp + m0) * TILE_N);
+                }
+            }
+        }
+    }
+}
+
+/* items (group, c_in block): grad_w = sum over chunks, in chunk order */
+static void pwbc_reduce(void *ctx, int64_t begin, int64_t end) {
+    const pwbc_job *c = ctx;
+    const pwb_job *j = c->b;
+    const cgeom *g = j->g;
+    const int64_t T = g->T, Mp = c->Mp;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t gg = it / j->nbi, cb = it % j->nbi;
+        const int64_t cols = g->Cgi - cb * TILE_N < TILE_N ? g->Cgi - cb * TILE_N : TILE_N;
+        const float *p0 = c->part + gg * c->nch * c->accn + cb * T * Mp * TILE_N;
+        for (int64_t co = 0; co < g->Cgo; co++)
+            for (int64_t cc = 0; cc < cols; cc++)
+                for (int64_t t = 0; t < T; t++) {
+                    const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                                  kd = t / (g->K[2] * g->K[1]);
+                    const int64_t e = (t * Mp + co) * TILE_N + cc;
+                    float s = p0[e];
+                    for (int64_t ch = 1; ch < c->nch; ch++) s += p0[ch * c->accn + e];
+                    j->gw[(gg * g->Cgo + co) * j->gws[0] + (cb * TILE_N + cc) * j->gws[1] +
+                          kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] = s;
+                }
+    }
+}
+
 static void conv_fwd_nchw(const mft_kernel_args *a) {
     cgeom g = geom_of(a, a->inputs[0], a->outputs[0], a->inputs[1]);
     if (dwn_conv(&g, 0, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL)) return;
@@ -1819,7 +2000,22 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
             transpose(FPTR(a->inputs[1]), xt, g.N, g.Cin, Si, true);
             pwb_job pj = {&g, FPTR(a->inputs[0]), xt, FPTR(a->outputs[0]), gws,
                           cdiv(g.Cgi, TILE_N), pick_bw_micro()};
-            mft__parallel_for(0, g.G * pj.nbi, 1, pwb_range, &pj);
+            pwbc_job c;
+            c.b = &pj;
+            c.rows = g.N * g.OD * g.OH;
+            c.nch = BWC_CHUNKS;
+            c.Mp = cdiv(g.Cgo, TILE_M) * TILE_M;
+            c.accn = g.T * pj.nbi * c.Mp * TILE_N;
+            c.part = NULL;
+            if (c.rows >= BWC_CHUNKS && c.accn * (int64_t)sizeof(float) <= BWC_MAX_ACC)
+                c.part = mft__alloc((size_t)(g.G * c.nch * c.accn) * sizeof(float), 64);
+            if (c.part) {
+                mft__parallel_for(0, g.G * c.nch, 1, pwbc_range, &c);
+                mft__parallel_for(0, g.G * pj.nbi, 1, pwbc_reduce, &c);
+                mft__free(c.part);
+            } else {
+                mft__parallel_for(0, g.G * pj.nbi, 1, pwb_range, &pj);
+            }
             mft__free(xt);
             return;
         }

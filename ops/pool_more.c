@@ -1177,9 +1177,62 @@ static void pm_fwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* NCHW adaptive avg forward to one output per plane (global pooling):
+ * x (N,C,D,H,W) packed -> y (N,C,1,1,1); work item q = planes [4q, 4q+4),
+ * summed side by side (4 read streams) with two 8-lane accumulators each;
+ * a plane's sum does not depend on the grouping. */
+static void pm_fwd_nchw_global(void *ctx, int64_t begin, int64_t end) {
+    const pm_job *j = ctx;
+    const pm_geom *g = &j->g;
+    const int64_t P = g->in[0] * g->in[1] * g->in[2], NP = g->N * g->C;
+    const int64_t cnt[3] = {g->in[0], g->in[1], g->in[2]};
+    const int64_t div = pm_divisor(g, cnt, cnt);
+    for (int64_t q = begin; q < end; q++) {
+        const int64_t p0 = 4 * q, np = NP - p0 < 4 ? NP - p0 : 4;
+        float sum[4];
+        int64_t i = 0;
+#if PM_HAVE_V8
+        if (np == 4) {
+            const float *x0 = j->x + p0 * P, *x1 = x0 + P, *x2 = x1 + P, *x3 = x2 + P;
+            pm_v8 a0 = {0, 0, 0, 0, 0, 0, 0, 0}, b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0,
+                  a3 = a0, b3 = a0;
+            for (; i + 16 <= P; i += 16) {
+                a0 += pm_ld8(x0 + i);
+                b0 += pm_ld8(x0 + i + 8);
+                a1 += pm_ld8(x1 + i);
+                b1 += pm_ld8(x1 + i + 8);
+                a2 += pm_ld8(x2 + i);
+                b2 += pm_ld8(x2 + i + 8);
+                a3 += pm_ld8(x3 + i);
+                b3 += pm_ld8(x3 + i + 8);
+            }
+            const pm_v8 v[4] = {a0 + b0, a1 + b1, a2 + b2, a3 + b3};
+            for (int k = 0; k < 4; k++)
+                sum[k] = ((v[k][0] + v[k][4]) + (v[k][1] + v[k][5])) +
+                         ((v[k][2] + v[k][6]) + (v[k][3] + v[k][7]));
+        } else
+#endif
+        {
+            for (int64_t k = 0; k < np; k++) sum[k] = 0.0f;
+        }
+        for (int64_t k = 0; k < np; k++) {
+            const float *x = j->x + (p0 + k) * P;
+            float t = 0.0f;
+            for (int64_t e = i; e < P; e++) t += x[e];
+            const float s = sum[k] + t;
+            j->y[p0 + k] = div ? s / (float)div : 0.0f;
+        }
+    }
+}
+
 static void pm_fwd_nchw(const pm_geom *g, const mft_kernel_args *a) {
     pm_job j = pm_job_of(g, a);
     if (g->kind != PM_MAX && a->noutputs < 2) j.yi = NULL;
+    if (!j.yi && g->kind == PM_ADAPT && g->out[0] == 1 && g->out[1] == 1 && g->out[2] == 1) {
+        const int64_t P = g->in[0] * g->in[1] * g->in[2];
+        mft__parallel_for(0, (g->N * g->C + 3) / 4, pm_grain(4 * P), pm_fwd_nchw_global, &j);
+        return;
+    }
     const int64_t work = g->out[2] * (g->kind == PM_ADAPT ? (g->in[0] / g->out[0] + 1) *
                                                                 (g->in[1] / g->out[1] + 1) *
                                                                 (g->in[2] / g->out[2] + 1)

@@ -338,6 +338,12 @@ static void test_threads(void) {
         mk2(8, 1, 64, 1, 32, 32, 3, 1, 1, 1, true),
         /* native NCHW depthwise: several backward_weight chunks per channel */
         mk2(20, 3, 3, 3, 12, 37, 3, 1, 1, 1, true),
+        /* row-chunked backward_weight (bwc_range / pwbc_range): 1x1 with several c_out
+         * blocks; 4 output rows (< 8 chunks: per-block items), padded grad_y (c_out per
+         * group 20), stride and padding; a 2x2 kernel (several taps per partial) */
+        mk2(3, 64, 64, 1, 9, 31, 1, 1, 0, 1, false),
+        mk2(1, 20, 40, 2, 5, 7, 1, 2, 1, 1, true),
+        mk2(2, 13, 33, 1, 6, 9, 2, 1, 1, 1, true),
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (int f = 0; f < 2; f++)

@@ -1171,8 +1171,59 @@ static void test_alloc_failures(void) {
     for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
 }
 
+/* adaptive_avg_pool2d to 1x1 (global pooling, its own NCHW F32 kernel that
+ * sums 4 planes side by side): plane counts around multiples of 4, plane
+ * sizes around the 16-float vector step, NCHW and NHWC, against a naive sum;
+ * the same bits at 1 and 2 threads. */
+static void test_global_avg(void) {
+    static const int64_t ncs[][2] = {{1, 1}, {1, 3}, {1, 4}, {2, 5}, {3, 3}, {2, 8}};
+    static const int64_t hws[][2] = {{1, 1}, {3, 5}, {4, 4}, {1, 17}, {5, 7}, {9, 13}};
+    const int64_t o[2] = {1, 1};
+    const int before = mft_get_num_threads();
+    for (size_t a = 0; a < sizeof ncs / sizeof *ncs; a++)
+        for (size_t b = 0; b < sizeof hws / sizeof *hws; b++)
+            for (int cl = 0; cl < 2; cl++) {
+                const int64_t sz[4] = {ncs[a][0], ncs[a][1], hws[b][0], hws[b][1]};
+                mft_tensor *x0 = mft_empty(4, sz, MFT_F32, MFT_CONTIGUOUS);
+                CHECK(x0 != NULL);
+                if (!x0) return;
+                float *xd = mft_tensor_data(x0);
+                const int64_t P = sz[2] * sz[3], NP = sz[0] * sz[1];
+                for (int64_t i = 0; i < NP * P; i++) xd[i] = (float)((i * 37) % 101) * 0.03f - 1.4f;
+                mft_tensor *x = cl ? mft_contiguous(x0, MFT_CHANNELS_LAST) : x0;
+                mft_set_num_threads(1);
+                mft_tensor *y1 = mft_adaptive_avg_pool2d(x, o);
+                mft_set_num_threads(2);
+                mft_tensor *y2 = mft_adaptive_avg_pool2d(x, o);
+                CHECK(y1 != NULL && y2 != NULL);
+                if (y1 && y2) {
+                    const int64_t *ys = mft_tensor_sizes(y1);
+                    CHECK(mft_tensor_ndim(y1) == 4 && ys[0] == sz[0] && ys[1] == sz[1] &&
+                          ys[2] == 1 && ys[3] == 1);
+                    for (int64_t q = 0; q < NP; q++) {
+                        double want = 0.0;
+                        for (int64_t i = 0; i < P; i++) want += xd[q * P + i];
+                        want /= (double)P;
+                        const int64_t idx[4] = {q / sz[1], q % sz[1], 0, 0};
+                        const double g1 = mft_tensor_get(y1, idx), g2 = mft_tensor_get(y2, idx);
+                        CHECK_MSG(same_value(g1, want, 1e-6), "global avg %s %lldx%lldx%lldx%lld "
+                                  "plane %lld: %g want %g", cl ? "nhwc" : "nchw",
+                                  (long long)sz[0], (long long)sz[1], (long long)sz[2],
+                                  (long long)sz[3], (long long)q, g1, want);
+                        CHECK(g1 == g2);
+                    }
+                }
+                mft_tensor_release(y1);
+                mft_tensor_release(y2);
+                if (cl) mft_tensor_release(x);
+                mft_tensor_release(x0);
+            }
+    mft_set_num_threads(before);
+}
+
 int main(void) {
     RUN(test_golden);
+    RUN(test_global_avg);
     RUN(test_sweep_f32);
     RUN(test_sweep_f64);
     RUN(test_edges);
