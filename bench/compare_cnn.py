@@ -4,7 +4,7 @@ side by side in one run.
 
     /usr/bin/python3 bench/compare_cnn.py [--bench build/bench/bench_conv ...]
         [--benches conv,pool,norm,resize,gemm] [--threads 1,2] [--rounds 3]
-        [--reps 7] [--only SUBSTRING] [--json-out FILE]
+        [--reps 7] [--only SUB1,SUB2] [--json-out FILE]
 
 Each C benchmark bench/bench_<fam>.c, run as `bench_<fam> --json --threads T
 --reps R`, prints one JSON object:
@@ -114,7 +114,8 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--only", default="", help="run only case keys containing this")
+    ap.add_argument("--only", default="", help="run only case keys containing one of these "
+                    "comma-separated substrings")
     ap.add_argument("--json-out", default="")
     args = ap.parse_args()
 
@@ -140,6 +141,10 @@ def main() -> int:
                          "-DMFT_BUILD_BENCH=ON\n")
         return 2
     threads = [int(t) for t in args.threads.split(",") if t]
+    only = [o for o in args.only.split(",") if o]
+
+    def wanted_key(k: str) -> bool:
+        return not only or any(o in k for o in only)
     peers = {fam: load_peer(fam) for fam in binaries}
 
     print("# mft CNN operators vs PyTorch %s (%s), %d rounds x %d reps" %
@@ -157,7 +162,7 @@ def main() -> int:
                 def t_side(keys):
                     res = {}
                     for k in keys:
-                        if k not in peers[fam] or (args.only and args.only not in k):
+                        if k not in peers[fam] or not wanted_key(k):
                             continue
                         sk = (fam, k)
                         if sk not in setups:
@@ -176,7 +181,7 @@ def main() -> int:
                     sys.stderr.write("compare_cnn.py: %s\n" % e)
                     return 1
                 for k, c in cres.items():
-                    if args.only and args.only not in k:
+                    if not wanted_key(k):
                         continue
                     d = {"ours": c["seconds"], "ours_frac": frac(c, c["seconds"]),
                          "peak": c["refs"].get("fma_peak_gflops"),

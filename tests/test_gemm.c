@@ -26,17 +26,6 @@ static double elem_at(const mft_tensor *t, const int64_t *idx) {
 }
 
 /* Fills every element of a (possibly strided) tensor with uniform [-1, 1). */
-static void fill_random(mft_tensor *t, uint64_t *rng) {
-    int64_t idx[MFT_MAX_DIMS] = {0};
-    if (t->numel == 0) return;
-    do {
-        int64_t off = 0;
-        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
-        double v = (double)tu_rng_int(rng, 0, 1 << 20) / (double)(1 << 19) - 1.0;
-        mft__store(t->dtype, mft__tensor_ptr(t) + (size_t)off * mft__elem_size(t->dtype), v);
-    } while (tu_next_index(t->ndim, t->sizes, idx));
-}
-
 /* A random tensor of sizes: packed, or (layout 1) a random strided view
  * (random dim order = transposes, steps, offsets). */
 static mft_tensor *rand_tensor(int nd, const int64_t *sizes, mft_dtype dt, int layout,
@@ -44,7 +33,7 @@ static mft_tensor *rand_tensor(int nd, const int64_t *sizes, mft_dtype dt, int l
     static const tu_layout_opts lo = {2, 2, false};
     mft_tensor *t = layout ? tu_strided_view(nd, sizes, dt, 0.0, &lo, rng, NULL)
                            : mft_empty(nd, sizes, dt, MFT_CONTIGUOUS);
-    if (t) fill_random(t, rng);
+    if (t) tu_fill_grid(t, rng);
     return t;
 }
 

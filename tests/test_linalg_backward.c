@@ -16,23 +16,6 @@
 
 void mft__gemm_set_portable(bool on);
 
-static double get(const mft_tensor *t, const int64_t *idx) {
-    int64_t off = 0;
-    for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
-    return mft__load(t->dtype, mft__tensor_ptr(t) + (size_t)off * mft__elem_size(t->dtype));
-}
-
-static void fill_random(mft_tensor *t, uint64_t *rng) {
-    int64_t idx[MFT_MAX_DIMS] = {0};
-    if (t->numel == 0) return;
-    do {
-        int64_t off = 0;
-        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
-        double v = (double)tu_rng_int(rng, 0, 1 << 20) / (double)(1 << 19) - 1.0;
-        mft__store(t->dtype, mft__tensor_ptr(t) + (size_t)off * mft__elem_size(t->dtype), v);
-    } while (tu_next_index(t->ndim, t->sizes, idx));
-}
-
 /* packed, or (strided) the transpose of a packed tensor of swapped last dims */
 static mft_tensor *make(int nd, const int64_t *sz, mft_dtype dt, bool strided, uint64_t *rng) {
     mft_tensor *t;
@@ -51,7 +34,7 @@ static mft_tensor *make(int nd, const int64_t *sz, mft_dtype dt, bool strided, u
     } else {
         t = mft_empty(nd, sz, dt, MFT_CONTIGUOUS);
     }
-    fill_random(t, rng);
+    tu_fill_grid(t, rng);
     return t;
 }
 
@@ -81,7 +64,7 @@ static void naive_mm_bw(const mft_tensor *g, const mft_tensor *a, const mft_tens
                 for (int d = 0; d < nb; d++) gi[k++] = bi[d];
                 if (!a1) gi[k++] = m;
                 if (!b1) gi[k++] = n;
-                const double gv = get(g, gi);
+                const double gv = mft_tensor_get(g, gi);
                 for (int64_t kk = 0; kk < K; kk++) {
                     int64_t ai[MFT_MAX_DIMS], bj[MFT_MAX_DIMS];
                     int na = 0, nbj = 0;
@@ -94,8 +77,8 @@ static void naive_mm_bw(const mft_tensor *g, const mft_tensor *a, const mft_tens
                     if (!b1) bj[nbj++] = n;
                     for (int d = 0; d < na; d++) la = la * a->sizes[d] + ai[d];
                     for (int d = 0; d < nbj; d++) lb = lb * b->sizes[d] + bj[d];
-                    ga[la] += gv * get(b, bj);
-                    gb[lb] += gv * get(a, ai);
+                    ga[la] += gv * mft_tensor_get(b, bj);
+                    gb[lb] += gv * mft_tensor_get(a, ai);
                 }
             }
         int d = nb - 1;
@@ -121,7 +104,7 @@ static void compare(const mft_tensor *got, const mft_tensor *like, const double 
     int bad = 0;
     if (got->numel)
         do {
-            const double g = get(got, idx), w = want[lin++];
+            const double g = mft_tensor_get(got, idx), w = want[lin++];
             if (!(fabs(g - w) <= tol * (1 + fabs(w)))) {
                 if (bad < 3) CHECK_MSG(false, "%s: element %lld got %.9g want %.9g", what,
                                        (long long)(lin - 1), g, w);
@@ -171,7 +154,7 @@ static void test_matmul_backward(void) {
                     mft_tensor *g = y ? mft_empty_like(y, MFT_PRESERVE) : NULL;
                     CHECK_MSG(g != NULL, "%s: %s", what, mft_last_error_message());
                     if (!g) continue;
-                    fill_random(g, &rng);
+                    tu_fill_grid(g, &rng);
                     mft_tensor *ga = NULL, *gb = NULL;
                     TU_OK_S(mft_matmul_backward(g, a, b, &ga, &gb));
                     double *wa = malloc(sizeof(double) * (size_t)(a->numel + 1));
@@ -199,10 +182,10 @@ static void test_matmul_backward_format(void) {
     uint64_t rng = 4;
     const int64_t as[4] = {2, 3, 4, 5}, bs[2] = {5, 6};
     mft_tensor *a = mft_empty(4, as, MFT_F32, MFT_CHANNELS_LAST);
-    fill_random(a, &rng);
+    tu_fill_grid(a, &rng);
     mft_tensor *b = make(2, bs, MFT_F32, false, &rng);
     mft_tensor *y = mft_matmul(a, b), *g = y ? mft_empty_like(y, MFT_CONTIGUOUS) : NULL;
-    if (g) fill_random(g, &rng);
+    if (g) tu_fill_grid(g, &rng);
     mft_tensor *ga = NULL, *gb = NULL;
     TU_OK_S(mft_matmul_backward(g, a, b, &ga, &gb));
     CHECK(ga && mft_tensor_is_contiguous(ga, MFT_CHANNELS_LAST) && ga->tag == MFT_CHANNELS_LAST);
@@ -211,7 +194,7 @@ static void test_matmul_backward_format(void) {
     int64_t idx[4] = {0}, lin = 0;
     int bad = 0;
     if (ga)
-        do bad += fabs(get(ga, idx) - wa[lin++]) > 2e-5;
+        do bad += fabs(mft_tensor_get(ga, idx) - wa[lin++]) > 2e-5;
         while (tu_next_index(4, as, idx));
     CHECK_EQ_I(bad, 0);
     free(wa);
@@ -233,7 +216,7 @@ static void test_linear_backward(void) {
             mft_tensor *y = mft_linear(x, w, bias), *g = y ? mft_empty_like(y, MFT_CONTIGUOUS) : NULL;
             CHECK(g != NULL);
             if (!g) continue;
-            fill_random(g, &rng);
+            tu_fill_grid(g, &rng);
             mft_tensor *gx = NULL, *gw = NULL, *gbias = NULL;
             TU_OK_S(mft_linear_backward(g, x, w, &gx, &gw, &gbias));
             /* naive: linear = matmul(x, w^T) */
@@ -250,7 +233,7 @@ static void test_linear_backward(void) {
             compare(gw, w, ww, tol, "linear grad_w");
             double wbias[11] = {0};
             int64_t idx[3] = {0};
-            do wbias[idx[r - 1]] += get(g, idx);
+            do wbias[idx[r - 1]] += mft_tensor_get(g, idx);
             while (tu_next_index(g->ndim, g->sizes, idx));
             compare(gbias, bias, wbias, tol, "linear grad_b");
             mft_tensor *gw2 = NULL;
@@ -269,7 +252,7 @@ static void test_linear_backward(void) {
 static double dot_all(const mft_tensor *a, const mft_tensor *b) {
     int64_t idx[MFT_MAX_DIMS] = {0};
     double s = 0;
-    do s += get(a, idx) * get(b, idx);
+    do s += mft_tensor_get(a, idx) * mft_tensor_get(b, idx);
     while (tu_next_index(a->ndim, a->sizes, idx));
     return s;
 }
@@ -280,7 +263,7 @@ static void test_fd(void) {
     mft_tensor *a = make(3, as, MFT_F64, false, &rng), *b = make(3, bs, MFT_F64, false, &rng);
     mft_tensor *va = make(3, as, MFT_F64, false, &rng), *vb = make(3, bs, MFT_F64, false, &rng);
     mft_tensor *y = mft_matmul(a, b), *g = mft_empty_like(y, MFT_CONTIGUOUS);
-    fill_random(g, &rng);
+    tu_fill_grid(g, &rng);
     const double h = 1e-3;
     mft_tensor *ha = mft_mul_scalar(va, h), *hb = mft_mul_scalar(vb, h);
     mft_tensor *ap = mft_add(a, ha), *am = mft_sub(a, ha), *bp = mft_add(b, hb), *bm = mft_sub(b, hb);
@@ -324,7 +307,7 @@ static void test_threads(void) {
     mft_tensor *a = make(3, as, MFT_F32, false, &rng), *b = make(3, b3, MFT_F32, false, &rng);
     (void)bs;
     mft_tensor *y = mft_matmul(a, b), *gy = mft_empty_like(y, MFT_CONTIGUOUS);
-    fill_random(gy, &rng);
+    tu_fill_grid(gy, &rng);
     mft_tensor *q[2][2] = {{NULL}};
     for (int t = 0; t < 2; t++) {
         mft_set_num_threads(t + 1);

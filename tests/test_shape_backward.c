@@ -19,23 +19,6 @@
 
 mft_kernel_fn mft__pad_backward_reference(mft_dtype dt);
 
-static double get(const mft_tensor *t, const int64_t *idx) {
-    int64_t off = 0;
-    for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
-    return mft__load(t->dtype, mft__tensor_ptr(t) + (size_t)off * mft__elem_size(t->dtype));
-}
-
-static void fill_random(mft_tensor *t, uint64_t *rng) {
-    int64_t idx[MFT_MAX_DIMS] = {0};
-    if (t->numel == 0) return;
-    do {
-        int64_t off = 0;
-        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
-        double v = (double)tu_rng_int(rng, 0, 1 << 20) / (double)(1 << 19) - 1.0;
-        mft__store(t->dtype, mft__tensor_ptr(t) + (size_t)off * mft__elem_size(t->dtype), v);
-    } while (tu_next_index(t->ndim, t->sizes, idx));
-}
-
 /* Input index read by output index o along a dim (the test's own mapping,
  * PyTorch's): -1 when the output is constant fill. */
 static int64_t naive_src(int64_t o, int64_t before, int64_t size, mft_pad_mode m) {
@@ -64,7 +47,7 @@ static double *naive_pad_bw(const mft_tensor *g, const mft_tensor *x, int npad,
             if (s < 0) in = false;
             lin = lin * x->sizes[d] + (s < 0 ? 0 : s);
         }
-        if (in) acc[lin] += get(g, idx);
+        if (in) acc[lin] += mft_tensor_get(g, idx);
     } while (tu_next_index(nd, g->sizes, idx));
     return acc;
 }
@@ -74,7 +57,7 @@ static int compare_packed(const mft_tensor *got, const double *want, double tol,
     int bad = 0;
     if (got->numel == 0) return 0;
     do {
-        double g = get(got, idx), w = want[lin++];
+        double g = mft_tensor_get(got, idx), w = want[lin++];
         if (!(fabs(g - w) <= tol * (1.0 + fabs(w)))) {
             if (bad < 3) CHECK_MSG(false, "%s: element %lld got %.9g want %.9g", what,
                                    (long long)(lin - 1), g, w);
@@ -131,7 +114,7 @@ static mft_tensor *make_grad(const mft_tensor *x, int npad, const int64_t *pads,
     for (int i = 0; i < npad / 2; i++) osz[x->ndim - 1 - i] += pads[2 * i] + pads[2 * i + 1];
     if (!nondense) {
         mft_tensor *g = mft_empty(x->ndim, osz, x->dtype, MFT_CONTIGUOUS);
-        if (g) fill_random(g, rng);
+        if (g) tu_fill_grid(g, rng);
         return g;
     }
     int64_t wide[MFT_MAX_DIMS];
@@ -140,7 +123,7 @@ static mft_tensor *make_grad(const mft_tensor *x, int npad, const int64_t *pads,
     mft_tensor *base = mft_empty(x->ndim, wide, x->dtype, MFT_CONTIGUOUS);
     mft_tensor *g = base ? mft_slice(base, x->ndim - 1, 1, 1 + 2 * osz[x->ndim - 1], 2) : NULL;
     mft_tensor_release(base);
-    if (g) fill_random(g, rng);
+    if (g) tu_fill_grid(g, rng);
     return g;
 }
 
@@ -152,7 +135,7 @@ static void run_pad_case(const pad_case *c, mft_dtype dt, int layout, bool nonde
     snprintf(what, sizeof what, "pad_bw nd=%d mode=%d npad=%d %s layout=%d nondense=%d ref=%d",
              c->nd, (int)c->mode, c->npad, mft_dtype_name(dt), layout, nondense, ref);
     mft_tensor *x0 = mft_empty(c->nd, c->sizes, dt, MFT_CONTIGUOUS);
-    fill_random(x0, rng);
+    tu_fill_grid(x0, rng);
     mft_tensor *x = layout == 1 && c->nd == 4 ? mft_contiguous(x0, MFT_CHANNELS_LAST)
                                               : mft_tensor_retain(x0);
     mft_tensor *g = make_grad(x, c->npad, c->pads, nondense, rng);
@@ -204,7 +187,7 @@ static void test_pad_backward_select(void) {
     uint64_t rng = 5;
     const int64_t sz[4] = {3, 4, 5, 6};
     mft_tensor *x0 = mft_empty(4, sz, MFT_F32, MFT_CHANNELS_LAST);
-    fill_random(x0, &rng);
+    tu_fill_grid(x0, &rng);
     mft_tensor *s = mft_select(x0, 0, 1), *x = s ? mft_unsqueeze(s, 0) : NULL;
     const int64_t pads[4] = {2, 1, 3, 0};
     for (int m = 0; m < 3 && x; m++) {
@@ -230,7 +213,7 @@ static double dot_all(const mft_tensor *a, const mft_tensor *b) {
     int64_t idx[MFT_MAX_DIMS] = {0};
     double s = 0;
     if (a->numel == 0) return 0;
-    do s += get(a, idx) * get(b, idx);
+    do s += mft_tensor_get(a, idx) * mft_tensor_get(b, idx);
     while (tu_next_index(a->ndim, a->sizes, idx));
     return s;
 }
@@ -242,8 +225,8 @@ static void test_pad_backward_fd(void) {
     for (int m = 0; m < 3; m++) {
         mft_tensor *x = mft_empty(4, sz, MFT_F64, MFT_CONTIGUOUS);
         mft_tensor *v = mft_empty(4, sz, MFT_F64, MFT_CONTIGUOUS);
-        fill_random(x, &rng);
-        fill_random(v, &rng);
+        tu_fill_grid(x, &rng);
+        tu_fill_grid(v, &rng);
         mft_tensor *g = make_grad(x, 4, pads, false, &rng);
         const double h = 1e-3;
         mft_tensor *hv = mft_mul_scalar(v, h);
@@ -269,7 +252,7 @@ static void test_pad_backward_threads(void) {
     for (int layout = 0; layout < 2; layout++)
         for (int m = 0; m < 3; m++) {
             mft_tensor *x = mft_empty(4, sz, MFT_F32, layout ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS);
-            fill_random(x, &rng);
+            tu_fill_grid(x, &rng);
             mft_tensor *g = make_grad(x, 4, pads, false, &rng);
             const int nt = mft_get_num_threads();
             mft_set_num_threads(1);
@@ -322,7 +305,7 @@ static void check_slice(const mft_tensor *grad, const mft_tensor *part, const mf
     int64_t idx[MFT_MAX_DIMS] = {0};
     int bad = 0;
     if (grad->numel)
-        do bad += get(grad, idx) != get(part, idx);
+        do bad += mft_tensor_get(grad, idx) != mft_tensor_get(part, idx);
         while (tu_next_index(grad->ndim, grad->sizes, idx));
     CHECK_MSG(bad == 0, "%s: %d values differ", what, bad);
 }
@@ -343,7 +326,7 @@ static void test_cat_backward(void) {
                 }
                 mft_tensor *y = mft_cat(3, (const mft_tensor *const *)t, dim);
                 mft_tensor *g = y ? mft_empty_like(y, MFT_PRESERVE) : NULL;
-                if (g) fill_random(g, &rng);
+                if (g) tu_fill_grid(g, &rng);
                 mft_tensor *grads[3] = {NULL, NULL, NULL};
                 TU_OK_S(mft_cat_backward(g, 3, (const mft_tensor *const *)t, dim, grads));
                 int64_t off = 0;
@@ -361,7 +344,7 @@ static void test_cat_backward(void) {
                     wide[3] *= 2;
                     mft_tensor *base = mft_empty(4, wide, dt, MFT_CONTIGUOUS);
                     mft_tensor *gs = mft_slice(base, 3, 0, wide[3], 2);
-                    fill_random(gs, &rng);
+                    tu_fill_grid(gs, &rng);
                     TU_OK_S(mft_cat_backward(gs, 3, (const mft_tensor *const *)t, dim, grads));
                     off = 0;
                     for (int i = 0; i < 3; i++) {
@@ -389,7 +372,7 @@ static void test_cat_backward(void) {
     TU_OK_S(mft_cat_backward(g2, 3, (const mft_tensor *const *)t, 0, grads));
     CHECK(grads[1] && grads[1]->ndim == 1 && grads[1]->sizes[0] == 0);
     const int64_t i20[2] = {0, 2}, i00[2] = {0, 0};
-    CHECK(grads[2] && get(grads[2], i00) == 6.0 && get(grads[0], i20) == 2.0);
+    CHECK(grads[2] && mft_tensor_get(grads[2], i00) == 6.0 && mft_tensor_get(grads[0], i20) == 2.0);
     for (int i = 0; i < 3; i++) {
         mft_tensor_release(grads[i]);
         mft_tensor_release(t[i]);
@@ -417,7 +400,7 @@ static void test_stack_backward(void) {
                 }
                 mft_tensor *y = mft_stack(2, (const mft_tensor *const *)t, dim);
                 mft_tensor *g = y ? mft_empty_like(y, MFT_PRESERVE) : NULL;
-                if (g) fill_random(g, &rng);
+                if (g) tu_fill_grid(g, &rng);
                 mft_tensor *grads[2] = {NULL, NULL};
                 TU_OK_S(mft_stack_backward(g, 2, (const mft_tensor *const *)t, dim, grads));
                 const int d = dim < 0 ? dim + nd + 1 : dim;
@@ -496,7 +479,7 @@ static void check_golden_tensor(const mft_tensor *got, const mft_tensor *want, c
     int bad = 0;
     const double tol = got->dtype == MFT_F32 ? 1e-5 : 1e-12;
     if (got->numel)
-        do bad += !(fabs(get(got, idx) - get(want, idx)) <= tol * (1 + fabs(get(want, idx))));
+        do bad += !(fabs(mft_tensor_get(got, idx) - mft_tensor_get(want, idx)) <= tol * (1 + fabs(mft_tensor_get(want, idx))));
         while (tu_next_index(got->ndim, got->sizes, idx));
     CHECK_MSG(bad == 0, "golden %s: %d values differ", name, bad);
 }

@@ -117,6 +117,18 @@ static inline mft_tensor *tu_iota(int nd, const int64_t *sz, mft_dtype dt, doubl
 }
 
 /* t is non-NULL and has exactly these sizes. */
+/* Fills t (any strides) in logical order with values on a 2^-19 grid in
+ * [-1, 1): exact in F32, so products and sums of a few of them are exact and
+ * naive references compare tightly. */
+static inline void tu_fill_grid(mft_tensor *t, uint64_t *rng) {
+    int64_t idx[MFT_MAX_DIMS] = {0};
+    if (mft_tensor_numel(t) == 0) return;
+    do {
+        double v = (double)tu_rng_int(rng, 0, 1 << 20) / (double)(1 << 19) - 1.0;
+        mft_tensor_set(t, idx, v);
+    } while (tu_next_index(mft_tensor_ndim(t), mft_tensor_sizes(t), idx));
+}
+
 static inline bool tu_has_sizes(const mft_tensor *t, int nd, const int64_t *sz) {
     if (!t || mft_tensor_ndim(t) != nd) return false;
     for (int d = 0; d < nd; d++)
