@@ -82,23 +82,6 @@ typedef struct mft__norm_kparams {
 #define BN_GRAIN 32768 /* elements per parallel chunk, at least */
 #define BN_LANES 8
 
-/* offset (elements) of the row-major linear index lin over dims [d0, d1) */
-static int64_t norm_off(const mft_tensor *t, int d0, int d1, int64_t lin) {
-    int64_t off = 0;
-    for (int d = d1 - 1; d >= d0; d--) {
-        const int64_t s = t->sizes[d];
-        off += (lin % s) * t->strides[d];
-        lin /= s;
-    }
-    return off;
-}
-
-static int64_t norm_prod(const mft_tensor *t, int d0, int d1) {
-    int64_t n = 1;
-    for (int d = d0; d < d1; d++) n *= t->sizes[d];
-    return n;
-}
-
 /* ---------------------------------------------------------------- reference */
 /* The three ops as one loop nest: nstat statistics sets; set k has `len`
  * elements whose offsets come from elem_off; the affine parameters are
@@ -107,7 +90,7 @@ static int64_t norm_prod(const mft_tensor *t, int d0, int d1) {
     static double norm_ld_##D(const mft_tensor *t, int64_t i, double dflt) {                 \
         if (!t) return dflt;                                                                  \
         const MFT__T_##D *p = (const MFT__T_##D *)(const void *)mft__tensor_ptr(t);          \
-        return (double)p[norm_off(t, 0, t->ndim, i)];                                         \
+        return (double)p[mft__dims_off(t, 0, t->ndim, i)];                                         \
     }                                                                                         \
     /* op: 0 batch, 1 group, 2 layer. */                                                      \
     static void norm_ref_run_##D(const mft_kernel_args *a, int op) {                          \
@@ -121,10 +104,10 @@ static int64_t norm_prod(const mft_tensor *t, int d0, int d1) {
         const int nd = x->ndim;                                                               \
         const int64_t N = x->sizes[0];                                                        \
         const int64_t C = op == 2 ? 1 : x->sizes[1];                                          \
-        const int64_t S = op == 2 ? 1 : norm_prod(x, 2, nd);                                  \
+        const int64_t S = op == 2 ? 1 : mft__dims_prod(x, 2, nd);                                  \
         const int64_t G = op == 1 ? kp->p.groups : 1;                                         \
         const int lead = op == 2 ? nd - kp->p.nnorm : 0;                                      \
-        const int64_t L = op == 2 ? norm_prod(x, lead, nd) : 0;                               \
+        const int64_t L = op == 2 ? mft__dims_prod(x, lead, nd) : 0;                               \
         const int64_t nstat = op == 0 ? C : op == 1 ? N * G : x->numel / L;                   \
         const int64_t len = op == 0 ? N * S : op == 1 ? (C / G) * S : L;                      \
         for (int64_t k = 0; k < nstat; k++) {                                                 \
@@ -137,17 +120,17 @@ static int64_t norm_prod(const mft_tensor *t, int d0, int d1) {
                     int64_t xo, yo, ai;                                                       \
                     if (op == 0) {                                                            \
                         const int64_t n = j / S, s = j % S;                                   \
-                        xo = n * x->strides[0] + k * x->strides[1] + norm_off(x, 2, nd, s);   \
-                        yo = n * y->strides[0] + k * y->strides[1] + norm_off(y, 2, nd, s);   \
+                        xo = n * x->strides[0] + k * x->strides[1] + mft__dims_off(x, 2, nd, s);   \
+                        yo = n * y->strides[0] + k * y->strides[1] + mft__dims_off(y, 2, nd, s);   \
                         ai = k;                                                               \
                     } else if (op == 1) {                                                     \
                         const int64_t n = k / G, c = (k % G) * (C / G) + j / S, s = j % S;    \
-                        xo = n * x->strides[0] + c * x->strides[1] + norm_off(x, 2, nd, s);   \
-                        yo = n * y->strides[0] + c * y->strides[1] + norm_off(y, 2, nd, s);   \
+                        xo = n * x->strides[0] + c * x->strides[1] + mft__dims_off(x, 2, nd, s);   \
+                        yo = n * y->strides[0] + c * y->strides[1] + mft__dims_off(y, 2, nd, s);   \
                         ai = c;                                                               \
                     } else {                                                                  \
-                        xo = norm_off(x, 0, lead, k) + norm_off(x, lead, nd, j);              \
-                        yo = norm_off(y, 0, lead, k) + norm_off(y, lead, nd, j);              \
+                        xo = mft__dims_off(x, 0, lead, k) + mft__dims_off(x, lead, nd, j);              \
+                        yo = mft__dims_off(y, 0, lead, k) + mft__dims_off(y, lead, nd, j);              \
                         ai = j;                                                               \
                     }                                                                         \
                     const double v = (double)xp[xo];                                          \
@@ -293,7 +276,7 @@ static void batch_norm_fast_run(const mft_kernel_args *a, bool cl) {
     j.y = (float *)(void *)mft__tensor_ptr(y);
     j.N = x->sizes[0];
     j.C = x->sizes[1];
-    j.S = norm_prod(x, 2, x->ndim);
+    j.S = mft__dims_prod(x, 2, x->ndim);
     j.rows = j.N * j.S;
     j.nblk = (j.rows + BN_ROWS - 1) / BN_ROWS;
     const int64_t C = j.C;
@@ -421,14 +404,14 @@ static void gln_fast_run(const mft_kernel_args *a, bool layer) {
     j.kp = kp;
     j.w = j.b = NULL;
     if (layer) {
-        j.len = norm_prod(x, x->ndim - kp->p.nnorm, x->ndim);
+        j.len = mft__dims_prod(x, x->ndim - kp->p.nnorm, x->ndim);
         j.S = j.C = j.G = 1;
         j.w = gln_packed(kp->weight);
         j.b = gln_packed(kp->bias);
     } else {
         j.C = x->sizes[1];
         j.G = kp->p.groups;
-        j.S = norm_prod(x, 2, x->ndim);
+        j.S = mft__dims_prod(x, 2, x->ndim);
         j.len = (j.C / j.G) * j.S;
     }
     mft__parallel_for(0, x->numel / j.len, bn_grain(j.len), layer ? ln_sets : gn_sets, &j);
@@ -509,7 +492,7 @@ static void layer_norm_nhwc_f32(const mft_kernel_args *a) {
         gln_fast_run(a, true);
         return;
     }
-    const int64_t L = norm_prod(x, nd - kp->p.nnorm, nd);
+    const int64_t L = mft__dims_prod(x, nd - kp->p.nnorm, nd);
     float *wf = (float *)(void *)kp->scratch, *bf = wf + L;
     gln_job j;
     j.x = (const float *)(const void *)mft__tensor_ptr(x);
@@ -522,7 +505,7 @@ static void layer_norm_nhwc_f32(const mft_kernel_args *a) {
     j.len = L;
     if (kp->p.nnorm >= nd - 1) {
         int64_t *perm = (int64_t *)(void *)(kp->scratch + L);
-        const int64_t C = x->sizes[1], Sp = norm_prod(x, 2, nd);
+        const int64_t C = x->sizes[1], Sp = mft__dims_prod(x, 2, nd);
         const int64_t Nb = kp->p.nnorm == nd ? x->sizes[0] : 1;
         for (int64_t n = 0; n < Nb; n++)
             for (int64_t sp = 0; sp < Sp; sp++)
@@ -532,7 +515,7 @@ static void layer_norm_nhwc_f32(const mft_kernel_args *a) {
         mft__parallel_for(0, x->numel / L, bn_grain(L), ln_sets, &j);
     } else {
         ln_gather(kp, L, NULL, wf, bf);
-        j.S = norm_prod(x, 2, nd - kp->p.nnorm); /* Lsp */
+        j.S = mft__dims_prod(x, 2, nd - kp->p.nnorm); /* Lsp */
         const int64_t nch = (j.C + LN_COLS - 1) / LN_COLS;
         const int64_t items = x->sizes[0] * j.S * nch;
         mft__parallel_for(0, items, bn_grain(L * (j.C < LN_COLS ? j.C : LN_COLS)), ln_nhwc_cols,
@@ -622,7 +605,7 @@ static void group_norm_nhwc_f32(const mft_kernel_args *a) {
     j.N = x->sizes[0];
     j.C = x->sizes[1];
     j.G = kp->p.groups;
-    j.S = norm_prod(x, 2, x->ndim);
+    j.S = mft__dims_prod(x, 2, x->ndim);
     j.nblk = (j.S + BN_ROWS - 1) / BN_ROWS;
     const int64_t N = j.N, C = j.C, G = j.G, cg = C / G, S = j.S, nit = N * j.nblk;
     j.part1 = kp->scratch;
@@ -899,7 +882,7 @@ static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t 
     const int64_t C = x->sizes[1];
     if (instance) {
         groups = C;
-        if (x->numel > 0 && norm_prod(x, 2, x->ndim) == 1) {
+        if (x->numel > 0 && mft__dims_prod(x, 2, x->ndim) == 1) {
             char b[MFT__DIMS_BUF];
             mft__set_error(MFT_ERR_SHAPE,
                            "%s: expected more than 1 spatial element, got input of shape %s", fn,
@@ -910,7 +893,7 @@ static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t 
         mft__set_error(MFT_ERR_SHAPE, "%s: groups = %lld must be >= 1 and divide C = %lld", fn,
                        (long long)groups, (long long)C);
         return NULL;
-    } else if (x->numel > 0 && x->sizes[0] * (C / groups) * norm_prod(x, 2, x->ndim) == 1) {
+    } else if (x->numel > 0 && x->sizes[0] * (C / groups) * mft__dims_prod(x, 2, x->ndim) == 1) {
         /* PyTorch 1.13's F.group_norm check (_verify_batch_size) */
         char b[MFT__DIMS_BUF];
         mft__set_error(MFT_ERR_SHAPE,
@@ -929,7 +912,7 @@ static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t 
     mft__norm_kparams kp = {{eps, 0.0, true, groups ? groups : 1, 0}, weight, bias, NULL, NULL,
                             NULL, 0};
     return norm_run(fn, MFT__OP_GROUP_NORM, x, &kp, x->sizes[0] * (groups ? groups : 1),
-                    gn_nhwc_scratch(x->sizes[0], C, norm_prod(x, 2, x->ndim)), NULL, NULL, NULL,
+                    gn_nhwc_scratch(x->sizes[0], C, mft__dims_prod(x, 2, x->ndim)), NULL, NULL, NULL,
                     NULL, 0, smean, srstd);
 }
 
@@ -982,7 +965,7 @@ static mft_tensor *layer_norm_impl(const char *fn, const mft_tensor *x, int nnor
         mft__set_error(MFT_ERR_INVALID, "%s: eps must be >= 0, got %g", fn, eps);
         return NULL;
     }
-    const int64_t L = norm_prod(x, lead, x->ndim);
+    const int64_t L = mft__dims_prod(x, lead, x->ndim);
     const int64_t nstat = L ? x->numel / L : 0;
     mft__norm_kparams kp = {{eps, 0.0, true, 0, nnorm}, weight, bias, NULL, NULL, NULL, 0};
     /* NHWC kernel: 2 L floats + L int64 */

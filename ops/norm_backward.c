@@ -68,22 +68,6 @@ typedef struct mft__normb_kparams {
 #define NB_GRAIN 32768
 #define NB_COLS 256
 
-static int64_t nb_off(const mft_tensor *t, int d0, int d1, int64_t lin) {
-    int64_t off = 0;
-    for (int d = d1 - 1; d >= d0; d--) {
-        const int64_t s = t->sizes[d];
-        off += (lin % s) * t->strides[d];
-        lin /= s;
-    }
-    return off;
-}
-
-static int64_t nb_prod(const mft_tensor *t, int d0, int d1) {
-    int64_t n = 1;
-    for (int d = d0; d < d1; d++) n *= t->sizes[d];
-    return n;
-}
-
 static int64_t nb_grain(int64_t per_item) {
     int64_t g = NB_GRAIN / (per_item > 0 ? per_item : 1);
     return g < 1 ? 1 : g;
@@ -92,7 +76,7 @@ static int64_t nb_grain(int64_t per_item) {
 static double nb_ld(const mft_tensor *t, int64_t i) {
     if (!t) return 1.0;
     return mft__load(t->dtype, mft__tensor_ptr(t) +
-                                   (size_t)nb_off(t, 0, t->ndim, i) * mft__elem_size(t->dtype));
+                                   (size_t)mft__dims_off(t, 0, t->ndim, i) * mft__elem_size(t->dtype));
 }
 
 /* ---------------------------------------------------------------- reference */
@@ -107,10 +91,10 @@ static double nb_ld(const mft_tensor *t, int64_t i) {
         const int nd = x->ndim;                                                               \
         const int64_t N = x->sizes[0];                                                        \
         const int64_t C = op == 2 ? 1 : x->sizes[1];                                          \
-        const int64_t S = op == 2 ? 1 : nb_prod(x, 2, nd);                                    \
+        const int64_t S = op == 2 ? 1 : mft__dims_prod(x, 2, nd);                                    \
         const int64_t G = op == 1 ? kp->p.groups : 1;                                         \
         const int lead = op == 2 ? nd - kp->p.nnorm : 0;                                      \
-        const int64_t L = op == 2 ? nb_prod(x, lead, nd) : 0;                                 \
+        const int64_t L = op == 2 ? mft__dims_prod(x, lead, nd) : 0;                                 \
         const int64_t naff = op == 2 ? L : C;                                                 \
         for (int64_t i = 0; i < naff; i++) kp->gw[i] = kp->gb[i] = 0.0;                       \
         if (x->numel == 0) return;                                                            \
@@ -128,20 +112,20 @@ static double nb_ld(const mft_tensor *t, int64_t i) {
                     int64_t go, xo, yo, ai;                                                   \
                     if (op == 0) {                                                            \
                         const int64_t n = j / S, s = j % S;                                   \
-                        go = n * g->strides[0] + k * g->strides[1] + nb_off(g, 2, nd, s);     \
-                        xo = n * x->strides[0] + k * x->strides[1] + nb_off(x, 2, nd, s);     \
-                        yo = n * y->strides[0] + k * y->strides[1] + nb_off(y, 2, nd, s);     \
+                        go = n * g->strides[0] + k * g->strides[1] + mft__dims_off(g, 2, nd, s);     \
+                        xo = n * x->strides[0] + k * x->strides[1] + mft__dims_off(x, 2, nd, s);     \
+                        yo = n * y->strides[0] + k * y->strides[1] + mft__dims_off(y, 2, nd, s);     \
                         ai = k;                                                               \
                     } else if (op == 1) {                                                     \
                         const int64_t n = k / G, c = (k % G) * (C / G) + j / S, s = j % S;    \
-                        go = n * g->strides[0] + c * g->strides[1] + nb_off(g, 2, nd, s);     \
-                        xo = n * x->strides[0] + c * x->strides[1] + nb_off(x, 2, nd, s);     \
-                        yo = n * y->strides[0] + c * y->strides[1] + nb_off(y, 2, nd, s);     \
+                        go = n * g->strides[0] + c * g->strides[1] + mft__dims_off(g, 2, nd, s);     \
+                        xo = n * x->strides[0] + c * x->strides[1] + mft__dims_off(x, 2, nd, s);     \
+                        yo = n * y->strides[0] + c * y->strides[1] + mft__dims_off(y, 2, nd, s);     \
                         ai = c;                                                               \
                     } else {                                                                  \
-                        go = nb_off(g, 0, lead, k) + nb_off(g, lead, nd, j);                  \
-                        xo = nb_off(x, 0, lead, k) + nb_off(x, lead, nd, j);                  \
-                        yo = nb_off(y, 0, lead, k) + nb_off(y, lead, nd, j);                  \
+                        go = mft__dims_off(g, 0, lead, k) + mft__dims_off(g, lead, nd, j);                  \
+                        xo = mft__dims_off(x, 0, lead, k) + mft__dims_off(x, lead, nd, j);                  \
+                        yo = mft__dims_off(y, 0, lead, k) + mft__dims_off(y, lead, nd, j);                  \
                         ai = j;                                                               \
                     }                                                                         \
                     const double dy = (double)gp[go], xh = ((double)xp[xo] - m) * rs;         \
@@ -319,7 +303,7 @@ static void nb_fast_run(const mft_kernel_args *a, bool bn, bool cl) {
     nb_job j;
     j.N = x->sizes[0];
     j.C = x->sizes[1];
-    j.S = nb_prod(x, 2, x->ndim);
+    j.S = mft__dims_prod(x, 2, x->ndim);
     j.G = bn ? 1 : kp->p.groups;
     j.cg = bn ? j.C : j.C / j.G;
     j.bn = bn;
@@ -499,7 +483,7 @@ static void lnb_cols(void *v, int64_t b, int64_t e) {
 static void lnb_run(const mft_kernel_args *a, const int64_t *perm) {
     const mft__normb_kparams *kp = a->params;
     const mft_tensor *x = a->inputs[1];
-    const int64_t L = nb_prod(x, x->ndim - kp->p.nnorm, x->ndim);
+    const int64_t L = mft__dims_prod(x, x->ndim - kp->p.nnorm, x->ndim);
     if (x->numel == 0) {
         for (int64_t i = 0; i < L; i++) kp->gw[i] = kp->gb[i] = 0.0;
         return;
@@ -619,8 +603,8 @@ static void lnb_nhwc_cols_run(const mft_kernel_args *a) {
     const int nd = x->ndim;
     lnbc_job j;
     j.C = x->sizes[1];
-    j.P = nb_prod(x, nd - kp->p.nnorm, nd);
-    j.Lsp = nb_prod(x, 2, nd - kp->p.nnorm);
+    j.P = mft__dims_prod(x, nd - kp->p.nnorm, nd);
+    j.Lsp = mft__dims_prod(x, 2, nd - kp->p.nnorm);
     j.nblk = x->sizes[0] * j.Lsp;
     j.dy = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
     j.x = (const float *)(const void *)mft__tensor_ptr(x);
@@ -653,7 +637,7 @@ static void layer_norm_bwd_nhwc_f32(const mft_kernel_args *a) {
         return;
     }
     if (kp->p.nnorm < nd - 1) {
-        const int64_t L = nb_prod(x, nd - kp->p.nnorm, nd);
+        const int64_t L = mft__dims_prod(x, nd - kp->p.nnorm, nd);
         if (x->numel == 0) {
             for (int64_t i = 0; i < L; i++) kp->gw[i] = kp->gb[i] = 0.0;
             return;
@@ -661,11 +645,11 @@ static void layer_norm_bwd_nhwc_f32(const mft_kernel_args *a) {
         lnb_nhwc_cols_run(a);
         return;
     }
-    const int64_t L = nb_prod(x, nd - kp->p.nnorm, nd);
+    const int64_t L = mft__dims_prod(x, nd - kp->p.nnorm, nd);
     int64_t *perm = (int64_t *)(void *)(kp->scratch + 2 * L + (L + 1) / 2 + 1);
     /* block dims (logical): [C, spatial...] when nnorm == nd - 1, else
      * [N, C, spatial...]; physical: [N?, spatial..., C] */
-    const int64_t C = x->sizes[1], Sp = nb_prod(x, 2, nd);
+    const int64_t C = x->sizes[1], Sp = mft__dims_prod(x, 2, nd);
     const int64_t Nb = kp->p.nnorm == nd ? x->sizes[0] : 1;
     for (int64_t n = 0; n < Nb; n++)
         for (int64_t s = 0; s < Sp; s++)
@@ -895,7 +879,7 @@ static mft_status group_norm_bwd_impl(const char *fn, const mft_tensor *go, cons
     nb_clear(gx, gw, gb);
     if (!nb_check_x(fn, go, x, 2)) return mft_last_error();
     const int64_t N = x->sizes[0], C = x->sizes[1];
-    const int64_t S = nb_prod(x, 2, x->ndim);
+    const int64_t S = mft__dims_prod(x, 2, x->ndim);
     if (instance) groups = C;
     if (!instance && (groups < 1 || C % groups != 0)) {
         mft__set_error(MFT_ERR_SHAPE, "%s: groups = %lld must be >= 1 and divide C = %lld", fn,
@@ -982,8 +966,8 @@ mft_status mft_layer_norm_backward(const mft_tensor *grad_out, const mft_tensor 
                            mft__fmt_dims(b2, sizeof b2, x->ndim, x->sizes));
             return mft_last_error();
         }
-    const int64_t L = nb_prod(x, lead, x->ndim);
-    const int64_t nstat = L ? x->numel / L : nb_prod(x, 0, lead);
+    const int64_t L = mft__dims_prod(x, lead, x->ndim);
+    const int64_t nstat = L ? x->numel / L : mft__dims_prod(x, 0, lead);
     if (!nb_check_param(fn, "weight", weight, x, nnorm, normalized_shape, false) ||
         !nb_check_param(fn, "mean", mean, x, 1, &nstat, false) ||
         !nb_check_param(fn, "rstd", rstd, x, 1, &nstat, false) || !nb_check_eps(fn, eps))

@@ -137,6 +137,24 @@ MFT__GATHER_DEF(I32)
 MFT__GATHER_DEF(I64)
 MFT__GATHER_DEF(U8)
 
+/* Element offset (through t's strides) of the row-major linear index lin
+ * over dims [d0, d1), and the product of those dims' sizes: how the strided
+ * reference kernels walk a sub-block of dims. */
+static inline int64_t mft__dims_off(const mft_tensor *t, int d0, int d1, int64_t lin) {
+    int64_t off = 0;
+    for (int d = d1 - 1; d >= d0; d--) {
+        const int64_t sz = t->sizes[d];
+        off += (lin % sz) * t->strides[d];
+        lin /= sz;
+    }
+    return off;
+}
+static inline int64_t mft__dims_prod(const mft_tensor *t, int d0, int d1) {
+    int64_t n = 1;
+    for (int d = d0; d < d1; d++) n *= t->sizes[d];
+    return n;
+}
+
 /* Grain of the elementwise parallel split (elements). */
 #define MFT__EW_GRAIN 32768
 
