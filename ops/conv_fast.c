@@ -1939,49 +1939,36 @@ static void pwbc_reduce(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-static void conv_fwd_nchw(const mft_kernel_args *a) {
-    cgeom g = geom_of(a, a->inputs[0], a->outputs[0], a->inputs[1]);
-    if (dwn_conv(&g, 0, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL)) return;
-    const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
-    (void)So;
-    if (cf_mode != 2 && is_pointwise(&g) && !is_depthwise(&g) &&
-        pw_conv(&g, false, FPTR(a->inputs[0]), FPTR(a->outputs[0])))
+/* NCHW forward (bwd false) and backward_input (bwd true): the source is x
+ * (C = Cin, spatial = input) or grad_y (C = Cout, spatial = output). */
+static void conv_nchw_run(const mft_kernel_args *a, bool bwd) {
+    const int kind = bwd ? 1 : 0;
+    cgeom g = bwd ? geom_of(a, a->outputs[0], a->inputs[0], a->inputs[1])
+                  : geom_of(a, a->inputs[0], a->outputs[0], a->inputs[1]);
+    const float *src = FPTR(a->inputs[0]);
+    float *dst = FPTR(a->outputs[0]);
+    if (dwn_conv(&g, kind, src, NULL, dst, NULL)) return;
+    if (cf_mode != 2 && is_pointwise(&g) && !is_depthwise(&g) && pw_conv(&g, bwd, src, dst))
         return;
-    const bool c1 = g.Cin == 1; /* NCHW and NHWC coincide */
+    const int64_t C = bwd ? g.Cout : g.Cin;
+    const int64_t S = bwd ? g.OD * g.OH * g.OW : g.D * g.H * g.W;
+    const bool c1 = C == 1; /* NCHW and NHWC coincide */
     if (!c1 && g.N >= 8 && !is_depthwise(&g) && cf_mode != 2 &&
-        ind_conv(&g, false, FPTR(a->inputs[0]), FPTR(a->outputs[0]), true, true))
+        ind_conv(&g, bwd, src, dst, true, true))
         return;
-    float *xs = c1 ? NULL : mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
+    float *t = c1 ? NULL : mft__alloc((size_t)(g.N * C * S) * sizeof(float) + 64, 64);
     bool done = false;
-    if ((xs || c1) && cf_mode != 2) {
-        if (!c1) transpose(FPTR(a->inputs[0]), xs, g.N, g.Cin, Si, true);
-        done = run_fwd(&g, c1 ? FPTR(a->inputs[0]) : xs, FPTR(a->outputs[0]), true);
+    if ((t || c1) && cf_mode != 2) {
+        if (!c1) transpose(src, t, g.N, C, S, true);
+        const float *in = c1 ? src : t;
+        done = bwd ? run_bwd_in(&g, in, dst, true) : run_fwd(&g, in, dst, true);
     }
-    mft__free(xs);
-    if (!done) direct_nchw(&g, 0, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL);
+    mft__free(t);
+    if (!done) direct_nchw(&g, kind, src, NULL, dst, NULL);
 }
 
-static void conv_bwd_in_nchw(const mft_kernel_args *a) {
-    cgeom g = geom_of(a, a->outputs[0], a->inputs[0], a->inputs[1]);
-    if (dwn_conv(&g, 1, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL)) return;
-    const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
-    (void)Si;
-    if (cf_mode != 2 && is_pointwise(&g) && !is_depthwise(&g) &&
-        pw_conv(&g, true, FPTR(a->inputs[0]), FPTR(a->outputs[0])))
-        return;
-    const bool c1 = g.Cout == 1;
-    if (!c1 && g.N >= 8 && !is_depthwise(&g) && cf_mode != 2 &&
-        ind_conv(&g, true, FPTR(a->inputs[0]), FPTR(a->outputs[0]), true, true))
-        return;
-    float *gys = c1 ? NULL : mft__alloc((size_t)(g.N * g.Cout * So) * sizeof(float) + 64, 64);
-    bool done = false;
-    if ((gys || c1) && cf_mode != 2) {
-        if (!c1) transpose(FPTR(a->inputs[0]), gys, g.N, g.Cout, So, true);
-        done = run_bwd_in(&g, c1 ? FPTR(a->inputs[0]) : gys, FPTR(a->outputs[0]), true);
-    }
-    mft__free(gys);
-    if (!done) direct_nchw(&g, 1, FPTR(a->inputs[0]), NULL, FPTR(a->outputs[0]), NULL);
-}
+static void conv_fwd_nchw(const mft_kernel_args *a) { conv_nchw_run(a, false); }
+static void conv_bwd_in_nchw(const mft_kernel_args *a) { conv_nchw_run(a, true); }
 
 static void conv_bwd_w_nchw(const mft_kernel_args *a) {
     cgeom g = geom_of(a, a->inputs[1], a->inputs[0], a->outputs[0]);
