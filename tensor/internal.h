@@ -84,8 +84,20 @@ struct mft_tensor {
     mft_format tag;
     mft_origin origin;
     unsigned flags; /* MFT__F_* cached by mft__tensor_refresh */
-    void *autograd; /* reserved for the tape (NULL unless grad is required) */
+    struct mft__ag_meta *autograd; /* NULL unless grad is required (autograd/) */
 };
+
+/* Autograd state of a tensor, allocated on first need and freed (with its
+ * grad) by mft_tensor_release. The producer link is weak: it is valid only
+ * while tape `tape_id` is the thread's open tape (autograd/tape.c). */
+typedef struct mft__ag_meta {
+    bool requires_grad; /* marked leaf */
+    mft_tensor *grad;   /* leaf .grad (owned reference) */
+    uint64_t tape_id;   /* producer's tape (0: none) */
+    int64_t node;       /* producer node index on that tape */
+    int out;            /* output index on the producer */
+    int64_t pending;    /* backward scratch: slot in the pending-leaf list, -1 */
+} mft__ag_meta;
 
 /* Validates ndim/sizes/strides (non-negative, no int64 overflow of numel or of
  * the reach (sizes-1)*strides, in bytes of dtype). Sets an error naming fn. */

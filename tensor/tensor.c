@@ -145,6 +145,10 @@ mft_tensor *mft_tensor_retain(mft_tensor *t) {
 void mft_tensor_release(mft_tensor *t) {
     if (!t) return;
     if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    if (t->autograd) {
+        mft_tensor_release(t->autograd->grad);
+        mft__free(t->autograd);
+    }
     mft__storage_release(t->storage);
     mft__free(t);
     atomic_fetch_sub(&mft__live_tensor_count, 1);

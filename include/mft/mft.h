@@ -15,6 +15,11 @@
 #include "mft/ops.h"
 #include "mft/dispatch.h"
 #include "mft/cnn.h"
+#include "mft/autograd.h"
+#include "mft/loss.h"
+#include "mft/nn.h"
+#include "mft/data.h"
+#include "mft/io.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -30,6 +30,9 @@ extern "C" {
     X(MFT_ERR_NOMEM, "out of memory")                                        \
     X(MFT_ERR_SCOPE, "scope misuse")                                         \
     X(MFT_ERR_UNSUPPORTED, "operation not supported")                        \
+    X(MFT_ERR_STALE, "a tensor saved for backward was modified or freed")     \
+    X(MFT_ERR_IO, "file input/output failed")                                \
+    X(MFT_ERR_CORRUPT, "file is corrupted or truncated")                     \
     X(MFT_ERR_INTERNAL, "internal error")
 
 typedef enum mft_status {

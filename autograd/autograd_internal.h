@@ -1,0 +1,95 @@
+/* autograd/autograd_internal.h — what ops see of the tape (DESIGN §8): the
+ * node layout their backward functions read, and the one record call an op
+ * entry point makes after computing its outputs.
+ *
+ * Adding autograd to an op (its family file, next to its forward):
+ *   1. a params struct with everything the backward needs besides tensors
+ *      (no pointers: it is copied byte for byte into the node);
+ *   2. a backward function `static mft_status X_node_backward(const
+ *      mft__ag_node *n, mft_tensor *const *gout, mft_tensor **gin)` that
+ *      fills gin[k] (new reference) for every input k with
+ *      n->in[k].needs_grad, from gout[] (never NULL: outputs nobody used get
+ *      zeros), n->saved[] and n->params. It may leave gin[k] NULL for an
+ *      input that needs no grad. It may return gradients in any layout and
+ *      broadcast shape issues are its business: the engine only converts
+ *      each gradient to the input's saved format and checks its sizes;
+ *   3. at the end of the entry point, when mft__ag_wants(...) is true:
+ *      `if (mft__ag_record(fn, "X", X_node_backward, nin, ins, nout, outs,
+ *       nsaved, saved, &params, sizeof params) != MFT_OK) { release outputs;
+ *       return NULL; }`
+ *   In-place and _out variants call mft__ag_check_inplace first. */
+#ifndef MFT_AUTOGRAD_INTERNAL_H
+#define MFT_AUTOGRAD_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "internal.h"
+#include "mft/autograd.h"
+
+/* One input of a node: where its gradient goes and the format it must have. */
+typedef struct mft__ag_input {
+    bool needs_grad;    /* the input requires grad (leaf or recorded output) */
+    mft_tensor *leaf;   /* the input itself (retained) when it is a marked leaf */
+    int64_t node;       /* producer node index on this tape, -1 for leaves/constants */
+    int out;            /* output index of the producer */
+    mft_format tag;     /* the input's tag at record time (SPEC §5 target format) */
+    mft_dtype dtype;
+    int ndim;
+    int64_t sizes[MFT_MAX_DIMS];
+} mft__ag_input;
+
+/* One output of a node: the gradient accumulated for it during backward. */
+typedef struct mft__ag_output {
+    mft_tensor *grad; /* owned; NULL until a consumer contributes */
+    mft_format tag;
+    mft_dtype dtype;
+    int ndim;
+    int64_t sizes[MFT_MAX_DIMS];
+} mft__ag_output;
+
+typedef struct mft__ag_node mft__ag_node;
+typedef mft_status (*mft__ag_backward_fn)(const mft__ag_node *n, mft_tensor *const *gout,
+                                          mft_tensor **gin);
+
+struct mft__ag_node {
+    const char *name;             /* op name, used in messages */
+    mft__ag_backward_fn backward;
+    int nin, nout, nsaved;
+    mft__ag_input *in;            /* nin entries */
+    mft__ag_output *out;          /* nout entries */
+    mft_tensor **saved;           /* nsaved new references (NULL entries allowed) */
+    int64_t *saved_version;       /* storage versions at record time */
+    const void *params;           /* a copy of the op's params struct */
+    size_t params_size;
+    bool released;                /* saved tensors released (node ran) */
+};
+
+/* True when this thread records and at least one of the n inputs (NULL
+ * entries allowed) requires grad. Cheap: ops call it unconditionally. */
+bool mft__ag_wants(int n, const mft_tensor *const *inputs);
+
+/* Appends a node for an op that just produced outputs[0..nout) from
+ * inputs[0..nin) and marks the outputs (which must be fresh tensors, not
+ * yet recorded) as produced by it. saved tensors are retained with their
+ * storage versions; params (params_size bytes, may be 0) is copied. On
+ * failure (NOMEM) sets an error naming fn and records nothing: the caller
+ * releases its outputs and returns NULL. */
+mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn backward,
+                          int nin, const mft_tensor *const *inputs, int nout,
+                          mft_tensor *const *outputs, int nsaved,
+                          const mft_tensor *const *saved, const void *params,
+                          size_t params_size);
+
+/* For in-place and _out variants: MFT_ERR_UNSUPPORTED naming fn when this
+ * thread records and t requires grad (a leaf or a recorded output). */
+mft_status mft__ag_check_inplace(const char *fn, const mft_tensor *t);
+
+/* A recording shortcut for the common case of one input and one output:
+ * records with the input saved if save_input, the output saved if
+ * save_output (in that order). */
+mft_status mft__ag_record1(const char *fn, const char *name, mft__ag_backward_fn backward,
+                           const mft_tensor *x, mft_tensor *y, bool save_input,
+                           bool save_output, const void *params, size_t params_size);
+
+#endif

@@ -1,0 +1,157 @@
+/* mft/nn.h — the nn toolkit (issue 5): layers with parameters and PyTorch's
+ * default initialisation (conv2d, linear, batch/group/layer norm, relu,
+ * max_pool2d, flatten, dropout, sequential), parameter/buffer listing, moving
+ * a model to a memory format, and the optimisers SGD, Adam, AdamW with a
+ * step learning-rate schedule.
+ *
+ * Ownership: a layer or optimiser is owned by the caller and freed with
+ * mft_layer_free / mft_optimizer_free. Parameter, buffer and state tensors
+ * are owned by their layer / optimiser: the pointers the listing functions
+ * return are BORROWED (valid until the owner is freed). Constructors return
+ * NULL with the thread-local error set on failure. Layers and optimisers
+ * create their tensors outside any open scope (mft_scope_begin), so a scope
+ * never releases a parameter. */
+#ifndef MFT_NN_H
+#define MFT_NN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "mft/export.h"
+#include "mft/status.h"
+#include "mft/tensor.h"
+#include "mft/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ layers */
+typedef struct mft_layer mft_layer; /* opaque, owned by the caller (mft_layer_free) */
+
+/* Parameters are initialised as PyTorch's defaults from a seeded generator:
+ * conv2d / linear weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+ * (fan_in = in_ch/groups*kH*kW or in_features; PyTorch's kaiming_uniform
+ * with a = sqrt(5) gives that bound for the weight). The same seed gives the
+ * same parameters. F32 parameters, CONTIGUOUS until mft_layer_to_format.
+ * Parameters are leaves with requires_grad set.
+ * conv2d: weight (out_ch, in_ch/groups, kH, kW), bias (out_ch); stride,
+ * padding, dilation NULL mean 1, 0, 1. Errors (MFT_ERR_INVALID): non-positive
+ * channels / kernel / groups, groups not dividing both channel counts. */
+MFT_API mft_layer *mft_layer_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[2],
+                                    const int64_t stride[2], const int64_t padding[2],
+                                    const int64_t dilation[2], int64_t groups, bool bias,
+                                    uint64_t seed);
+/* weight (out_features, in_features), bias (out_features). */
+MFT_API mft_layer *mft_layer_linear(int64_t in_features, int64_t out_features, bool bias,
+                                    uint64_t seed);
+/* weight 1, bias 0 (C); buffers running_mean 0, running_var 1 (C) and
+ * num_batches_tracked (I64, 1 element, incremented per training forward).
+ * Training: batch statistics, running stats updated with momentum (0..1). */
+MFT_API mft_layer *mft_layer_batch_norm2d(int64_t channels, double eps, double momentum);
+/* weight 1, bias 0 (channels); groups must divide channels. */
+MFT_API mft_layer *mft_layer_group_norm(int64_t groups, int64_t channels, double eps);
+/* weight 1, bias 0 of normalized_shape (nnorm dims, 1..MFT_MAX_DIMS). */
+MFT_API mft_layer *mft_layer_layer_norm(int nnorm, const int64_t *normalized_shape, double eps);
+MFT_API mft_layer *mft_layer_relu(void);
+/* stride NULL means stride = kernel (PyTorch's default). */
+MFT_API mft_layer *mft_layer_max_pool2d(const int64_t kernel[2], const int64_t stride[2]);
+MFT_API mft_layer *mft_layer_flatten(int start_dim, int end_dim);
+/* p in [0, 1]. The seed of forward k (k = 0, 1, ... training forwards) is
+ * seed + k, so successive batches get different masks. Identity in eval. */
+MFT_API mft_layer *mft_layer_dropout(double p, uint64_t seed);
+/* Runs layers[0..n) in order. Takes ownership of the n layers (also on
+ * failure: they are freed). Child parameters are named "<i>.<name>". A
+ * layer already owned by a container, or listed twice, is MFT_ERR_INVALID. */
+MFT_API mft_layer *mft_layer_sequential(int n, mft_layer *const *layers);
+
+/* Forward pass: the layer's op(s) applied to x, so it is recorded on an open
+ * tape like the ops themselves. Output format: that of the ops (SPEC §4).
+ * Returns a NEW reference (owned by the innermost scope if one is open);
+ * intermediates of a sequential are released inside. NULL x propagates;
+ * errors are those of the ops (the message names the failing op). */
+MFT_API mft_tensor *mft_layer_forward(mft_layer *l, const mft_tensor *x);
+/* Training (default) or eval mode, recursively (batch_norm, dropout). */
+MFT_API void mft_layer_set_training(mft_layer *l, bool training);
+MFT_API bool mft_layer_training(const mft_layer *l);
+/* Like PyTorch's model.to(memory_format=fmt): every 4-D parameter (conv
+ * weights) is converted to fmt IN PLACE — the mft_tensor objects stay the
+ * same (an optimiser built before still points at them), only their storage,
+ * strides and tag change; an existing .grad is kept as it is. Other
+ * parameters and buffers are unchanged. fmt: CONTIGUOUS or CHANNELS_LAST
+ * (else MFT_ERR_FORMAT). On failure (NOMEM) no parameter has changed. */
+MFT_API mft_status mft_layer_to_format(mft_layer *l, mft_format fmt);
+/* Borrowed parameter pointers and names ("weight", "bias" for a single layer;
+ * "0.weight", "3.bias"... inside a sequential) in registration order, into
+ * params[0..max) / names[0..max) (either array may be NULL). Returns the
+ * total count (may exceed max; pass max 0 to count); 0 for NULL l. */
+MFT_API int mft_layer_parameters(const mft_layer *l, mft_tensor **params, const char **names,
+                                 int max);
+/* Buffers likewise: running_mean, running_var (F32, C) and
+ * num_batches_tracked (I64, 1 element) of every batch_norm. */
+MFT_API int mft_layer_buffers(const mft_layer *l, mft_tensor **bufs, const char **names, int max);
+/* Total number of elements of all parameters. */
+MFT_API int64_t mft_layer_num_parameters(const mft_layer *l);
+/* One line per layer ("0: Conv2d(1, 32, kernel=3x3, ...)"); as snprintf:
+ * writes at most len bytes (NUL-terminated when len > 0) and returns the
+ * length the full text needs. */
+MFT_API size_t mft_layer_describe(const mft_layer *l, char *buf, size_t len);
+/* Frees the layer, its children and its parameters (tensors still retained
+ * elsewhere stay alive). NULL is a no-op. */
+MFT_API void mft_layer_free(mft_layer *l);
+
+/* ------------------------------------------------------------------ optimisers
+ * Semantics of torch.optim 1.13 (single-tensor path), per parameter p with
+ * gradient g (parameters whose grad is NULL are skipped):
+ *   SGD:   g += wd*p; if momentum: buf = g on the parameter's first step,
+ *          else buf = momentum*buf + (1-dampening)*g; g = nesterov ?
+ *          g + momentum*buf : buf; p -= lr*g.
+ *   Adam:  g += wd*p (L2); m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+ *          p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
+ *   AdamW: p *= 1 - lr*wd (decoupled), then Adam without the L2 term.
+ * A step runs with grad mode off and updates p in place (its version bumps)
+ * in one fused pass per parameter; p keeps its strides (a channels_last
+ * parameter stays channels_last). F32 and F64 parameters. */
+typedef struct mft_optimizer mft_optimizer;
+typedef struct mft_sgd_opts {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov;
+} mft_sgd_opts;
+typedef struct mft_adam_opts {
+    double lr, beta1, beta2, eps, weight_decay;
+} mft_adam_opts;
+
+/* params: n >= 1 distinct floating tensors (retained by the optimiser).
+ * Errors: NULL params / opts / entry (MFT_ERR_NULL), n < 1 ("empty parameter
+ * list"), a non-floating parameter (MFT_ERR_DTYPE), and as PyTorch
+ * (MFT_ERR_INVALID): lr < 0, momentum < 0, weight_decay < 0, nesterov
+ * without momentum > 0 and dampening == 0; Adam: eps < 0, betas outside
+ * [0, 1). State (zeros, in each parameter's layout) is allocated here. */
+MFT_API mft_optimizer *mft_sgd_new(int n, mft_tensor *const *params, const mft_sgd_opts *o);
+MFT_API mft_optimizer *mft_adam_new(int n, mft_tensor *const *params, const mft_adam_opts *o);
+MFT_API mft_optimizer *mft_adamw_new(int n, mft_tensor *const *params, const mft_adam_opts *o);
+/* One update of every parameter that has a grad. Errors: NULL o, a grad
+ * whose dtype/sizes differ from its parameter's (nothing updated then). */
+MFT_API mft_status mft_optimizer_step(mft_optimizer *o);
+/* Drops every parameter's grad (set_to_none). */
+MFT_API void mft_optimizer_zero_grad(mft_optimizer *o);
+MFT_API double mft_optimizer_lr(const mft_optimizer *o);
+MFT_API void mft_optimizer_set_lr(mft_optimizer *o, double lr);
+/* State tensors for checkpoints, BORROWED, with names, in a fixed order that
+ * is the same before and after the first step: "step" (F64, 1 element:
+ * optimizer steps taken), then per parameter i: "i.step" (F64, 1 element:
+ * steps that updated parameter i), and "i.momentum_buffer" (SGD with
+ * momentum) or "i.exp_avg", "i.exp_avg_sq" (Adam/AdamW), laid out like the
+ * parameter at construction. Loading a checkpoint copies into these.
+ * Returns the total count (may exceed max; max 0 counts). */
+MFT_API int mft_optimizer_state(const mft_optimizer *o, mft_tensor **state, const char **names,
+                                int max);
+/* Releases the state and the optimiser's references to the parameters. */
+MFT_API void mft_optimizer_free(mft_optimizer *o);
+/* StepLR: base_lr * gamma^floor(epoch / step_size) (step_size >= 1; epoch >= 0). */
+MFT_API double mft_step_lr(double base_lr, int64_t step_size, double gamma, int64_t epoch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
