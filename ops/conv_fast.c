@@ -609,7 +609,7 @@ static void bw_range(void *ctx, int64_t begin, int64_t end) {
                                 if (ci >= g->Cgi) ci = g->Cgi - 1;
                                 rows[i] = xr + ci;
                             }
-                            j->micro(hi - lo, rows, xs, gyr + lo * j->gs, j->gs,
+                            j->micro(1, NULL, NULL, hi - lo, rows, xs, gyr + lo * j->gs, j->gs,
                                      acc + (t * nbi + ib) * TILE_M * TILE_N);
                         }
                     }
@@ -643,11 +643,13 @@ static void bw_pad_range(void *ctx, int64_t begin, int64_t end) {
  * accumulator of a group fits in BWC_MAX_ACC bytes, e.g. 1x1 convolutions):
  * work items are (group, chunk of BWC_CHUNKS fixed output-row ranges); an item
  * sums its rows into its own partial [cb][tap][ci block][6][16], running every
- * c_out block on a row while the row's x is in L1 (the per-(group, cb) items
+ * c_out block on a block of BWC_ROWS rows while their x is in L1/L2, one
+ * micro-kernel call per (tap, block of rows) (the per-(group, cb) items
  * of bw_range stream all of x once per c_out block). bwc_reduce adds the
  * partials in chunk order, so results do not depend on the thread count. */
 #define BWC_CHUNKS  8
-#define BWC_MAX_ACC (64 * 1024)
+#define BWC_MAX_ACC (256 * 1024)
+#define BWC_ROWS    8 /* output rows per micro-kernel call */
 
 typedef struct bwc_job {
     const bw_job *b;
@@ -667,32 +669,40 @@ static void bwc_range(void *ctx, int64_t begin, int64_t end) {
         memset(acc, 0, (size_t)c->accn * sizeof(float));
         const int64_t goff = j->gs == g->Cout ? gg * g->Cgo : gg * nbo * TILE_N;
         const int64_t xs = g->s[2] * g->Cin;
-        for (int64_t r = r0; r < r1; r++) {
-            const int64_t oh = r % g->OH, od = (r / g->OH) % g->OD, n = r / (g->OH * g->OD);
-            const float *gyr = j->gy + r * g->OW * j->gs + goff;
+        const float *xrows[TILE_M];
+        for (int64_t rb = r0; rb < r1; rb += BWC_ROWS) {
+            const int64_t re = rb + BWC_ROWS < r1 ? rb + BWC_ROWS : r1;
             for (int64_t t = 0; t < T; t++) {
                 const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
                               kd = t / (g->K[2] * g->K[1]);
-                const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
-                const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
-                if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
                 int64_t lo, hi;
                 const int64_t off = kw * g->d[2] - g->p[2];
                 valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
                 if (hi <= lo) continue;
-                const float *xr = j->x + ((n * g->D + id) * g->H + ih) * g->W * g->Cin +
-                                  (lo * g->s[2] + off) * g->Cin + gg * g->Cgi;
-                for (int64_t cb = 0; cb < nbo; cb++)
-                    for (int64_t ib = 0; ib < nbi; ib++) {
-                        const float *xrows[TILE_M];
-                        for (int i = 0; i < TILE_M; i++) {
-                            int64_t ci = ib * TILE_M + i;
-                            if (ci >= g->Cgi) ci = g->Cgi - 1;
-                            xrows[i] = xr + ci;
-                        }
-                        j->micro(hi - lo, xrows, xs, gyr + lo * j->gs + cb * TILE_N, j->gs,
-                                 acc + ((cb * T + t) * nbi + ib) * TILE_M * TILE_N);
+                /* the rows of this block whose input row exists for tap t */
+                int64_t xo[BWC_ROWS], go[BWC_ROWS], nq = 0;
+                for (int64_t r = rb; r < re; r++) {
+                    const int64_t oh = r % g->OH, od = (r / g->OH) % g->OD,
+                                  n = r / (g->OH * g->OD);
+                    const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+                    const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                    if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
+                    xo[nq] = ((n * g->D + id) * g->H + ih) * g->W * g->Cin +
+                             (lo * g->s[2] + off) * g->Cin;
+                    go[nq] = (r * g->OW + lo) * j->gs;
+                    nq++;
+                }
+                if (!nq) continue;
+                for (int64_t ib = 0; ib < nbi; ib++) {
+                    for (int i = 0; i < TILE_M; i++) {
+                        int64_t ci = ib * TILE_M + i;
+                        if (ci >= g->Cgi) ci = g->Cgi - 1;
+                        xrows[i] = j->x + gg * g->Cgi + ci;
                     }
+                    for (int64_t cb = 0; cb < nbo; cb++)
+                        j->micro(nq, xo, go, hi - lo, xrows, xs, j->gy + goff + cb * TILE_N,
+                                 j->gs, acc + ((cb * T + t) * nbi + ib) * TILE_M * TILE_N);
+                }
             }
         }
     }
@@ -1848,7 +1858,8 @@ static void pwb_range(void *ctx, int64_t begin, int64_t end) {
                                 const int64_t co = m0 + i < g->Cgo ? m0 + i : g->Cgo - 1;
                                 rows[i] = gyr + co * So + lo;
                             }
-                            j->micro(hi - lo, rows, 1, xr, xs, acc + (t * Mp + m0) * TILE_N);
+                            j->micro(1, NULL, NULL, hi - lo, rows, 1, xr, xs,
+                                     acc + (t * Mp + m0) * TILE_N);
                         }
                     }
                 }
@@ -1907,7 +1918,7 @@ static void pwbc_range(void *ctx, int64_t begin, int64_t end) {
                         rows[i] = gyr + co * So + lo;
                     }
                     for (int64_t cb = 0; cb < j->nbi; cb++)
-                        j->micro(hi - lo, rows, 1, xr0 + cb * TILE_N, xs,
+                        j->micro(1, NULL, NULL, hi - lo, rows, 1, xr0 + cb * TILE_N, xs,
                                  acc + ((cb * T + t) * Mp + m0) * TILE_N);
                 }
             }

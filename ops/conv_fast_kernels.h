@@ -30,20 +30,28 @@ static void ind_micro_c(int64_t nu, const int32_t *taps, int64_t K, const float 
     }
 }
 
-/* acc (6x16, ld 16) += sum over r < n of x_i[r*xs] * g[r*gs + j], x_i = xr[i]. */
-typedef void (*bw_micro_fn)(int64_t n, const float *const *xr, int64_t xs, const float *gp,
-                            int64_t gs, float *acc);
+/* acc (6x16, ld 16) += sum over runs q < nq, r < n of
+ *   x_i[xo[q] + r*xs] * g[go[q] + r*gs + j],  x_i = xr[i], g = gp.
+ * Several runs (rows of an image) per call keep the accumulators in
+ * registers longer; xo/go NULL means one run at offset 0. */
+typedef void (*bw_micro_fn)(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
+                            const float *const *xr, int64_t xs, const float *gp, int64_t gs,
+                            float *acc);
 
-static void bw_micro_c(int64_t n, const float *const *xr, int64_t xs, const float *gp, int64_t gs,
+static void bw_micro_c(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
+                       const float *const *xr, int64_t xs, const float *gp, int64_t gs,
                        float *acc) {
     for (int i = 0; i < TILE_M; i++) {
         float t[TILE_N];
         for (int j = 0; j < TILE_N; j++) t[j] = acc[i * TILE_N + j];
-        const float *x = xr[i];
-        for (int64_t r = 0; r < n; r++) {
-            const float xv = x[r * xs];
-            const float *gr = gp + r * gs;
-            for (int j = 0; j < TILE_N; j++) t[j] += xv * gr[j];
+        for (int64_t q = 0; q < nq; q++) {
+            const float *x = xr[i] + (xo ? xo[q] : 0);
+            const float *g = gp + (go ? go[q] : 0);
+            for (int64_t r = 0; r < n; r++) {
+                const float xv = x[r * xs];
+                const float *gr = g + r * gs;
+                for (int j = 0; j < TILE_N; j++) t[j] += xv * gr[j];
+            }
         }
         for (int j = 0; j < TILE_N; j++) acc[i * TILE_N + j] = t[j];
     }
@@ -95,7 +103,8 @@ static void ind_micro_avx(int64_t nu, const int32_t *taps, int64_t K, const floa
     _mm256_storeu_ps(out + 5 * ldo + 8, c51);
 }
 
-static void bw_micro_avx(int64_t n, const float *const *xr, int64_t xs, const float *gp, int64_t gs,
+static void bw_micro_avx(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
+                         const float *const *xr, int64_t xs, const float *gp0, int64_t gs,
                          float *acc) {
     __m256 c00 = _mm256_loadu_ps(acc), c01 = _mm256_loadu_ps(acc + 8);
     __m256 c10 = _mm256_loadu_ps(acc + 16), c11 = _mm256_loadu_ps(acc + 24);
@@ -103,27 +112,32 @@ static void bw_micro_avx(int64_t n, const float *const *xr, int64_t xs, const fl
     __m256 c30 = _mm256_loadu_ps(acc + 48), c31 = _mm256_loadu_ps(acc + 56);
     __m256 c40 = _mm256_loadu_ps(acc + 64), c41 = _mm256_loadu_ps(acc + 72);
     __m256 c50 = _mm256_loadu_ps(acc + 80), c51 = _mm256_loadu_ps(acc + 88);
-    const float *a0 = xr[0], *a1 = xr[1], *a2 = xr[2], *a3 = xr[3], *a4 = xr[4], *a5 = xr[5];
-    for (int64_t r = 0, o = 0; r < n; r++, o += xs, gp += gs) {
-        const __m256 b0 = _mm256_loadu_ps(gp), b1 = _mm256_loadu_ps(gp + 8);
-        __m256 av = _mm256_broadcast_ss(a0 + o);
-        c00 = _mm256_fmadd_ps(av, b0, c00);
-        c01 = _mm256_fmadd_ps(av, b1, c01);
-        av = _mm256_broadcast_ss(a1 + o);
-        c10 = _mm256_fmadd_ps(av, b0, c10);
-        c11 = _mm256_fmadd_ps(av, b1, c11);
-        av = _mm256_broadcast_ss(a2 + o);
-        c20 = _mm256_fmadd_ps(av, b0, c20);
-        c21 = _mm256_fmadd_ps(av, b1, c21);
-        av = _mm256_broadcast_ss(a3 + o);
-        c30 = _mm256_fmadd_ps(av, b0, c30);
-        c31 = _mm256_fmadd_ps(av, b1, c31);
-        av = _mm256_broadcast_ss(a4 + o);
-        c40 = _mm256_fmadd_ps(av, b0, c40);
-        c41 = _mm256_fmadd_ps(av, b1, c41);
-        av = _mm256_broadcast_ss(a5 + o);
-        c50 = _mm256_fmadd_ps(av, b0, c50);
-        c51 = _mm256_fmadd_ps(av, b1, c51);
+    for (int64_t q = 0; q < nq; q++) {
+        const int64_t x0 = xo ? xo[q] : 0;
+        const float *a0 = xr[0] + x0, *a1 = xr[1] + x0, *a2 = xr[2] + x0, *a3 = xr[3] + x0,
+                    *a4 = xr[4] + x0, *a5 = xr[5] + x0;
+        const float *gp = gp0 + (go ? go[q] : 0);
+        for (int64_t r = 0, o = 0; r < n; r++, o += xs, gp += gs) {
+            const __m256 b0 = _mm256_loadu_ps(gp), b1 = _mm256_loadu_ps(gp + 8);
+            __m256 av = _mm256_broadcast_ss(a0 + o);
+            c00 = _mm256_fmadd_ps(av, b0, c00);
+            c01 = _mm256_fmadd_ps(av, b1, c01);
+            av = _mm256_broadcast_ss(a1 + o);
+            c10 = _mm256_fmadd_ps(av, b0, c10);
+            c11 = _mm256_fmadd_ps(av, b1, c11);
+            av = _mm256_broadcast_ss(a2 + o);
+            c20 = _mm256_fmadd_ps(av, b0, c20);
+            c21 = _mm256_fmadd_ps(av, b1, c21);
+            av = _mm256_broadcast_ss(a3 + o);
+            c30 = _mm256_fmadd_ps(av, b0, c30);
+            c31 = _mm256_fmadd_ps(av, b1, c31);
+            av = _mm256_broadcast_ss(a4 + o);
+            c40 = _mm256_fmadd_ps(av, b0, c40);
+            c41 = _mm256_fmadd_ps(av, b1, c41);
+            av = _mm256_broadcast_ss(a5 + o);
+            c50 = _mm256_fmadd_ps(av, b0, c50);
+            c51 = _mm256_fmadd_ps(av, b1, c51);
+        }
     }
     _mm256_storeu_ps(acc, c00);
     _mm256_storeu_ps(acc + 8, c01);

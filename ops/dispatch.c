@@ -180,6 +180,54 @@ static void dispatch_log(const mft_dispatch_info *d) {
         fprintf(stderr, "%s\n", line);
 }
 
+/* ---------------------------------------------------------------- usage counts
+ * Per thread: how often each (op, kernel) ran and with how many
+ * conversions, for "which kernels ran" summaries (mft_dispatch_stats). */
+#define DISPATCH_STATS_MAX 128
+typedef struct dispatch_stat {
+    const char *op, *kernel;
+    int64_t calls, conversions;
+} dispatch_stat;
+static _Thread_local dispatch_stat tl_stats[DISPATCH_STATS_MAX];
+static _Thread_local int tl_nstats = 0;
+
+static void dispatch_count(const mft_dispatch_info *d) {
+    for (int i = 0; i < tl_nstats; i++)
+        if (tl_stats[i].kernel == d->kernel && tl_stats[i].op == d->op) {
+            tl_stats[i].calls++;
+            tl_stats[i].conversions += d->conversions;
+            return;
+        }
+    if (tl_nstats < DISPATCH_STATS_MAX)
+        tl_stats[tl_nstats++] = (dispatch_stat){d->op, d->kernel, 1, d->conversions};
+}
+
+void mft_dispatch_stats_reset(void) { tl_nstats = 0; }
+
+size_t mft_dispatch_stats(char *buf, size_t len) {
+    /* most-called first; ties keep first-use order */
+    int order[DISPATCH_STATS_MAX];
+    for (int i = 0; i < tl_nstats; i++) order[i] = i;
+    for (int i = 1; i < tl_nstats; i++) {
+        int v = order[i], k = i;
+        while (k > 0 && tl_stats[order[k - 1]].calls < tl_stats[v].calls) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = v;
+    }
+    size_t pos = 0;
+    if (buf && len) buf[0] = 0;
+    for (int i = 0; i < tl_nstats; i++) {
+        const dispatch_stat *st = &tl_stats[order[i]];
+        int w = snprintf(buf && pos < len ? buf + pos : NULL, buf && pos < len ? len - pos : 0,
+                         "%-28s %-40s %8lld calls %6lld conversions\n", st->op, st->kernel,
+                         (long long)st->calls, (long long)st->conversions);
+        if (w > 0) pos += (size_t)w;
+    }
+    return pos;
+}
+
 /* ---------------------------------------------------------------- running */
 mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtype dtype, int nin,
                          const mft_tensor *const *in, const bool *convert, int nout,
@@ -247,6 +295,7 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
         }
         tl_last = (mft_dispatch_info){mft__op_name(op), k.name, fmt, k.fmt, dtype, conversions, k.user};
         tl_conversions += conversions;
+        dispatch_count(&tl_last);
         dispatch_log(&tl_last);
     }
     for (int i = 0; i < ntemps; i++) mft_tensor_release(temps[i]);

@@ -121,10 +121,41 @@ static void test_conversion_counter_and_strict(void) {
     mft_tensor_release(y);
 }
 
+/* Usage counts: two F64 NHWC pools (fallback, 2 conversions each) and one
+ * F32 NCHW pool; the listing puts the most-called kernel first. */
+static void test_usage_stats(void) {
+    int64_t sz[4] = {2, 3, 6, 6}, k[2] = {2, 2};
+    mft_tensor *x = mft_rand(4, sz, MFT_F64, MFT_CHANNELS_LAST, 5);
+    mft_tensor *f = mft_rand(4, sz, MFT_F32, MFT_CONTIGUOUS, 6);
+    mft_dispatch_stats_reset();
+    CHECK(mft_dispatch_stats(NULL, 0) == 0);
+    mft_tensor *y1 = mft_avg_pool2d(f, k, NULL, NULL, false, true, 0);
+    const char *k_f32 = mft_dispatch_last()->kernel;
+    mft_tensor *y2 = mft_avg_pool2d(x, k, NULL, NULL, false, true, 0);
+    const char *k_f64 = mft_dispatch_last()->kernel;
+    mft_tensor *y3 = mft_avg_pool2d(x, k, NULL, NULL, false, true, 0);
+    CHECK(y1 && y2 && y3);
+    char buf[1024];
+    size_t need = mft_dispatch_stats(buf, sizeof buf);
+    CHECK(need > 0 && need < sizeof buf);
+    char *l1 = strstr(buf, k_f64), *l2 = strstr(buf, k_f32);
+    CHECK(l1 && l2 && l1 < l2); /* 2 calls before 1 call */
+    CHECK(l1 && strstr(l1, "2 calls") && strstr(l1, "4 conversions"));
+    CHECK(l2 && strstr(l2, "1 calls") && strstr(l2, "0 conversions"));
+    char small[8];
+    CHECK(mft_dispatch_stats(small, sizeof small) == need); /* truncated, length reported */
+    CHECK(strlen(small) == sizeof small - 1);
+    mft_dispatch_stats_reset();
+    CHECK(mft_dispatch_stats(buf, sizeof buf) == 0 && buf[0] == 0);
+    mft_tensor *all[] = {x, f, y1, y2, y3};
+    for (int i = 0; i < 5; i++) mft_tensor_release(all[i]);
+}
+
 int main(void) {
     RUN(test_every_op_has_a_reference);
     RUN(test_user_kernel_and_log);
     RUN(test_registry_errors);
     RUN(test_conversion_counter_and_strict);
+    RUN(test_usage_stats);
     TEST_MAIN_END();
 }

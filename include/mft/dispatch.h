@@ -79,6 +79,13 @@ MFT_API const mft_dispatch_info *mft_dispatch_last(void);
 MFT_API int64_t mft_dispatch_conversions(void);
 MFT_API void mft_dispatch_reset_conversions(void);
 
+/* Kernel usage on this thread since the last reset, as text: one line per
+ * (op, kernel) that ran, "op kernel N calls M conversions", most-called
+ * first. Returns the length the full text needs (as snprintf); buf may be
+ * NULL with len 0 to measure. */
+MFT_API size_t mft_dispatch_stats(char *buf, size_t len);
+MFT_API void mft_dispatch_stats_reset(void);
+
 /* Strict mode (per process): a dispatch that would need a fallback fails. */
 MFT_API void mft_dispatch_set_strict(bool strict);
 MFT_API bool mft_dispatch_strict(void);
