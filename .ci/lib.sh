@@ -4,8 +4,11 @@
 # Debian bookworm machine (skipped when everything is present, or when not
 # running as root). Not meant to be run on its own.
 
-# Debian packages the build, the tests and the install check need.
-MFT_APT_PACKAGES=(gcc libc6-dev make cmake pkg-config libxxhash-dev)
+# Debian packages the build, the tests and the install check need (zlib reads
+# the gzipped IDX files; the Fashion-MNIST dataset feeds the main job and the
+# training tests).
+MFT_APT_PACKAGES=(gcc libc6-dev make cmake pkg-config libxxhash-dev zlib1g-dev
+    dataset-fashion-mnist)
 
 MFT_T0=${MFT_T0:-$(date +%s)}
 export MFT_T0
@@ -28,7 +31,8 @@ mft_deps_present() {
         return 0
     fi
     command -v cc >/dev/null && command -v cmake >/dev/null && command -v make >/dev/null &&
-        command -v pkg-config >/dev/null && [[ -f /usr/include/xxhash.h ]]
+        command -v pkg-config >/dev/null && [[ -f /usr/include/xxhash.h ]] &&
+        [[ -f /usr/include/zlib.h ]]
 }
 
 # mft_install_deps [EXTRA_PACKAGE...]: the build dependencies plus any extras

@@ -85,6 +85,12 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
  * thread records and t requires grad (a leaf or a recorded output). */
 mft_status mft__ag_check_inplace(const char *fn, const mft_tensor *t);
 
+/* Releases an entry point's result whose node could not be recorded. The
+ * result is already owned by the user's innermost scope when one is open,
+ * so it is taken back from the scope first (else the scope would release it
+ * twice). Keeps the current error (NOMEM if none is set). */
+void mft__ag_drop_result(mft_tensor *y);
+
 /* A recording shortcut for the common case of one input and one output:
  * records with the input saved if save_input, the output saved if
  * save_output (in that order). */

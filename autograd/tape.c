@@ -3,6 +3,7 @@
  * call ops make, and the backward walk. No op formulas live here: each
  * node's backward function sits beside its forward in ops/. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include "autograd_internal.h"
 #include "mft/ops.h"
@@ -274,6 +275,16 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
     }
     tp->nodes[tp->len++] = n;
     return MFT_OK;
+}
+
+void mft__ag_drop_result(mft_tensor *y) {
+    if (!y) return;
+    mft_status st = mft_last_error();
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", mft_last_error_message());
+    (void)mft_scope_keep(y); /* fails harmlessly when the scope does not own y */
+    mft_tensor_release(y);
+    mft__set_error(st != MFT_OK ? st : MFT_ERR_NOMEM, "%s", msg);
 }
 
 mft_status mft__ag_record1(const char *fn, const char *name, mft__ag_backward_fn backward,

@@ -24,7 +24,8 @@ mark_as_advanced(MFT_INSTALL_CMAKEDIR)
 # through $<TARGET_OBJECTS:...>, never linked, so it is not part of the export.
 # The archive's other private link dependencies stay in its exported interface
 # on purpose: $<LINK_ONLY:OpenMP::OpenMP_C> (hence find_dependency(OpenMP) in
-# mftConfig.cmake) and $<LINK_ONLY:m>.
+# mftConfig.cmake), $<LINK_ONLY:ZLIB::ZLIB> (hence find_dependency(ZLIB)) and
+# $<LINK_ONLY:m>.
 # (Consequence: an installed MFT_SANITIZE=ON libmft.a does not carry the
 # -fsanitize link flags; a consumer of such a build must add them itself.)
 
@@ -79,6 +80,7 @@ foreach(mft_dir LIBDIR INCLUDEDIR)
   endif()
 endforeach()
 unset(mft_dir)
+# zlib is named in mft.pc.in's Requires.private (pkg-config --static adds -lz).
 set(MFT_PC_LIBS_PRIVATE "-lm")
 if(MFT_OPENMP)
   # OpenMP_C_FLAGS is what the compiler driver needs to link the OpenMP

@@ -1,6 +1,11 @@
 # cmake/MftLibrary.cmake — the library itself: one object library compiled from
 # tensor/, ops/ and autograd/, linked into mft_shared (libmft.so) and mft_static
 # (libmft.a). mft::mft is the shared one; mft::mft_static the static one.
+# zlib (Debian zlib1g-dev) reads the gzip-compressed IDX datasets
+# (tensor/idx.c): a PRIVATE dependency of both libraries; libmft.a's consumers
+# still link it ($<LINK_ONLY:ZLIB::ZLIB> in the exported interface, hence
+# find_dependency(ZLIB) in mftConfig.cmake and Requires.private: zlib in mft.pc).
+find_package(ZLIB REQUIRED)
 file(GLOB MFT_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/tensor/*.c
   ${PROJECT_SOURCE_DIR}/ops/*.c
@@ -13,7 +18,7 @@ target_include_directories(mft_objects
   PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
   PRIVATE ${PROJECT_SOURCE_DIR}/tensor ${PROJECT_SOURCE_DIR}/ops
           ${PROJECT_SOURCE_DIR}/autograd ${XXHASH_INCLUDE_DIR})
-target_link_libraries(mft_objects PRIVATE mft_build_flags)
+target_link_libraries(mft_objects PRIVATE mft_build_flags ZLIB::ZLIB)
 if(MFT_OPENMP)
   target_link_libraries(mft_objects PRIVATE OpenMP::OpenMP_C)
   target_compile_definitions(mft_objects PRIVATE MFT_HAVE_OPENMP=1)
@@ -30,7 +35,7 @@ foreach(kind shared static)
   if(MFT_OPENMP)
     target_link_libraries(mft_${kind} PRIVATE OpenMP::OpenMP_C)
   endif()
-  target_link_libraries(mft_${kind} PRIVATE m)
+  target_link_libraries(mft_${kind} PRIVATE ZLIB::ZLIB m)
 endforeach()
 set_target_properties(mft_shared PROPERTIES VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME mft)

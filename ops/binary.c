@@ -2,8 +2,11 @@
  * div, maximum, minimum, pow, the comparisons (U8 results) and add with
  * alpha, each with in-place and _out variants. Loops have four paths: all
  * rows packed, one operand a broadcast scalar row (stride 0: the per-channel
- * bias of an NCHW tensor), and the strided fallback. */
+ * bias of an NCHW tensor), and the strided fallback. Differentiable entry
+ * points record through mft__agew_binary (elementwise_backward.c). */
 #include "ops_internal.h"
+
+/* elementwise_backward.c: records the node of a differentiable binary op */
 
 #define BINARY_LOOP(op, D, KIND, OT)                                                           \
     static void loop_##op##_##D(void *ctx, char **data, const int64_t *st, int64_t n0,          \
@@ -127,7 +130,7 @@ OP(ge, MFT__EW_COMPARE, LOOPS_FI(ge))
 #define DEFINE_BINARY(op)                                                                    \
     mft_tensor *mft_##op(const mft_tensor *a, const mft_tensor *b) {                         \
         const mft_tensor *in[2] = {a, b};                                                    \
-        return mft__ew_run(&op_##op, in, NULL);                                        \
+        return mft__agew_binary(#op, a, b, mft__ew_run(&op_##op, in, NULL), 0);              \
     }                                                                                        \
     mft_status mft_##op##_(mft_tensor *a, const mft_tensor *b) {                             \
         const mft_tensor *in[2] = {a, b};                                                    \
@@ -158,7 +161,7 @@ mft_tensor *mft_add_alpha(const mft_tensor *a, const mft_tensor *b, double alpha
     const mft_tensor *in[2] = {a, b};
     const double prm[2] = {alpha, 0};
     if (!binary_check_alpha("mft_add_alpha", a, b, alpha)) return NULL;
-    return mft__ew_run(&op_add_alpha, in, prm);
+    return mft__agew_binary("add_alpha", a, b, mft__ew_run(&op_add_alpha, in, prm), alpha);
 }
 mft_status mft_add_alpha_(mft_tensor *a, const mft_tensor *b, double alpha) {
     const mft_tensor *in[2] = {a, b};

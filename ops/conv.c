@@ -14,8 +14,14 @@
  * tag is channels-last, else CONTIGUOUS; 1-D results keep x's tag (its
  * rank-3 CHANNELS_LAST is N,L,C). Backward: grad_x in x's tag (dispatched in
  * it), grad_w computed in the conv format then packed in w's tag, grad_b
- * (C_out) contiguous. */
+ * (C_out) contiguous.
+ *
+ * Autograd: the forward entry points record one tape node (conv_record)
+ * whose backward calls the public backward functions, asking only for the
+ * gradients that are needed. */
+#include <stdio.h>
 #include <string.h>
+#include "autograd_internal.h"
 #include "mft/conv.h"
 #include "ops_internal.h"
 
@@ -340,11 +346,79 @@ static mft_tensor *conv_run(const char *fn, mft__op_id op, mft_format fmt, int k
     return out;
 }
 
+/* ---------------------------------------------------------------- autograd
+ * One node per recorded conv (Note [Tape] in mft/autograd.h): inputs {x, w,
+ * b} (b may be NULL), saved {x, w}, params conv_ag_params (the user's
+ * arguments with the defaults filled in). The node backward calls the public
+ * backward function asking only for the gradients whose inputs need grad, so
+ * the first layer of a network (x a constant image batch) never dispatches a
+ * convNd_backward_input op. Those functions already produce grad_x in x's
+ * format, grad_w in w's and grad_b packed (SPEC §5): the engine converts
+ * nothing. */
+typedef struct conv_ag_params {
+    int nsp;          /* 1, 2 or 3 */
+    bool transposed;  /* conv_transpose2d */
+    bool has_bias;
+    int64_t stride[3], padding[3], dilation[3], output_padding[3];
+    int64_t groups;
+} conv_ag_params;
+
+static mft_status conv_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                     mft_tensor **gin) {
+    const conv_ag_params *p = n->params;
+    const mft_tensor *x = n->saved[0], *w = n->saved[1];
+    mft_tensor **gx = n->in[0].needs_grad ? &gin[0] : NULL;
+    mft_tensor **gw = n->in[1].needs_grad ? &gin[1] : NULL;
+    mft_tensor **gb = p->has_bias && n->in[2].needs_grad ? &gin[2] : NULL;
+    if (!gx && !gw && !gb) return MFT_OK;
+    if (p->transposed)
+        return mft_conv_transpose2d_backward(gout[0], x, w, p->stride, p->padding,
+                                             p->output_padding, p->dilation, p->groups, gx, gw,
+                                             gb);
+    switch (p->nsp) {
+    case 1:
+        return mft_conv1d_backward(gout[0], x, w, p->stride, p->padding, p->dilation, p->groups,
+                                   gx, gw, gb);
+    case 2:
+        return mft_conv2d_backward(gout[0], x, w, p->stride, p->padding, p->dilation, p->groups,
+                                   gx, gw, gb);
+    default:
+        return mft_conv3d_backward(gout[0], x, w, p->stride, p->padding, p->dilation, p->groups,
+                                   gx, gw, gb);
+    }
+}
+
+/* Records the node for r's result y. On failure the error names r->fn. */
+static mft_status conv_record(const conv_req *r, mft_tensor *y) {
+    conv_ag_params p;
+    memset(&p, 0, sizeof p);
+    p.nsp = r->nsp;
+    p.transposed = r->transposed;
+    p.has_bias = r->b != NULL;
+    p.groups = r->groups;
+    for (int d = 0; d < r->nsp; d++) {
+        p.stride[d] = r->stride ? r->stride[d] : 1;
+        p.padding[d] = r->padding ? r->padding[d] : 0;
+        p.dilation[d] = r->dilation ? r->dilation[d] : 1;
+        p.output_padding[d] = r->output_padding ? r->output_padding[d] : 0;
+    }
+    static const char *const names[4] = {"", "conv1d", "conv2d", "conv3d"};
+    const mft_tensor *ins[3] = {r->x, r->w, r->b};
+    return mft__ag_record(r->fn, r->transposed ? "conv_transpose2d" : names[r->nsp],
+                          conv_node_backward, 3, ins, 1, &y, 2, ins, &p, sizeof p);
+}
+
 /* ---------------------------------------------------------------- forward entry points */
+/* Validates, runs the forward kernel and, when the thread records and an
+ * input requires grad, records the node (its internal calls run with grad
+ * mode off, so they record nothing of their own). */
 static mft_tensor *conv_forward(const conv_req *r) {
     conv_geom g;
     if (!conv_check(r, &g)) return NULL;
     const char *fn = r->fn;
+    const mft_tensor *ag_ins[3] = {r->x, r->w, r->b};
+    const bool rec = mft__ag_wants(3, ag_ins);
+    const bool grad_was = rec ? mft_set_grad_enabled(false) : true;
     mft__scope_suspend();
     mft_tensor *xb = conv_batched(r->x, g.batched);
     mft_tensor *xk = xb ? conv_to_kernel(r->x, r->nsp, g.batched) : NULL;
@@ -357,6 +431,7 @@ static mft_tensor *conv_forward(const conv_req *r) {
         if (yk) res = conv_from_kernel(yk, r->nsp, g.batched, fmt);
     }
     mft__scope_resume();
+    if (rec) mft_set_grad_enabled(grad_was);
     mft_tensor_release(xb);
     mft_tensor_release(xk);
     mft_tensor_release(wk);
@@ -367,6 +442,10 @@ static mft_tensor *conv_forward(const conv_req *r) {
     }
     mft_tensor *out = mft__retain_result(fn, res);
     mft_tensor_release(res);
+    if (out && rec && conv_record(r, out) != MFT_OK) {
+        mft__ag_drop_result(out);
+        return NULL;
+    }
     return out;
 }
 

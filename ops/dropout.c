@@ -20,8 +20,15 @@
  * Speed: the loop walks the result in memory order after coalescing dims;
  * along the innermost dim the key grows by a constant step, so the hash is
  * 32-bit integer arithmetic the compiler vectorises, and the loop is
- * memory-bound. */
+ * memory-bound.
+ *
+ * Autograd: mft_dropout / mft_dropout2d record one node (params p,
+ * training, seed; nothing saved) whose backward regenerates the mask with
+ * the public backward: grad_x = mask * grad_out / (1 - p), packed in
+ * grad_out's tag (the output's, = the input's). p = 0 or eval returns x
+ * itself, so nothing is recorded and the gradient flows through x. */
 #include <string.h>
+#include "autograd_internal.h"
 #include "ops_internal.h"
 #include "mft/resize.h"
 
@@ -315,12 +322,53 @@ static mft_tensor *dropout_run(const char *fn, const char *xname, const mft_tens
     return r;
 }
 
+typedef struct dropout_ag_params {
+    double p;
+    uint64_t seed;
+    bool training, channels;
+} dropout_ag_params;
+
+static mft_status dropout_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                        mft_tensor **gin) {
+    const dropout_ag_params *a = n->params;
+    gin[0] = a->channels ? mft_dropout2d_backward(gout[0], a->p, a->training, a->seed)
+                         : mft_dropout_backward(gout[0], a->p, a->training, a->seed);
+    return gin[0] ? MFT_OK : mft_last_error();
+}
+
+/* Forward plus recording (softmax_entry in ops/softmax.c explains the
+ * pattern). */
+static mft_tensor *dropout_entry(const char *fn, const mft_tensor *x, double p, bool training,
+                                 uint64_t seed, bool channels) {
+    if (!mft__ag_wants(1, &x)) return dropout_run(fn, "x", x, p, training, seed, channels);
+    mft__scope_suspend();
+    const bool prev = mft_set_grad_enabled(false);
+    mft_tensor *y = dropout_run(fn, "x", x, p, training, seed, channels);
+    mft_set_grad_enabled(prev);
+    mft__scope_resume();
+    if (!y) return NULL;
+    dropout_ag_params a;
+    memset(&a, 0, sizeof a); /* padding copied into the node: keep it defined */
+    a.p = p;
+    a.seed = seed;
+    a.training = training;
+    a.channels = channels;
+    if (mft__ag_record1(fn, channels ? "dropout2d" : "dropout", dropout_node_backward, x, y, false,
+                        false, &a, sizeof a) != MFT_OK) {
+        mft_tensor_release(y);
+        return NULL;
+    }
+    mft_tensor *r = mft__retain_result(fn, y);
+    mft_tensor_release(y);
+    return r;
+}
+
 mft_tensor *mft_dropout(const mft_tensor *x, double p, bool training, uint64_t seed) {
-    return dropout_run("mft_dropout", "x", x, p, training, seed, false);
+    return dropout_entry("mft_dropout", x, p, training, seed, false);
 }
 
 mft_tensor *mft_dropout2d(const mft_tensor *x, double p, bool training, uint64_t seed) {
-    return dropout_run("mft_dropout2d", "x", x, p, training, seed, true);
+    return dropout_entry("mft_dropout2d", x, p, training, seed, true);
 }
 
 mft_tensor *mft_dropout_backward(const mft_tensor *grad_out, double p, bool training,

@@ -3,9 +3,14 @@
  * dim / 0-dim / scalar priority groups), the result layout rule of SPEC §4
  * (fast setup or stride-order reorder, then the first operand's tag for
  * ambiguous strides), destination checks for in-place and _out variants, and
- * the run through the iterator. Kernels live in unary.c, binary.c, ternary.c. */
+ * the run through the iterator. Kernels live in unary.c, binary.c, ternary.c.
+ * In-place and _out variants all pass mft__ew_run_into, which refuses them
+ * while the tape records (mft__agew_check_into). */
 #include <string.h>
+#include "mft/autograd.h"
 #include "ops_internal.h"
+
+/* elementwise_backward.c: refusal of in-place / out= writes while recording */
 
 /* ---------------------------------------------------------------- promotion */
 bool mft__is_float(mft_dtype dt) { return dt == MFT_F32 || dt == MFT_F64; }
@@ -200,7 +205,9 @@ static bool ew_cast_inputs(const char *fn, const mft__ew_op *op, const mft_tenso
             continue;
         }
         mft__scope_suspend(); /* a condition means "non-zero", not a cast (0.5 is true) */
+        bool grad = mft_set_grad_enabled(false); /* an internal cast records nothing */
         mft_tensor *c = cond ? mft_ne_scalar(in[k], 0.0) : mft_to_dtype(in[k], want);
+        mft_set_grad_enabled(grad);
         mft__scope_resume();
         if (!c) {
             mft__relabel_error(fn);
@@ -291,5 +298,9 @@ mft_status mft__ew_run_into(const mft__ew_op *op, const char *fn, mft_tensor *ou
         return MFT_ERR_NULL;
     }
     if (!ew_check_null(fn, op, inputs)) return MFT_ERR_NULL;
+    /* Note [Tape]: no in-place write to a tensor that requires grad, no out=
+     * from inputs that require grad, while the tape records */
+    mft_status st = mft__agew_check_into(fn, out, op->ninputs, inputs);
+    if (st != MFT_OK) return st;
     return ew_run(fn, op, out, inputs, params) ? MFT_OK : mft_last_error();
 }

@@ -43,9 +43,13 @@
  * one matrix. If the packing buffers cannot be allocated (kernels cannot
  * fail) the kernel falls back to a plain loop. Mixed dtypes are rejected
  * (no type promotion); the bias of linear is added in place with mft_add_
- * on the internal result (not fused into the kernel's store). */
+ * on the internal result (not fused into the kernel's store).
+ * Autograd: mft_matmul / mft_linear record a tape node under a recording
+ * tape (the autograd section, before the backward functions). */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include "autograd_internal.h"
 #include "ops_internal.h"
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -120,7 +124,7 @@ static mft_tensor *matmul_finish(const char *fn, mft_tensor *res) {
     return r;
 }
 
-mft_tensor *mft_matmul(const mft_tensor *a, const mft_tensor *b) {
+static mft_tensor *matmul_impl(const mft_tensor *a, const mft_tensor *b) {
     static const char fn[] = "mft_matmul";
     char d1[MFT__DIMS_BUF], d2[MFT__DIMS_BUF];
     if (!a || !b) {
@@ -202,7 +206,7 @@ mft_tensor *mft_matmul(const mft_tensor *a, const mft_tensor *b) {
     return matmul_finish(fn, res);
 }
 
-mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b) {
+static mft_tensor *linear_impl(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b) {
     static const char fn[] = "mft_linear";
     char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
     if (!x || !w) {
@@ -255,6 +259,67 @@ mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tenso
     mft_tensor *r = mft__retain_result(fn, res);
     mft_tensor_release(res);
     return r;
+}
+
+/* ---------------------------------------------------------------- autograd
+ * Nodes "matmul" (inputs {a, b}, saved {a, b}) and "linear" (inputs {x, w,
+ * b}, saved {x, w}; b may be NULL) (Note [Tape] in mft/autograd.h). Their
+ * backward asks the public backward functions only for the gradients whose
+ * inputs need grad; those come packed in the input's format (SPEC §5). Under
+ * a recording tape the forward runs with grad mode off, so its internal
+ * calls record nothing; if the node cannot be recorded the result is taken
+ * back (gemm_ag_drop) and the call fails. */
+typedef struct gemm_ag_params {
+    bool has_bias;
+} gemm_ag_params;
+
+static mft_status matmul_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                       mft_tensor **gin) {
+    mft_tensor **ga = n->in[0].needs_grad ? &gin[0] : NULL;
+    mft_tensor **gb = n->in[1].needs_grad ? &gin[1] : NULL;
+    return mft_matmul_backward(gout[0], n->saved[0], n->saved[1], ga, gb);
+}
+
+static mft_status linear_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                       mft_tensor **gin) {
+    const gemm_ag_params *p = n->params;
+    mft_tensor **gx = n->in[0].needs_grad ? &gin[0] : NULL;
+    mft_tensor **gw = n->in[1].needs_grad ? &gin[1] : NULL;
+    mft_tensor **gb = p->has_bias && n->in[2].needs_grad ? &gin[2] : NULL;
+    if (!gx && !gw && !gb) return MFT_OK;
+    return mft_linear_backward(gout[0], n->saved[0], n->saved[1], gx, gw, gb);
+}
+
+/* Records the node of y (the result handed to the caller); on failure drops
+ * y and returns NULL. */
+static mft_tensor *gemm_ag_finish(const char *fn, const char *name, mft__ag_backward_fn bw,
+                                  int nin, const mft_tensor *const *ins, mft_tensor *y,
+                                  const gemm_ag_params *p) {
+    if (y && mft__ag_record(fn, name, bw, nin, ins, 1, &y, 2, ins, p, sizeof *p) != MFT_OK) {
+        mft__ag_drop_result(y);
+        return NULL;
+    }
+    return y;
+}
+
+mft_tensor *mft_matmul(const mft_tensor *a, const mft_tensor *b) {
+    const mft_tensor *ins[2] = {a, b};
+    if (!mft__ag_wants(2, ins)) return matmul_impl(a, b);
+    const bool grad_was = mft_set_grad_enabled(false);
+    mft_tensor *y = matmul_impl(a, b);
+    mft_set_grad_enabled(grad_was);
+    const gemm_ag_params p = {false};
+    return gemm_ag_finish("mft_matmul", "matmul", matmul_node_backward, 2, ins, y, &p);
+}
+
+mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b) {
+    const mft_tensor *ins[3] = {x, w, b};
+    if (!mft__ag_wants(3, ins)) return linear_impl(x, w, b);
+    const bool grad_was = mft_set_grad_enabled(false);
+    mft_tensor *y = linear_impl(x, w, b);
+    mft_set_grad_enabled(grad_was);
+    const gemm_ag_params p = {b != NULL};
+    return gemm_ag_finish("mft_linear", "linear", linear_node_backward, 3, ins, y, &p);
 }
 
 /* ---------------------------------------------------------------- backward

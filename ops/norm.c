@@ -64,9 +64,23 @@
  *
  * The _ex variants also return the statistics (x's dtype): mean and
  * 1 / sqrt(var + eps) per set (batch_norm eval: the running ones).
+ *
+ * Autograd (DESIGN §8; the "autograd" section before the entry points):
+ * every entry point, _ex included, records one node when x, weight or bias
+ * requires grad under a recording tape: inputs {x, weight, bias} (NULL
+ * weight / bias take no part), saved {x, weight, mean, rstd} (the _ex
+ * statistics: batch_norm training the batch ones, eval copies of the
+ * running ones, so later running-stat updates cannot make the node stale),
+ * and the backward calls the public *_backward of ops/norm_backward.c
+ * (grad_x packed in x's tag, grad_weight / grad_bias packed: the engine
+ * converts nothing). The running statistics are never inputs: they get no
+ * gradient, backward never touches them, and a running statistic that
+ * requires grad is refused in training while the tape records (it is
+ * written in place).
  */
 #include <stdlib.h>
 #include <string.h>
+#include "autograd_internal.h"
 #include "mft/cnn.h"
 #include "ops_internal.h"
 
@@ -858,21 +872,6 @@ static mft_tensor *batch_norm_impl(const char *fn, const mft_tensor *x, mft_tens
                     x->numel ? count : 0, smean, srstd);
 }
 
-mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_tensor *running_var,
-                           const mft_tensor *weight, const mft_tensor *bias, bool training,
-                           double momentum, double eps) {
-    return batch_norm_impl("mft_batch_norm", x, running_mean, running_var, weight, bias, training,
-                           momentum, eps, NULL, NULL);
-}
-
-mft_tensor *mft_batch_norm_ex(const mft_tensor *x, mft_tensor *running_mean,
-                              mft_tensor *running_var, const mft_tensor *weight,
-                              const mft_tensor *bias, bool training, double momentum, double eps,
-                              mft_tensor **save_mean, mft_tensor **save_invstd) {
-    return batch_norm_impl("mft_batch_norm_ex", x, running_mean, running_var, weight, bias,
-                           training, momentum, eps, save_mean, save_invstd);
-}
-
 static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t groups,
                                    const mft_tensor *weight, const mft_tensor *bias, double eps,
                                    bool instance, mft_tensor **smean, mft_tensor **srstd) {
@@ -916,22 +915,6 @@ static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t 
                     NULL, 0, smean, srstd);
 }
 
-mft_tensor *mft_group_norm(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
-                           const mft_tensor *bias, double eps) {
-    return group_norm_impl("mft_group_norm", x, groups, weight, bias, eps, false, NULL, NULL);
-}
-
-mft_tensor *mft_group_norm_ex(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
-                              const mft_tensor *bias, double eps, mft_tensor **mean,
-                              mft_tensor **rstd) {
-    return group_norm_impl("mft_group_norm_ex", x, groups, weight, bias, eps, false, mean, rstd);
-}
-
-mft_tensor *mft_instance_norm(const mft_tensor *x, const mft_tensor *weight,
-                              const mft_tensor *bias, double eps) {
-    return group_norm_impl("mft_instance_norm", x, 0, weight, bias, eps, true, NULL, NULL);
-}
-
 static mft_tensor *layer_norm_impl(const char *fn, const mft_tensor *x, int nnorm,
                                    const int64_t *normalized_shape, const mft_tensor *weight,
                                    const mft_tensor *bias, double eps, mft_tensor **smean,
@@ -973,15 +956,202 @@ static mft_tensor *layer_norm_impl(const char *fn, const mft_tensor *x, int nnor
                     smean, srstd);
 }
 
+/* ---------------------------------------------------------------- autograd */
+enum { NORM_AG_BATCH, NORM_AG_GROUP, NORM_AG_INSTANCE, NORM_AG_LAYER };
+
+typedef struct norm_ag_params {
+    int64_t shape[MFT_MAX_DIMS]; /* layer_norm: normalized_shape[0..nnorm) */
+    int64_t groups;
+    double eps;
+    int kind, nnorm;
+    bool training;
+} norm_ag_params;
+
+/* saved = {x, weight, mean, rstd}; gradients for the inputs that need one. */
+static mft_status norm_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                     mft_tensor **gin) {
+    const norm_ag_params *p = n->params;
+    const mft_tensor *x = n->saved[0], *w = n->saved[1], *m = n->saved[2], *r = n->saved[3];
+    mft_tensor **gx = n->in[0].needs_grad ? &gin[0] : NULL;
+    mft_tensor **gw = n->in[1].needs_grad ? &gin[1] : NULL;
+    mft_tensor **gb = n->in[2].needs_grad ? &gin[2] : NULL;
+    switch (p->kind) {
+    case NORM_AG_BATCH:
+        return mft_batch_norm_backward(gout[0], x, w, m, r, p->training, gx, gw, gb);
+    case NORM_AG_GROUP:
+        return mft_group_norm_backward(gout[0], x, p->groups, m, r, w, p->eps, gx, gw, gb);
+    case NORM_AG_INSTANCE:
+        return mft_instance_norm_backward(gout[0], x, m, r, w, p->eps, gx, gw, gb);
+    default:
+        return mft_layer_norm_backward(gout[0], x, p->nnorm, p->shape, m, r, w, p->eps, gx, gw,
+                                       gb);
+    }
+}
+
+/* Starts a forward that will record: grad mode off (the helpers record
+ * nothing) and the user's scope suspended (the results are ours until
+ * norm_finish hands them over). */
+static bool norm_ag_begin(void) {
+    mft__scope_suspend();
+    return mft_set_grad_enabled(false);
+}
+
+static void norm_ag_end(bool prev) {
+    mft_set_grad_enabled(prev);
+    mft__scope_resume();
+}
+
+/* Records the node for y (ours, NULL after a failed forward) computed from
+ * ins = {x, weight, bias} with statistics m, r (ours), then hands y over as
+ * the result and the statistics to *um / *ur when asked (else drops ours).
+ * On failure releases everything and returns NULL with *um, *ur NULL. */
+static mft_tensor *norm_finish(const char *fn, const char *name, mft_tensor *y,
+                               const mft_tensor *const *ins, mft_tensor *m, mft_tensor *r,
+                               const norm_ag_params *p, mft_tensor **um, mft_tensor **ur) {
+    if (um) *um = NULL;
+    if (ur) *ur = NULL;
+    if (!y) {
+        mft_tensor_release(m);
+        mft_tensor_release(r);
+        return NULL;
+    }
+    const mft_tensor *saved[4] = {ins[0], ins[1], m, r};
+    mft_tensor *outs[1] = {y};
+    if (mft__ag_record(fn, name, norm_node_backward, 3, ins, 1, outs, 4, saved, p, sizeof *p) !=
+        MFT_OK) {
+        mft_tensor_release(y);
+        mft_tensor_release(m);
+        mft_tensor_release(r);
+        return NULL;
+    }
+    mft_tensor *res = mft__retain_result(fn, y);
+    mft_tensor_release(y);
+    mft_tensor *stat[2] = {m, r};
+    mft_tensor **dst[2] = {um, ur};
+    for (int k = 0; k < 2; k++) {
+        if (res && dst[k]) {
+            *dst[k] = mft__retain_result(fn, stat[k]);
+            if (!*dst[k]) {
+                /* out of memory registering in the open scope (the only way
+                 * this fails), which owns what was registered before: the
+                 * caller gets nothing */
+                res = NULL;
+                if (um) *um = NULL;
+            }
+        }
+        mft_tensor_release(stat[k]);
+    }
+    return res;
+}
+
+/* ---------------------------------------------------------------- entry points (recording) */
+static mft_tensor *batch_norm_entry(const char *fn, const mft_tensor *x, mft_tensor *running_mean,
+                                    mft_tensor *running_var, const mft_tensor *weight,
+                                    const mft_tensor *bias, bool training, double momentum,
+                                    double eps, mft_tensor **um, mft_tensor **ur) {
+    const mft_tensor *ins[3] = {x, weight, bias};
+    if (training && (mft__ag_check_inplace(fn, running_mean) != MFT_OK ||
+                     mft__ag_check_inplace(fn, running_var) != MFT_OK)) {
+        if (um) *um = NULL;
+        if (ur) *ur = NULL;
+        return NULL;
+    }
+    if (!mft__ag_wants(3, ins))
+        return batch_norm_impl(fn, x, running_mean, running_var, weight, bias, training, momentum,
+                               eps, um, ur);
+    mft_tensor *m = NULL, *r = NULL;
+    const bool prev = norm_ag_begin();
+    mft_tensor *y = batch_norm_impl(fn, x, running_mean, running_var, weight, bias, training,
+                                    momentum, eps, &m, &r);
+    norm_ag_end(prev);
+    norm_ag_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = NORM_AG_BATCH;
+    p.eps = eps;
+    p.training = training;
+    return norm_finish(fn, "batch_norm", y, ins, m, r, &p, um, ur);
+}
+
+mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_tensor *running_var,
+                           const mft_tensor *weight, const mft_tensor *bias, bool training,
+                           double momentum, double eps) {
+    return batch_norm_entry("mft_batch_norm", x, running_mean, running_var, weight, bias,
+                            training, momentum, eps, NULL, NULL);
+}
+
+mft_tensor *mft_batch_norm_ex(const mft_tensor *x, mft_tensor *running_mean,
+                              mft_tensor *running_var, const mft_tensor *weight,
+                              const mft_tensor *bias, bool training, double momentum, double eps,
+                              mft_tensor **save_mean, mft_tensor **save_invstd) {
+    return batch_norm_entry("mft_batch_norm_ex", x, running_mean, running_var, weight, bias,
+                            training, momentum, eps, save_mean, save_invstd);
+}
+
+static mft_tensor *group_norm_entry(const char *fn, const mft_tensor *x, int64_t groups,
+                                    const mft_tensor *weight, const mft_tensor *bias, double eps,
+                                    bool instance, mft_tensor **um, mft_tensor **ur) {
+    const mft_tensor *ins[3] = {x, weight, bias};
+    if (!mft__ag_wants(3, ins))
+        return group_norm_impl(fn, x, groups, weight, bias, eps, instance, um, ur);
+    mft_tensor *m = NULL, *r = NULL;
+    const bool prev = norm_ag_begin();
+    mft_tensor *y = group_norm_impl(fn, x, groups, weight, bias, eps, instance, &m, &r);
+    norm_ag_end(prev);
+    norm_ag_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = instance ? NORM_AG_INSTANCE : NORM_AG_GROUP;
+    p.groups = groups;
+    p.eps = eps;
+    return norm_finish(fn, instance ? "instance_norm" : "group_norm", y, ins, m, r, &p, um, ur);
+}
+
+mft_tensor *mft_group_norm(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
+                           const mft_tensor *bias, double eps) {
+    return group_norm_entry("mft_group_norm", x, groups, weight, bias, eps, false, NULL, NULL);
+}
+
+mft_tensor *mft_group_norm_ex(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
+                              const mft_tensor *bias, double eps, mft_tensor **mean,
+                              mft_tensor **rstd) {
+    return group_norm_entry("mft_group_norm_ex", x, groups, weight, bias, eps, false, mean, rstd);
+}
+
+mft_tensor *mft_instance_norm(const mft_tensor *x, const mft_tensor *weight,
+                              const mft_tensor *bias, double eps) {
+    return group_norm_entry("mft_instance_norm", x, 0, weight, bias, eps, true, NULL, NULL);
+}
+
+static mft_tensor *layer_norm_entry(const char *fn, const mft_tensor *x, int nnorm,
+                                    const int64_t *normalized_shape, const mft_tensor *weight,
+                                    const mft_tensor *bias, double eps, mft_tensor **um,
+                                    mft_tensor **ur) {
+    const mft_tensor *ins[3] = {x, weight, bias};
+    if (!mft__ag_wants(3, ins))
+        return layer_norm_impl(fn, x, nnorm, normalized_shape, weight, bias, eps, um, ur);
+    mft_tensor *m = NULL, *r = NULL;
+    const bool prev = norm_ag_begin();
+    mft_tensor *y = layer_norm_impl(fn, x, nnorm, normalized_shape, weight, bias, eps, &m, &r);
+    norm_ag_end(prev);
+    norm_ag_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = NORM_AG_LAYER;
+    p.eps = eps;
+    if (y) { /* nnorm and normalized_shape were validated */
+        p.nnorm = nnorm;
+        memcpy(p.shape, normalized_shape, (size_t)nnorm * sizeof *normalized_shape);
+    }
+    return norm_finish(fn, "layer_norm", y, ins, m, r, &p, um, ur);
+}
+
 mft_tensor *mft_layer_norm(const mft_tensor *x, int nnorm, const int64_t *normalized_shape,
                            const mft_tensor *weight, const mft_tensor *bias, double eps) {
-    return layer_norm_impl("mft_layer_norm", x, nnorm, normalized_shape, weight, bias, eps, NULL,
-                           NULL);
+    return layer_norm_entry("mft_layer_norm", x, nnorm, normalized_shape, weight, bias, eps, NULL,
+                            NULL);
 }
 
 mft_tensor *mft_layer_norm_ex(const mft_tensor *x, int nnorm, const int64_t *normalized_shape,
                               const mft_tensor *weight, const mft_tensor *bias, double eps,
                               mft_tensor **mean, mft_tensor **rstd) {
-    return layer_norm_impl("mft_layer_norm_ex", x, nnorm, normalized_shape, weight, bias, eps,
-                           mean, rstd);
+    return layer_norm_entry("mft_layer_norm_ex", x, nnorm, normalized_shape, weight, bias, eps,
+                            mean, rstd);
 }

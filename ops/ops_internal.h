@@ -199,4 +199,20 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
                          const mft_tensor *const *in, const bool *convert, int nout,
                          mft_tensor *const *out, const void *params);
 
+/* ---------------------------------------------------------------- autograd
+ * Recording for the elementwise family (elementwise_backward.c): entry
+ * points hand their fresh result to these, which record a node when an
+ * input requires grad on a recording thread and return the result (NULL,
+ * result released, if recording fails). op is the short name ("relu",
+ * "add", ...). */
+mft_tensor *mft__agew_unary(const char *op, const mft_tensor *x, mft_tensor *y, double p0,
+                            double p1);
+mft_tensor *mft__agew_binary(const char *op, const mft_tensor *a, const mft_tensor *b,
+                             mft_tensor *c, double alpha);
+mft_tensor *mft__agew_ternary(const char *op, const mft_tensor *x, const mft_tensor *a,
+                              const mft_tensor *b, mft_tensor *y, double value);
+/* The in-place / out= refusal while recording (MFT_ERR_UNSUPPORTED naming fn). */
+mft_status mft__agew_check_into(const char *fn, const mft_tensor *out, int n,
+                                const mft_tensor *const *inputs);
+
 #endif

@@ -20,9 +20,22 @@
  *     constant: p outside [0, size) -> value; reflect: p < 0 -> -p, p >= size
  *     -> 2*(size-1) - p; replicate: clamp to [0, size-1]. (This equals
  *     PyTorch's index arithmetic, negative pads included.)
- * The result is packed in x's tag for rank 3-5, else CONTIGUOUS (SPEC §4). */
+ * The result is packed in x's tag for rank 3-5, else CONTIGUOUS (SPEC §4).
+ *
+ * Autograd (DESIGN §8): mft_pad, mft_cat, mft_stack and mft_split record one
+ * node each (the "autograd" section at the end). pad saves x (sizes, dtype,
+ * tag) and calls mft_pad_backward. cat / stack save nothing, so a constant
+ * input may still be changed in place before backward: each input's
+ * gradient is the narrow (cat) / select (stack) of grad_out copied into a
+ * tensor of that input's sizes and dtype packed in its format (what
+ * mft_cat_backward computes, from the node's input records). split is one
+ * node with one output per chunk; x's gradient is the chunks' gradients
+ * (zeros for chunks nobody used, from the engine) copied into one tensor in
+ * x's format. Every gradient is made in its input's format: the engine
+ * converts nothing. */
 #include <stdio.h>
 #include <string.h>
+#include "autograd_internal.h"
 #include "ops_internal.h"
 
 /* The reference kernels, for tests (declared here, ops_internal.h is shared). */
@@ -148,9 +161,8 @@ static bool pad_check(const char *fn, const mft_tensor *x, int npad, const int64
     return true;
 }
 
-mft_tensor *mft_pad(const mft_tensor *x, int npad, const int64_t *pads, mft_pad_mode mode,
-                    double value) {
-    static const char fn[] = "mft_pad";
+static mft_tensor *pad_forward(const char *fn, const mft_tensor *x, int npad,
+                               const int64_t *pads, mft_pad_mode mode, double value) {
     mft_pad_params p;
     int64_t out[MFT_MAX_DIMS];
     if (!pad_check(fn, x, npad, pads, mode, value, &p, out)) return NULL;
@@ -734,14 +746,12 @@ static bool list_check(const char *fn, int n, const mft_tensor *const *ts) {
     return true;
 }
 
-mft_tensor *mft_cat(int n, const mft_tensor *const *ts, int dim) {
-    static const char fn[] = "mft_cat";
+static mft_tensor *cat_forward(const char *fn, int n, const mft_tensor *const *ts, int dim) {
     if (!list_check(fn, n, ts)) return NULL;
     return cat_impl(fn, n, ts, dim, true);
 }
 
-mft_tensor *mft_stack(int n, const mft_tensor *const *ts, int dim) {
-    static const char fn[] = "mft_stack";
+static mft_tensor *stack_forward(const char *fn, int n, const mft_tensor *const *ts, int dim) {
     char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
     if (!list_check(fn, n, ts)) return NULL;
     for (int i = 1; i < n; i++) {
@@ -932,9 +942,9 @@ mft_status mft_stack_backward(const mft_tensor *grad_out, int n, const mft_tenso
 }
 
 /* ---------------------------------------------------------------- split */
-mft_status mft_split(const mft_tensor *x, int64_t split_size, int dim, int max_out,
-                     mft_tensor **outs, int *nout) {
-    static const char fn[] = "mft_split";
+/* The views, not yet registered in any scope (the caller hands them over). */
+static mft_status split_forward(const char *fn, const mft_tensor *x, int64_t split_size, int dim,
+                                int max_out, mft_tensor **outs, int *nout) {
     if (nout) *nout = 0;
     if (!x) {
         mft__null_arg(fn, "x");
@@ -984,5 +994,204 @@ mft_status mft_split(const mft_tensor *x, int64_t split_size, int dim, int max_o
         }
     }
     *nout = (int)chunks;
+    return MFT_OK;
+}
+
+/* ---------------------------------------------------------------- autograd and entry points
+ * Each public entry point runs its forward directly when nothing records;
+ * under a recording tape the forward runs with grad mode off and the user's
+ * scope suspended (ag_begin / ag_end: the helpers it calls neither record
+ * nor register), the node is recorded, then the results are handed over
+ * like any op result (registered in the innermost scope). */
+static bool ag_begin(void) {
+    mft__scope_suspend();
+    return mft_set_grad_enabled(false);
+}
+
+static void ag_end(bool prev) {
+    mft_set_grad_enabled(prev);
+    mft__scope_resume();
+}
+
+/* Hands y (ours) over as the op's result. */
+static mft_tensor *ag_hand_over(const char *fn, mft_tensor *y) {
+    mft_tensor *r = mft__retain_result(fn, y);
+    mft_tensor_release(y);
+    return r;
+}
+
+/* A tensor of input in's sizes and dtype, packed in its format (SPEC §5),
+ * holding part (a view of a gradient with in's sizes), or NULL. */
+static mft_tensor *ag_grad_like_input(const mft__ag_input *in, const mft_tensor *part) {
+    const mft_format fmt = in->ndim >= 3 && in->ndim <= 5 ? in->tag : MFT_CONTIGUOUS;
+    mft_tensor *g = mft_empty(in->ndim, in->sizes, in->dtype, fmt);
+    if (g && g->numel && mft_copy_(g, part) != MFT_OK) {
+        mft_tensor_release(g);
+        return NULL;
+    }
+    return g;
+}
+
+typedef struct pad_ag_params {
+    int64_t pads[2 * MFT_MAX_DIMS];
+    int npad;
+    mft_pad_mode mode;
+} pad_ag_params;
+
+static mft_status pad_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                    mft_tensor **gin) {
+    const pad_ag_params *p = n->params;
+    gin[0] = mft_pad_backward(gout[0], n->saved[0], p->npad, p->pads, p->mode);
+    return gin[0] ? MFT_OK : mft_last_error();
+}
+
+mft_tensor *mft_pad(const mft_tensor *x, int npad, const int64_t *pads, mft_pad_mode mode,
+                    double value) {
+    static const char fn[] = "mft_pad";
+    if (!mft__ag_wants(1, &x)) return pad_forward(fn, x, npad, pads, mode, value);
+    const bool prev = ag_begin();
+    mft_tensor *y = pad_forward(fn, x, npad, pads, mode, value);
+    ag_end(prev);
+    if (!y) return NULL;
+    pad_ag_params p;
+    memset(&p, 0, sizeof p);
+    if (npad > 0) memcpy(p.pads, pads, (size_t)npad * sizeof *pads); /* npad checked */
+    p.npad = npad;
+    p.mode = mode;
+    if (mft__ag_record1(fn, "pad", pad_node_backward, x, y, true, false, &p, sizeof p) !=
+        MFT_OK) {
+        mft_tensor_release(y);
+        return NULL;
+    }
+    return ag_hand_over(fn, y);
+}
+
+/* cat / stack: dim wrapped against the result's rank. */
+typedef struct cat_ag_params {
+    int dim;
+    bool stack;
+} cat_ag_params;
+
+static mft_status cat_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                    mft_tensor **gin) {
+    const cat_ag_params *p = n->params;
+    int64_t off = 0;
+    for (int k = 0; k < n->nin; k++) {
+        const mft__ag_input *in = &n->in[k];
+        const bool skipped = !p->stack && in->ndim == 1 && in->sizes[0] == 0; /* legacy empty */
+        mft_tensor *part = NULL;
+        if (p->stack) {
+            if (!in->needs_grad) continue;
+            part = mft_select(gout[0], p->dim, k);
+        } else if (!skipped) {
+            const int64_t len = in->sizes[p->dim];
+            off += len;
+            if (!in->needs_grad) continue;
+            part = mft_narrow(gout[0], p->dim, off - len, len);
+        } else if (!in->needs_grad) {
+            continue;
+        }
+        if (!skipped && !part) return mft_last_error();
+        gin[k] = ag_grad_like_input(in, part); /* skipped: an empty [0] tensor */
+        mft_tensor_release(part);
+        if (!gin[k]) return mft_last_error(); /* the engine releases gin[0..k) */
+    }
+    return MFT_OK;
+}
+
+/* Forward plus recording of cat (stack = false) or stack. */
+static mft_tensor *cat_entry(const char *fn, int n, const mft_tensor *const *ts, int dim,
+                             bool stack) {
+    if (!ts || n < 1 || !mft__ag_wants(n, ts))
+        return stack ? stack_forward(fn, n, ts, dim) : cat_forward(fn, n, ts, dim);
+    const bool prev = ag_begin();
+    mft_tensor *y = stack ? stack_forward(fn, n, ts, dim) : cat_forward(fn, n, ts, dim);
+    ag_end(prev);
+    if (!y) return NULL;
+    cat_ag_params p;
+    memset(&p, 0, sizeof p);
+    p.dim = mft__wrap_dim(fn, dim, y->ndim); /* valid: the forward accepted it */
+    p.stack = stack;
+    if (mft__ag_record(fn, stack ? "stack" : "cat", cat_node_backward, n, ts, 1, &y, 0, NULL, &p,
+                       sizeof p) != MFT_OK) {
+        mft_tensor_release(y);
+        return NULL;
+    }
+    return ag_hand_over(fn, y);
+}
+
+mft_tensor *mft_cat(int n, const mft_tensor *const *ts, int dim) {
+    return cat_entry("mft_cat", n, ts, dim, false);
+}
+
+mft_tensor *mft_stack(int n, const mft_tensor *const *ts, int dim) {
+    return cat_entry("mft_stack", n, ts, dim, true);
+}
+
+/* split: x's gradient is the chunks' gradients copied side by side into a
+ * tensor packed in x's format. */
+typedef struct split_ag_params {
+    int dim;
+} split_ag_params;
+
+static mft_status split_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                      mft_tensor **gin) {
+    const split_ag_params *p = n->params;
+    const mft__ag_input *in = &n->in[0];
+    if (!in->needs_grad) return MFT_OK;
+    const mft_format fmt = in->ndim >= 3 && in->ndim <= 5 ? in->tag : MFT_CONTIGUOUS;
+    mft_tensor *g = mft_empty(in->ndim, in->sizes, in->dtype, fmt);
+    if (!g) return mft_last_error();
+    int64_t off = 0;
+    for (int j = 0; j < n->nout; j++) {
+        const int64_t len = gout[j]->sizes[p->dim];
+        mft_tensor *v = len ? mft_narrow(g, p->dim, off, len) : NULL;
+        if (len && (!v || mft_copy_(v, gout[j]) != MFT_OK)) {
+            mft_tensor_release(v);
+            mft_tensor_release(g);
+            return mft_last_error();
+        }
+        mft_tensor_release(v);
+        off += len;
+    }
+    gin[0] = g;
+    return MFT_OK;
+}
+
+mft_status mft_split(const mft_tensor *x, int64_t split_size, int dim, int max_out,
+                     mft_tensor **outs, int *nout) {
+    static const char fn[] = "mft_split";
+    const bool rec = mft__ag_wants(1, &x);
+    const bool prev = ag_begin(); /* the views are registered below, once all exist */
+    mft_status st = split_forward(fn, x, split_size, dim, max_out, outs, nout);
+    ag_end(prev);
+    if (st != MFT_OK) return st;
+    const int k = *nout;
+    if (rec) {
+        split_ag_params p = {mft__wrap_dim(fn, dim, x->ndim)};
+        st = mft__ag_record(fn, "split", split_node_backward, 1, &x, k, outs, 0, NULL, &p,
+                            sizeof p);
+        if (st != MFT_OK) {
+            for (int j = 0; j < k; j++) {
+                mft_tensor_release(outs[j]);
+                outs[j] = NULL;
+            }
+            *nout = 0;
+            return st;
+        }
+    }
+    for (int j = 0; j < k; j++) {
+        mft_tensor *v = outs[j];
+        outs[j] = mft__retain_result(fn, v);
+        mft_tensor_release(v);
+        if (!outs[j]) {
+            /* out of memory registering in the open scope, which owns (and
+             * releases) the views registered before; ours go now */
+            for (int i = j + 1; i < k; i++) mft_tensor_release(outs[i]);
+            for (int i = 0; i < k; i++) outs[i] = NULL;
+            *nout = 0;
+            return MFT_ERR_NOMEM;
+        }
+    }
     return MFT_OK;
 }

@@ -21,8 +21,12 @@
  *     count_include_pad, else the clipped window's size.
  * Rank 3 (C,H,W) runs as N = 1 through an internal view. The result is
  * packed in x's tag (SPEC §4); rank 3 results are CONTIGUOUS like PyTorch's
- * (mft's rank-3 CHANNELS_LAST means N,L,C, which is no pooling layout). */
+ * (mft's rank-3 CHANNELS_LAST means N,L,C, which is no pooling layout).
+ * Under a recording tape the entry points also record a node whose backward
+ * runs mft_max_pool2d_backward / mft_avg_pool2d_backward (ops/pool_more.c). */
+#include <stdio.h>
 #include <string.h>
+#include "autograd_internal.h"
 #include "ops_internal.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -172,9 +176,33 @@ static bool pool_check(const char *fn, bool is_max, const mft_tensor *x, const p
     return true;
 }
 
+/* ---------------------------------------------------------------- autograd
+ * Node "max_pool2d" / "avg_pool2d" (Note [Tape] in mft/autograd.h): input
+ * {x}, saved {x} (its sizes, dtype and format) and, for max, the indices the
+ * forward computes anyway; params: the resolved mft_pool2d_params. The
+ * backward functions (ops/pool_more.c) write grad_x packed in x's tag (SPEC
+ * §5), so the engine converts nothing. */
+typedef struct pool_ag_params {
+    bool is_max;
+    mft_pool2d_params p;
+} pool_ag_params;
+
+static mft_status pool_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                     mft_tensor **gin) {
+    const pool_ag_params *q = n->params;
+    const mft_pool2d_params *p = &q->p;
+    gin[0] = q->is_max ? mft_max_pool2d_backward(gout[0], n->saved[0], n->saved[1])
+                       : mft_avg_pool2d_backward(gout[0], n->saved[0], p->kernel, p->stride,
+                                                 p->padding, p->ceil_mode, p->count_include_pad,
+                                                 p->divisor_override);
+    return gin[0] ? MFT_OK : mft_last_error();
+}
+
 /* Validates, allocates the outputs packed in the result format, dispatches.
  * Returns the value result (user-owned) and, when indices_out is set, the
- * indices (user-owned); for max pooling the indices are always computed. */
+ * indices (user-owned); for max pooling the indices are always computed.
+ * Records the node when the thread records and x requires grad (internal
+ * calls run with grad mode off). */
 static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, const pool_args *a,
                             mft_tensor **indices_out) {
     const bool is_max = op == MFT__OP_MAX_POOL2D;
@@ -183,6 +211,8 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     if (!pool_check(fn, is_max, x, a, &p, out4)) return NULL;
     const bool rank3 = x->ndim == 3;
     const mft_format fmt = rank3 ? MFT_CONTIGUOUS : x->tag;
+    const bool rec = mft__ag_wants(1, &x);
+    const bool grad_was = rec ? mft_set_grad_enabled(false) : true;
 
     /* internal tensors are not the user's scope results */
     mft__scope_suspend();
@@ -211,6 +241,7 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
         ok = res[k] != NULL;
     }
     mft__scope_resume();
+    if (rec) mft_set_grad_enabled(grad_was);
     mft_tensor_release(x4);
     mft_tensor_release(outs[0]);
     mft_tensor_release(outs[1]);
@@ -226,6 +257,16 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     if (r && indices_out) {
         ri = mft__retain_result(fn, res[1]);
         if (!ri) r = NULL; /* only fails inside a scope, which then owns r */
+    }
+    if (r && rec) {
+        const pool_ag_params q = {is_max, p};
+        const mft_tensor *saved[2] = {x, res[1]};
+        if (mft__ag_record(fn, is_max ? "max_pool2d" : "avg_pool2d", pool_node_backward, 1, &x,
+                           1, &r, is_max ? 2 : 1, saved, &q, sizeof q) != MFT_OK) {
+            mft__ag_drop_result(r);
+            if (ri) mft__ag_drop_result(ri);
+            r = ri = NULL;
+        }
     }
     mft_tensor_release(res[0]);
     mft_tensor_release(res[1]);

@@ -33,8 +33,15 @@
  * backward fast kernels gather (each grad_x element is written once). So
  * results never depend on the thread count. F32 fast kernels may round
  * differently from the reference (sums in another order, 1/divisor
- * factors), within a few ulps. */
+ * factors), within a few ulps.
+ *
+ * Autograd: the forward entry points of this file (1-D, 3-D, adaptive)
+ * record one tape node under a recording tape (pm_ag_params, pm_node_backward)
+ * whose backward runs the matching public backward function; max pools save
+ * the indices their kernels compute anyway, so recording costs no extra work. */
+#include <stdio.h>
 #include <string.h>
+#include "autograd_internal.h"
 #include "ops_internal.h"
 
 /* The reference kernels, for tests (F32 ones are not in the table). */
@@ -379,11 +386,57 @@ typedef struct pm_exec {
     int64_t psz[5];
     mft_format fmt;
     const void *params;
+    /* autograd: record a node for the first result (forward entry points) */
+    bool rec;
+    const char *ag_name;
+    const void *ag_params; /* a pm_ag_params */
 } pm_exec;
+
+/* ---------------------------------------------------------------- autograd
+ * Node of a forward pool of this file: input {x}, saved {x} (sizes, dtype,
+ * format) plus the indices for max pools; the backward functions write
+ * grad_x packed in x's tag (SPEC §5), so the engine converts nothing. */
+typedef enum pm_ag_kind { PM_AG_MAX, PM_AG_AVG, PM_AG_ADAPT_MAX, PM_AG_ADAPT_AVG } pm_ag_kind;
+typedef struct pm_ag_params {
+    pm_ag_kind kind;
+    int nsp;
+    int64_t kernel[3], stride[3], padding[3], dilation[3];
+    bool ceil_mode, count_include_pad;
+    int64_t divisor_override;
+} pm_ag_params;
+
+static mft_status pm_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                   mft_tensor **gin) {
+    const pm_ag_params *p = n->params;
+    const mft_tensor *x = n->saved[0], *idx = n->nsaved > 1 ? n->saved[1] : NULL;
+    mft_tensor *g = NULL;
+    switch (p->kind) {
+    case PM_AG_MAX:
+        g = p->nsp == 1 ? mft_max_pool1d_backward(gout[0], x, idx)
+                        : mft_max_pool3d_backward(gout[0], x, idx);
+        break;
+    case PM_AG_AVG:
+        g = p->nsp == 1 ? mft_avg_pool1d_backward(gout[0], x, p->kernel, p->stride, p->padding,
+                                                  p->ceil_mode, p->count_include_pad)
+                        : mft_avg_pool3d_backward(gout[0], x, p->kernel, p->stride, p->padding,
+                                                  p->ceil_mode, p->count_include_pad,
+                                                  p->divisor_override);
+        break;
+    case PM_AG_ADAPT_MAX:
+        g = mft_adaptive_max_pool2d_backward(gout[0], x, idx);
+        break;
+    case PM_AG_ADAPT_AVG:
+        g = mft_adaptive_avg_pool2d_backward(gout[0], x);
+        break;
+    }
+    gin[0] = g;
+    return g ? MFT_OK : mft_last_error();
+}
 
 static mft_tensor *pm_execute(const pm_exec *e, mft_tensor **second) {
     const char *fn = e->fn;
     const int R = e->nsp == 3 ? 5 : 4;
+    const bool grad_was = e->rec ? mft_set_grad_enabled(false) : true;
     mft__scope_suspend();
     mft_tensor *ins[2] = {NULL, NULL}, *outs[2] = {NULL, NULL}, *res[2] = {NULL, NULL};
     bool ok = true;
@@ -407,6 +460,7 @@ static mft_tensor *pm_execute(const pm_exec *e, mft_tensor **second) {
         if (ok) mft__tensor_set_tag_from(res[i], e->fmt);
     }
     mft__scope_resume();
+    if (e->rec) mft_set_grad_enabled(grad_was);
     for (int i = 0; i < 2; i++) {
         mft_tensor_release(ins[i]);
         mft_tensor_release(outs[i]);
@@ -422,6 +476,15 @@ static mft_tensor *pm_execute(const pm_exec *e, mft_tensor **second) {
     if (r && second) {
         r2 = mft__retain_result(fn, res[1]);
         if (!r2) r = NULL; /* only fails inside a scope, which then owns r */
+    }
+    if (r && e->rec) {
+        const mft_tensor *saved[2] = {e->in[0], res[1]};
+        if (mft__ag_record(fn, e->ag_name, pm_node_backward, 1, e->in, 1, &r, e->nout, saved,
+                           e->ag_params, sizeof(pm_ag_params)) != MFT_OK) {
+            mft__ag_drop_result(r);
+            if (r2) mft__ag_drop_result(r2);
+            r = r2 = NULL;
+        }
     }
     mft_tensor_release(res[0]);
     mft_tensor_release(res[1]);
@@ -495,6 +558,26 @@ static mft_tensor *pm_pool(const char *fn, int nsp, bool is_max, const mft_tenso
         pm_params2(&g, &p2);
         e.params = &p2;
         e.op = is_max ? MFT__OP_MAX_POOL2D : MFT__OP_AVG_POOL2D;
+    }
+    pm_ag_params ap;
+    if (mft__ag_wants(1, &x)) {
+        static const char *const names[2][4] = {{"", "avg_pool1d", "", "avg_pool3d"},
+                                                {"", "max_pool1d", "", "max_pool3d"}};
+        memset(&ap, 0, sizeof ap);
+        ap.kind = is_max ? PM_AG_MAX : PM_AG_AVG;
+        ap.nsp = nsp;
+        for (int i = 0; i < nsp; i++) {
+            ap.kernel[i] = q->kernel[i];
+            ap.stride[i] = q->stride ? q->stride[i] : 0; /* 0: the kernel size */
+            ap.padding[i] = q->padding ? q->padding[i] : 0;
+            ap.dilation[i] = q->dilation ? q->dilation[i] : 1;
+        }
+        ap.ceil_mode = q->ceil_mode;
+        ap.count_include_pad = q->count_include_pad;
+        ap.divisor_override = q->divisor_override;
+        e.rec = true;
+        e.ag_name = names[is_max][nsp];
+        e.ag_params = &ap;
     }
     return pm_execute(&e, indices);
 }
@@ -640,6 +723,15 @@ static mft_tensor *pm_adaptive(const char *fn, bool is_max, const mft_tensor *x,
     e.odt[0] = x->dtype;
     e.odt[1] = MFT_I64;
     e.params = &p;
+    pm_ag_params ap;
+    if (mft__ag_wants(1, &x)) {
+        memset(&ap, 0, sizeof ap);
+        ap.kind = is_max ? PM_AG_ADAPT_MAX : PM_AG_ADAPT_AVG;
+        ap.nsp = 2;
+        e.rec = true;
+        e.ag_name = is_max ? "adaptive_max_pool2d" : "adaptive_avg_pool2d";
+        e.ag_params = &ap;
+    }
     return pm_execute(&e, indices);
 }
 

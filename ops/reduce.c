@@ -9,9 +9,16 @@
  * accumulator, and the copies are then combined in chunk order. The result
  * therefore depends only on the thread count, never on scheduling. Sums of
  * F32 accumulate in F64. Results with keepdim are packed in the input's tag
- * (SPEC §4), others contiguous. */
+ * (SPEC §4), others contiguous.
+ *
+ * Autograd: sum, mean, amax, amin, var, std and sum_to_size record a node
+ * (backward formulas below the reductions); argmax is not differentiable. */
 #include <string.h>
+#include "autograd_internal.h"
 #include "ops_internal.h"
+
+/* elementwise_backward.c: releases a result whose recording failed (taking
+ * it back from the user's scope first), keeping the error */
 
 typedef enum reduce_kind { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_VAR, R_STD } reduce_kind;
 
@@ -379,25 +386,158 @@ static mft_tensor *reduce_impl(const char *fn, const mft_tensor *x, int ndims, c
     return reduce_hand_over(fn, res);
 }
 
+/* ---------------------------------------------------------------- autograd
+ * Backward of the reductions (PyTorch's formulas): the gradient, viewed with
+ * the keepdim shape and expanded over the reduced dims, written into a
+ * tensor laid out like the input: sum copies it, mean divides by the count,
+ * amax/amin share it evenly among the elements equal to the extreme (ties
+ * split, as PyTorch's amax/amin), var multiplies by 2 (x - mean) / (N -
+ * correction), std by (x - mean) / ((N - correction) std) (0 where std is 0).
+ * argmax is not differentiable. */
+typedef struct reduce_ag_params {
+    reduce_kind kind;
+    bool keepdim;
+    int ndims;
+    int dims[MFT_MAX_DIMS];
+    int64_t keep_sizes[MFT_MAX_DIMS];
+    int64_t count;
+    double correction;
+} reduce_ag_params;
+
+static mft_format reduce_ag_target(const mft__ag_input *in) {
+    return (in->tag == MFT_CHANNELS_LAST && in->ndim >= 3 && in->ndim <= 5) ? MFT_CHANNELS_LAST
+                                                                            : MFT_CONTIGUOUS;
+}
+
+static mft_status reduce_ag_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                     mft_tensor **gin) {
+    const reduce_ag_params *p = n->params;
+    const mft__ag_input *in = &n->in[0];
+    const mft_tensor *x = n->saved[0], *y = n->saved[1];
+    mft_tensor *gk = NULL, *ge = NULL, *out = NULL, *yk = NULL, *t1 = NULL, *t2 = NULL,
+               *t3 = NULL, *zero = NULL;
+    bool ok = true;
+    gk = mft_reshape(gout[0], in->ndim, p->keep_sizes);
+    ge = gk ? mft_expand(gk, in->ndim, in->sizes) : NULL;
+    out = ge ? mft_empty(in->ndim, in->sizes, in->dtype, reduce_ag_target(in)) : NULL;
+    ok = out != NULL;
+    if (ok && (p->kind == R_AMAX || p->kind == R_AMIN || p->kind == R_STD)) {
+        yk = mft_reshape(y, in->ndim, p->keep_sizes);
+        zero = mft_zeros(0, NULL, gout[0]->dtype, MFT_CONTIGUOUS);
+        ok = yk && zero;
+    }
+    if (ok) {
+        switch (p->kind) {
+        case R_SUM: ok = mft_copy_(out, ge) == MFT_OK; break;
+        case R_MEAN: ok = mft_div_scalar_out(out, ge, (double)p->count) == MFT_OK; break;
+        case R_AMAX:
+        case R_AMIN:
+            t1 = mft_eq(x, yk); /* the elements equal to their extreme */
+            t2 = t1 ? mft_sum(t1, p->ndims, p->dims, true) : NULL;
+            t3 = t2 ? mft_div(gk, t2) : NULL;
+            ok = t3 && mft_where_out(out, t1, t3, zero) == MFT_OK;
+            break;
+        case R_VAR:
+        case R_STD: {
+            double k = 2.0 / ((double)p->count - p->correction);
+            mft_tensor *gv = mft_tensor_retain(ge);
+            if (p->kind == R_STD) { /* grad / (2 std), 0 where std == 0 */
+                mft_tensor *q = mft_div(gk, yk), *q2 = q ? mft_mul_scalar(q, 0.5) : NULL;
+                mft_tensor *z = q2 ? mft_eq_scalar(yk, 0.0) : NULL;
+                mft_tensor *q3 = z ? mft_where(z, zero, q2) : NULL;
+                mft_tensor_release(gv);
+                gv = q3 ? mft_expand(q3, in->ndim, in->sizes) : NULL;
+                mft_tensor_release(q);
+                mft_tensor_release(q2);
+                mft_tensor_release(z);
+                mft_tensor_release(q3);
+            }
+            t1 = gv ? mft_mean(x, p->ndims, p->dims, true) : NULL;
+            t2 = t1 ? mft_sub(x, t1) : NULL;
+            t3 = t2 ? mft_mul(t2, gv) : NULL;
+            ok = t3 && mft_mul_scalar_out(out, t3, k) == MFT_OK;
+            mft_tensor_release(gv);
+            break;
+        }
+        }
+    }
+    mft_tensor_release(gk);
+    mft_tensor_release(ge);
+    mft_tensor_release(yk);
+    mft_tensor_release(t1);
+    mft_tensor_release(t2);
+    mft_tensor_release(t3);
+    mft_tensor_release(zero);
+    if (!ok) {
+        mft_tensor_release(out);
+        return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_INTERNAL;
+    }
+    gin[0] = out;
+    return MFT_OK;
+}
+
+/* Records res = reduction of x; releases res and returns NULL on failure. */
+static mft_tensor *reduce_record(const char *fn, const char *name, const mft_tensor *x,
+                                 mft_tensor *res, int ndims, const int *dims, bool keepdim,
+                                 reduce_kind kind, double correction) {
+    if (!res || !mft__ag_wants(1, &x) || !mft__is_float(res->dtype)) return res;
+    reduce_plan p;
+    if (!reduce_parse_dims(fn, x, ndims, dims, &p)) { /* cannot happen: the op succeeded */
+        mft__ag_drop_result(res);
+        return NULL;
+    }
+    reduce_ag_params prm;
+    memset(&prm, 0, sizeof prm);
+    prm.kind = kind;
+    prm.keepdim = keepdim;
+    prm.count = p.count;
+    prm.correction = correction;
+    for (int d = 0; d < x->ndim; d++) {
+        prm.keep_sizes[d] = p.keep_sizes[d];
+        if (p.mask[d]) prm.dims[prm.ndims++] = d;
+    }
+    bool save_x = kind != R_SUM && kind != R_MEAN;
+    bool save_y = kind == R_AMAX || kind == R_AMIN || kind == R_STD;
+    const mft_tensor *saved[2] = {save_x ? x : NULL, save_y ? res : NULL};
+    mft_tensor *outs[1] = {res};
+    if (mft__ag_record(fn, name, reduce_ag_backward, 1, &x, 1, outs, 2, saved, &prm,
+                       sizeof prm) != MFT_OK) {
+        mft__ag_drop_result(res);
+        return NULL;
+    }
+    return res;
+}
+
 mft_tensor *mft_sum(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
-    return reduce_impl("mft_sum", x, ndims, dims, keepdim, R_SUM, 0);
+    return reduce_record("mft_sum", "sum", x, reduce_impl("mft_sum", x, ndims, dims, keepdim, R_SUM, 0),
+                         ndims, dims, keepdim, R_SUM, 0);
 }
 mft_tensor *mft_mean(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
-    return reduce_impl("mft_mean", x, ndims, dims, keepdim, R_MEAN, 0);
+    return reduce_record("mft_mean", "mean", x,
+                         reduce_impl("mft_mean", x, ndims, dims, keepdim, R_MEAN, 0), ndims, dims,
+                         keepdim, R_MEAN, 0);
 }
 mft_tensor *mft_amax(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
-    return reduce_impl("mft_amax", x, ndims, dims, keepdim, R_AMAX, 0);
+    return reduce_record("mft_amax", "amax", x,
+                         reduce_impl("mft_amax", x, ndims, dims, keepdim, R_AMAX, 0), ndims, dims,
+                         keepdim, R_AMAX, 0);
 }
 mft_tensor *mft_amin(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
-    return reduce_impl("mft_amin", x, ndims, dims, keepdim, R_AMIN, 0);
+    return reduce_record("mft_amin", "amin", x,
+                         reduce_impl("mft_amin", x, ndims, dims, keepdim, R_AMIN, 0), ndims, dims,
+                         keepdim, R_AMIN, 0);
 }
 mft_tensor *mft_var(const mft_tensor *x, int ndims, const int *dims, double correction,
                     bool keepdim) {
-    return reduce_impl("mft_var", x, ndims, dims, keepdim, R_VAR, correction);
+    return reduce_record("mft_var", "var", x,
+                         reduce_impl("mft_var", x, ndims, dims, keepdim, R_VAR, correction), ndims,
+                         dims, keepdim, R_VAR, correction);
 }
 mft_tensor *mft_std(const mft_tensor *x, int ndims, const int *dims, double correction,
                     bool keepdim) {
-    return reduce_impl("mft_std", x, ndims, dims, keepdim, R_STD, correction);
+    return reduce_record("mft_std", "std", x,
+                         reduce_impl("mft_std", x, ndims, dims, keepdim, R_STD, correction), ndims,
+                         dims, keepdim, R_STD, correction);
 }
 
 /* ---------------------------------------------------------------- argmax */
@@ -443,8 +583,10 @@ mft_tensor *mft_argmax(const mft_tensor *x, int dim, bool keepdim) {
     }
     mft_tensor *keep = NULL;
     mft__scope_suspend();
+    bool grad = mft_set_grad_enabled(false); /* internal views record nothing */
     mft_tensor *res = reduce_alloc_result(&p, x, keepdim, MFT_I64, &keep);
     mft_tensor *xs = res ? mft_select(x, d, 0) : NULL, *rs = res ? mft_select(keep, d, 0) : NULL;
+    mft_set_grad_enabled(grad);
     mft__scope_resume();
     if (!res) return NULL;
     if (xs && rs && rs->numel) {
@@ -467,6 +609,32 @@ mft_tensor *mft_argmax(const mft_tensor *x, int dim, bool keepdim) {
 }
 
 /* ---------------------------------------------------------------- sum_to_size */
+/* Backward: the gradient expanded back to the input's sizes, laid out like it. */
+static mft_status sum_to_size_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                       mft_tensor **gin) {
+    const mft__ag_input *in = &n->in[0];
+    mft_tensor *ge = mft_expand(gout[0], in->ndim, in->sizes);
+    mft_tensor *out = ge ? mft_empty(in->ndim, in->sizes, in->dtype, reduce_ag_target(in)) : NULL;
+    if (!out || mft_copy_(out, ge) != MFT_OK) {
+        mft_tensor_release(ge);
+        mft_tensor_release(out);
+        return mft_last_error();
+    }
+    mft_tensor_release(ge);
+    gin[0] = out;
+    return MFT_OK;
+}
+
+static mft_tensor *sum_to_size_record(const char *fn, const mft_tensor *x, mft_tensor *r) {
+    if (!r || !mft__ag_wants(1, &x) || !mft__is_float(r->dtype)) return r;
+    if (mft__ag_record1(fn, "sum_to_size", sum_to_size_backward, x, r, false, false, NULL, 0) !=
+        MFT_OK) {
+        mft__ag_drop_result(r);
+        return NULL;
+    }
+    return r;
+}
+
 mft_tensor *mft_sum_to_size(const mft_tensor *x, int ndim, const int64_t *sizes) {
     const char *fn = "mft_sum_to_size";
     if (!x) {
@@ -509,10 +677,10 @@ mft_tensor *mft_sum_to_size(const mft_tensor *x, int ndim, const int64_t *sizes)
             mft__set_error(MFT_ERR_NOMEM, "%s: out of memory registering the result", fn);
             return NULL;
         }
-        return s;
+        return sum_to_size_record(fn, x, s);
     }
     mft_tensor *v = mft_view(s, ndim, sizes);
     mft_tensor_release(s);
     if (!v) mft__relabel_error(fn);
-    return v;
+    return sum_to_size_record(fn, x, v);
 }

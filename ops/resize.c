@@ -23,8 +23,12 @@
  *     2-t, indices i-1 .. i+2 clamped to [0, in-1].
  * The backward gives each input element the sum of w * grad over the
  * outputs that read it (clamped duplicate taps add up).
- * Results (and grad_x) are packed in x's tag (SPEC §4, §5). */
+ * Results (and grad_x) are packed in x's tag (SPEC §4, §5).
+ * Autograd: mft_interpolate records one node (x saved for its sizes, dtype
+ * and tag; params mode, align_corners) whose backward is
+ * mft_interpolate_backward. */
 #include <string.h>
+#include "autograd_internal.h"
 #include "ops_internal.h"
 #include "mft/resize.h"
 
@@ -183,6 +187,15 @@ static mft_tensor *interp_run(const char *fn, mft__op_id op, const mft_tensor *i
     return r;
 }
 
+/* Autograd node: grad_x from the saved x (only its sizes, dtype and tag
+ * are read), packed in x's tag. */
+static mft_status interp_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                       mft_tensor **gin) {
+    const mft_interp_params *p = n->params;
+    gin[0] = mft_interpolate_backward(gout[0], n->saved[0], p->mode, p->align_corners);
+    return gin[0] ? MFT_OK : mft_last_error();
+}
+
 mft_tensor *mft_interpolate(const mft_tensor *x, const int64_t *out_size, mft_interp_mode mode,
                             bool align_corners) {
     static const char fn[] = "mft_interpolate";
@@ -197,7 +210,22 @@ mft_tensor *mft_interpolate(const mft_tensor *x, const int64_t *out_size, mft_in
     int64_t ys[MFT_MAX_DIMS];
     if (!interp_check(fn, x, "input", out_size, mode, align_corners, ys)) return NULL;
     mft_interp_params p = {mode, align_corners};
-    return interp_run(fn, MFT__OP_INTERPOLATE, x, x, ys, &p);
+    if (!mft__ag_wants(1, &x)) return interp_run(fn, MFT__OP_INTERPOLATE, x, x, ys, &p);
+    /* under a recording tape (softmax_entry in ops/softmax.c explains it) */
+    mft__scope_suspend();
+    const bool prev = mft_set_grad_enabled(false);
+    mft_tensor *y = interp_run(fn, MFT__OP_INTERPOLATE, x, x, ys, &p);
+    mft_set_grad_enabled(prev);
+    mft__scope_resume();
+    if (!y) return NULL;
+    if (mft__ag_record1(fn, "interpolate", interp_node_backward, x, y, true, false, &p,
+                        sizeof p) != MFT_OK) {
+        mft_tensor_release(y);
+        return NULL;
+    }
+    mft_tensor *r = mft__retain_result(fn, y);
+    mft_tensor_release(y);
+    return r;
 }
 
 mft_tensor *mft_interpolate_backward(const mft_tensor *grad_out, const mft_tensor *x,

@@ -35,10 +35,14 @@
  * dim is physically innermost, else column blocks), sums in double in a
  * fixed order, each element written once.
  *
+ * Autograd: mft_softmax / mft_log_softmax record one node (output saved)
+ * whose backward calls the public backward above (softmax_entry).
+ *
  * NaN and infinities follow PyTorch: any NaN or +inf in a row, or a row of
  * only -inf, gives a NaN row (inf - inf); -inf elements otherwise give 0
  * (softmax) / -inf (log_softmax). */
 #include <string.h>
+#include "autograd_internal.h"
 #include "mft/cnn.h"
 #include "ops_internal.h"
 
@@ -458,12 +462,51 @@ static mft_tensor *softmax_impl(const char *fn, mft__op_id op, const mft_tensor 
     return r;
 }
 
+/* Autograd (DESIGN §8): one node per call, the output saved (both
+ * backward formulas read only y / log y); grad_x comes packed in the
+ * output's tag, which is the input's (SPEC §5, no conversion). */
+typedef struct softmax_ag_params {
+    int dim;
+    bool log;
+} softmax_ag_params;
+
+static mft_status softmax_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                        mft_tensor **gin) {
+    const softmax_ag_params *p = n->params;
+    gin[0] = p->log ? mft_log_softmax_backward(gout[0], n->saved[0], p->dim)
+                    : mft_softmax_backward(gout[0], n->saved[0], p->dim);
+    return gin[0] ? MFT_OK : mft_last_error();
+}
+
+/* The entry point: without a recording tape the plain forward; with one,
+ * the forward runs with grad mode off and the user's scope suspended (its
+ * helpers neither record nor register), the node is recorded, then the
+ * result is handed over like any op result. */
+static mft_tensor *softmax_entry(const char *fn, mft__op_id op, const mft_tensor *x, int dim) {
+    if (!mft__ag_wants(1, &x)) return softmax_impl(fn, op, x, dim);
+    mft__scope_suspend();
+    const bool prev = mft_set_grad_enabled(false);
+    mft_tensor *y = softmax_impl(fn, op, x, dim);
+    mft_set_grad_enabled(prev);
+    mft__scope_resume();
+    if (!y) return NULL;
+    const softmax_ag_params p = {dim, op == MFT__OP_LOG_SOFTMAX};
+    if (mft__ag_record1(fn, p.log ? "log_softmax" : "softmax", softmax_node_backward, x, y, false,
+                        true, &p, sizeof p) != MFT_OK) {
+        mft_tensor_release(y);
+        return NULL;
+    }
+    mft_tensor *r = mft__retain_result(fn, y);
+    mft_tensor_release(y);
+    return r;
+}
+
 mft_tensor *mft_softmax(const mft_tensor *x, int dim) {
-    return softmax_impl("mft_softmax", MFT__OP_SOFTMAX, x, dim);
+    return softmax_entry("mft_softmax", MFT__OP_SOFTMAX, x, dim);
 }
 
 mft_tensor *mft_log_softmax(const mft_tensor *x, int dim) {
-    return softmax_impl("mft_log_softmax", MFT__OP_LOG_SOFTMAX, x, dim);
+    return softmax_entry("mft_log_softmax", MFT__OP_LOG_SOFTMAX, x, dim);
 }
 
 static mft_tensor *softmax_bwd_impl(const char *fn, mft__op_id op, const mft_tensor *g,

@@ -4,8 +4,14 @@
  * 2-D loop (contiguous inner fast path the compiler vectorises, strided
  * fallback); the driver in elementwise.c does checks, promotion and layout.
  * Integer arithmetic goes through the unsigned twin type so overflow wraps
- * (as PyTorch) instead of being undefined. */
+ * (as PyTorch) instead of being undefined. Every differentiable entry point
+ * hands its result to mft__agew_unary (elementwise_backward.c), which
+ * records the autograd node; fill_/zero_ refuse a target that requires grad
+ * while the tape records. */
+#include "autograd_internal.h"
 #include "ops_internal.h"
+
+/* elementwise_backward.c: records the node of a differentiable unary op */
 
 /* ---------------------------------------------------------------- loops
  * UNARY_LOOP(op, D): out[i] = E_<op>_<F|I>(D, x) with x = in[i] of type T,
@@ -208,7 +214,7 @@ OPS(ge_scalar, MFT__EW_COMPARE, LOOPS_FI(ge_scalar))
 #define DEFINE_UNARY(op)                                                                 \
     mft_tensor *mft_##op(const mft_tensor *x) {                                          \
         const mft_tensor *in[1] = {x};                                                   \
-        return mft__ew_run(&op_##op, in, NULL);                                    \
+        return mft__agew_unary(#op, x, mft__ew_run(&op_##op, in, NULL), 0, 0);           \
     }                                                                                    \
     mft_status mft_##op##_(mft_tensor *x) {                                              \
         const mft_tensor *in[1] = {x};                                                   \
@@ -237,7 +243,7 @@ static bool unary_check_param(const char *fn, const mft__ew_op *op, const mft_te
         const mft_tensor *in[1] = {x};                                                     \
         const double prm[2] = {s, 0};                                                      \
         if (!unary_check_param("mft_" #op, &op_##op, x, s)) return NULL;                   \
-        return mft__ew_run(&op_##op, in, prm);                                       \
+        return mft__agew_unary(#op, x, mft__ew_run(&op_##op, in, prm), s, 0);              \
     }                                                                                      \
     mft_status mft_##op##_(mft_tensor *x, double s) {                                      \
         const mft_tensor *in[1] = {x};                                                     \
@@ -267,7 +273,7 @@ static bool unary_check_range(const char *fn, double lo, double hi, bool ordered
         const mft_tensor *in[1] = {x};                                                        \
         const double prm[2] = {lo, hi};                                                       \
         if (!unary_check_range("mft_" #op, lo, hi, ordered)) return NULL;                     \
-        return mft__ew_run(&op_##op, in, prm);                                          \
+        return mft__agew_unary(#op, x, mft__ew_run(&op_##op, in, prm), lo, hi);               \
     }                                                                                         \
     mft_status mft_##op##_(mft_tensor *x, double lo, double hi) {                             \
         const mft_tensor *in[1] = {x};                                                        \
@@ -290,7 +296,9 @@ mft_status mft_fill_(mft_tensor *t, double value) {
         mft__null_arg("mft_fill_", "t");
         return MFT_ERR_NULL;
     }
-    mft_status st = mft__check_writable("mft_fill_", t);
+    mft_status st = mft__ag_check_inplace("mft_fill_", t);
+    if (st != MFT_OK) return st;
+    st = mft__check_writable("mft_fill_", t);
     if (st != MFT_OK) return st;
     if (t->numel) mft__fill(t, value);
     return MFT_OK;
@@ -301,7 +309,9 @@ mft_status mft_zero_(mft_tensor *t) {
         mft__null_arg("mft_zero_", "t");
         return MFT_ERR_NULL;
     }
-    mft_status st = mft__check_writable("mft_zero_", t);
+    mft_status st = mft__ag_check_inplace("mft_zero_", t);
+    if (st != MFT_OK) return st;
+    st = mft__check_writable("mft_zero_", t);
     if (st != MFT_OK) return st;
     if (t->numel) mft__fill(t, 0.0);
     return MFT_OK;

@@ -2,9 +2,51 @@
  * overlap and broadcast-destination checks, contiguous / to_format (no copy
  * when the layout already fits, re-tagging through a new header, never the
  * caller's), clone / empty_like / zeros_like with PRESERVE, and to_dtype.
- * The work is done by mft__copy_kernel (copy_kernel.c). */
+ * The work is done by mft__copy_kernel (copy_kernel.c).
+ *
+ * Autograd: contiguous, to_format, clone and to_dtype (floating result)
+ * record a node whose backward hands the gradient back in the input's dtype
+ * and format; a call that returns its input object records nothing (the
+ * gradient flows through the same tensor). mft_copy_ refuses a destination
+ * that requires grad while recording; a source that requires grad is copied
+ * without a gradient (copy_ is not differentiable here). */
 #include <string.h>
+#include "autograd_internal.h"
 #include "internal.h"
+
+/* elementwise_backward.c: releases a result whose recording failed (taking
+ * it back from the user's scope first), keeping the error */
+
+
+/* ---------------------------------------------------------------- autograd */
+static mft_status copy_ag_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                   mft_tensor **gin) {
+    const mft__ag_input *in = &n->in[0];
+    mft_format f = (in->tag == MFT_CHANNELS_LAST && in->ndim >= 3 && in->ndim <= 5)
+                       ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+    mft_tensor *g = gout[0];
+    mft_tensor *r = g->dtype == in->dtype ? mft_tensor_retain(g) : mft_to_dtype(g, in->dtype);
+    if (r && !mft_tensor_is_contiguous(r, f)) {
+        mft_tensor *c = mft_contiguous(r, f);
+        mft_tensor_release(r);
+        r = c;
+    }
+    if (!r) return mft_last_error();
+    gin[0] = r;
+    return MFT_OK;
+}
+
+static mft_tensor *copy_record(const char *fn, const char *name, const mft_tensor *t,
+                               mft_tensor *out) {
+    if (!out || out == t || !mft__ag_wants(1, &t) ||
+        (out->dtype != MFT_F32 && out->dtype != MFT_F64))
+        return out;
+    if (mft__ag_record1(fn, name, copy_ag_backward, t, out, false, false, NULL, 0) != MFT_OK) {
+        mft__ag_drop_result(out);
+        return NULL;
+    }
+    return out;
+}
 
 /* Byte range [lo, hi) touched by a non-empty view. */
 static void copy_byte_range(const mft_tensor *t, uintptr_t *lo, uintptr_t *hi) {
@@ -124,6 +166,7 @@ mft_status mft_copy_(mft_tensor *dst, const mft_tensor *src) {
                        mft__fmt_dims(b, sizeof b, dst->ndim, dst->sizes));
         return MFT_ERR_SHAPE;
     }
+    if ((st = mft__ag_check_inplace(fn, dst)) != MFT_OK) return st;
     if ((st = mft__check_writable(fn, dst)) != MFT_OK) return st;
     if ((st = mft__check_overlap(fn, dst, src)) != MFT_OK) return st;
     if (dst == src || dst->numel == 0) return MFT_OK;
@@ -168,8 +211,8 @@ mft_tensor *mft_contiguous(const mft_tensor *t, mft_format fmt) {
         return NULL;
     }
     if (!copy_check_format(fn, t, fmt, false)) return NULL;
-    if (mft_tensor_is_contiguous(t, fmt)) return copy_retag(fn, t, fmt);
-    return copy_packed(fn, t, fmt, t->dtype);
+    if (mft_tensor_is_contiguous(t, fmt)) return copy_record(fn, "contiguous", t, copy_retag(fn, t, fmt));
+    return copy_record(fn, "contiguous", t, copy_packed(fn, t, fmt, t->dtype));
 }
 
 mft_tensor *mft_to_format(const mft_tensor *t, mft_format fmt) {
@@ -180,8 +223,9 @@ mft_tensor *mft_to_format(const mft_tensor *t, mft_format fmt) {
     }
     if (!copy_check_format(fn, t, fmt, true)) return NULL;
     if (fmt == MFT_PRESERVE) return mft__retain_result(fn, (mft_tensor *)t);
-    if ((t->flags & MFT__F_DENSE) && mft_tensor_order_fits(t, fmt)) return copy_retag(fn, t, fmt);
-    return copy_packed(fn, t, fmt, t->dtype);
+    if ((t->flags & MFT__F_DENSE) && mft_tensor_order_fits(t, fmt))
+        return copy_record(fn, "to_format", t, copy_retag(fn, t, fmt));
+    return copy_record(fn, "to_format", t, copy_packed(fn, t, fmt, t->dtype));
 }
 
 /* Uninitialised tensor shaped like t, laid out per fmt (PRESERVE: t's strides
@@ -226,7 +270,7 @@ mft_tensor *mft_clone(const mft_tensor *t, mft_format fmt) {
     }
     mft_tensor *out = copy_alloc_like("mft_clone", t, fmt, t->dtype);
     if (out && out->numel) mft__copy_kernel(out, t);
-    return out;
+    return copy_record("mft_clone", "clone", t, out);
 }
 
 mft_tensor *mft_to_dtype(const mft_tensor *t, mft_dtype dtype) {
@@ -239,5 +283,5 @@ mft_tensor *mft_to_dtype(const mft_tensor *t, mft_dtype dtype) {
     if (dtype == t->dtype) return mft__retain_result(fn, (mft_tensor *)t);
     mft_tensor *out = copy_alloc_like(fn, t, MFT_PRESERVE, dtype);
     if (out && out->numel) mft__copy_kernel(out, t);
-    return out;
+    return copy_record(fn, "to_dtype", t, out);
 }

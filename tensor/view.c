@@ -1,9 +1,22 @@
 /* tensor/view.c — views: new headers on the same storage (never a copy,
  * except reshape/flatten when no view exists). Every view gets its flags
  * refreshed and its tag re-derived with the source's tag as the tie-breaker
- * (Note [Soft memory-format tag]). Dims may be negative, as in PyTorch. */
+ * (Note [Soft memory-format tag]). Dims may be negative, as in PyTorch.
+ *
+ * Autograd (Note [Tape]): every view records a node when its input requires
+ * grad. Backward uses tensor-layer calls only: the inverse permute /
+ * transpose of the gradient; for narrow, select and slice a zero tensor laid
+ * out like the input with the gradient copied into the same view of it; a
+ * reshape back to the input's sizes for unsqueeze, squeeze, view, reshape
+ * and flatten; mft_sum_to_size for expand. as_strided is NOT differentiable:
+ * it records nothing (its output does not require grad). */
 #include <string.h>
+#include "autograd_internal.h"
 #include "internal.h"
+#include "mft/ops.h"
+
+/* elementwise_backward.c: releases a result whose recording failed (taking
+ * it back from the user's scope first), keeping the error */
 
 int mft__wrap_dim(const char *fn, int dim, int ndim_for_range) {
     int n = ndim_for_range > 0 ? ndim_for_range : 1; /* rank 0 accepts dims -1 and 0 */
@@ -47,6 +60,82 @@ static mft_tensor *view_drop_dim(const char *fn, const mft_tensor *t, int d, int
     return view_make(fn, t, n, sizes, strides, offset);
 }
 
+
+/* ---------------------------------------------------------------- autograd */
+typedef enum view_ag_kind { VK_PERMUTE, VK_TRANSPOSE, VK_NARROW, VK_SELECT, VK_SLICE, VK_RESHAPE,
+                            VK_EXPAND } view_ag_kind;
+
+typedef struct view_ag_params {
+    view_ag_kind kind;
+    int dim, d1;
+    int dims[MFT_MAX_DIMS];
+    int64_t a, b, c;
+} view_ag_params;
+
+static mft_format view_ag_target(const mft__ag_input *in) {
+    return (in->tag == MFT_CHANNELS_LAST && in->ndim >= 3 && in->ndim <= 5) ? MFT_CHANNELS_LAST
+                                                                            : MFT_CONTIGUOUS;
+}
+
+static mft_status view_ag_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                   mft_tensor **gin) {
+    const view_ag_params *p = n->params;
+    const mft__ag_input *in = &n->in[0];
+    mft_tensor *g = gout[0], *r = NULL;
+    switch (p->kind) {
+    case VK_PERMUTE: {
+        int inv[MFT_MAX_DIMS];
+        for (int i = 0; i < in->ndim; i++) inv[p->dims[i]] = i;
+        r = mft_permute(g, inv);
+        break;
+    }
+    case VK_TRANSPOSE: r = mft_transpose(g, p->dim, p->d1); break;
+    case VK_NARROW:
+    case VK_SELECT:
+    case VK_SLICE: {
+        r = mft_zeros(in->ndim, in->sizes, in->dtype, view_ag_target(in));
+        mft_tensor *v = !r                     ? NULL
+                        : p->kind == VK_NARROW ? mft_narrow(r, p->dim, p->a, p->b)
+                        : p->kind == VK_SELECT ? mft_select(r, p->dim, p->a)
+                                               : mft_slice(r, p->dim, p->a, p->b, p->c);
+        if (!v || mft_copy_(v, g) != MFT_OK) {
+            mft_tensor_release(r);
+            r = NULL;
+        }
+        mft_tensor_release(v);
+        break;
+    }
+    case VK_RESHAPE: r = mft_reshape(g, in->ndim, in->sizes); break;
+    case VK_EXPAND: r = mft_sum_to_size(g, in->ndim, in->sizes); break;
+    }
+    if (!r) return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_INTERNAL;
+    gin[0] = r;
+    return MFT_OK;
+}
+
+/* Records v = view of t (when t requires grad on a recording thread);
+ * releases v and returns NULL if recording fails. */
+static mft_tensor *view_record(const char *fn, const char *name, const mft_tensor *t,
+                               mft_tensor *v, view_ag_kind kind, int dim, int d1,
+                               const int *dims, int64_t a, int64_t b, int64_t c) {
+    if (!v || !mft__ag_wants(1, &t)) return v;
+    view_ag_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = kind;
+    p.dim = dim;
+    p.d1 = d1;
+    if (dims)
+        for (int i = 0; i < t->ndim; i++) p.dims[i] = dims[i] < 0 ? dims[i] + t->ndim : dims[i];
+    p.a = a;
+    p.b = b;
+    p.c = c;
+    if (mft__ag_record1(fn, name, view_ag_backward, t, v, false, false, &p, sizeof p) != MFT_OK) {
+        mft__ag_drop_result(v);
+        return NULL;
+    }
+    return v;
+}
+
 #define VIEW_CHECK_NULL(fn, t)        \
     do {                              \
         if (!(t)) {                   \
@@ -76,7 +165,8 @@ mft_tensor *mft_permute(const mft_tensor *t, const int *dims) {
         sizes[i] = t->sizes[d];
         strides[i] = t->strides[d];
     }
-    return view_make(fn, t, t->ndim, sizes, strides, t->offset);
+    return view_record(fn, "permute", t, view_make(fn, t, t->ndim, sizes, strides, t->offset),
+                       VK_PERMUTE, 0, 0, dims, 0, 0, 0);
 }
 
 mft_tensor *mft_transpose(const mft_tensor *t, int d0, int d1) {
@@ -91,7 +181,8 @@ mft_tensor *mft_transpose(const mft_tensor *t, int d0, int d1) {
         sizes[a] = t->sizes[b], sizes[b] = t->sizes[a];
         strides[a] = t->strides[b], strides[b] = t->strides[a];
     }
-    return view_make(fn, t, t->ndim, sizes, strides, t->offset);
+    return view_record(fn, "transpose", t, view_make(fn, t, t->ndim, sizes, strides, t->offset),
+                       VK_TRANSPOSE, a, b, NULL, 0, 0, 0);
 }
 
 mft_tensor *mft_narrow(const mft_tensor *t, int dim, int64_t start, int64_t length) {
@@ -109,7 +200,9 @@ mft_tensor *mft_narrow(const mft_tensor *t, int dim, int64_t start, int64_t leng
     int64_t sizes[MFT_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
     sizes[d] = length;
-    return view_make(fn, t, t->ndim, sizes, t->strides, t->offset + s * t->strides[d]);
+    return view_record(fn, "narrow", t,
+                       view_make(fn, t, t->ndim, sizes, t->strides, t->offset + s * t->strides[d]),
+                       VK_NARROW, d, 0, NULL, s, length, 0);
 }
 
 mft_tensor *mft_select(const mft_tensor *t, int dim, int64_t i) {
@@ -123,7 +216,8 @@ mft_tensor *mft_select(const mft_tensor *t, int dim, int64_t i) {
                        (long long)i, d, (long long)t->sizes[d]);
         return NULL;
     }
-    return view_drop_dim(fn, t, d, t->offset + idx * t->strides[d]);
+    return view_record(fn, "select", t, view_drop_dim(fn, t, d, t->offset + idx * t->strides[d]),
+                       VK_SELECT, d, 0, NULL, idx, 0, 0);
 }
 
 mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
@@ -150,7 +244,9 @@ mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64_t end, 
         return NULL;
     }
     strides[d] = st;
-    return view_make(fn, t, t->ndim, sizes, strides, t->offset + s * t->strides[d]);
+    return view_record(fn, "slice", t,
+                       view_make(fn, t, t->ndim, sizes, strides, t->offset + s * t->strides[d]),
+                       VK_SLICE, d, 0, NULL, s, e, step);
 }
 
 mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim) {
@@ -178,7 +274,8 @@ mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim) {
             strides[n++] = t->strides[k];
         }
     }
-    return view_make(fn, t, t->ndim + 1, sizes, strides, t->offset);
+    return view_record(fn, "unsqueeze", t, view_make(fn, t, t->ndim + 1, sizes, strides, t->offset),
+                       VK_RESHAPE, 0, 0, NULL, 0, 0, 0);
 }
 
 mft_tensor *mft_squeeze(const mft_tensor *t, int dim) {
@@ -186,8 +283,10 @@ mft_tensor *mft_squeeze(const mft_tensor *t, int dim) {
     VIEW_CHECK_NULL(fn, t);
     int d = mft__wrap_dim(fn, dim, t->ndim);
     if (d < 0) return NULL;
-    if (t->ndim == 0 || t->sizes[d] != 1) return view_make(fn, t, t->ndim, t->sizes, t->strides, t->offset);
-    return view_drop_dim(fn, t, d, t->offset);
+    mft_tensor *v = (t->ndim == 0 || t->sizes[d] != 1)
+                        ? view_make(fn, t, t->ndim, t->sizes, t->strides, t->offset)
+                        : view_drop_dim(fn, t, d, t->offset);
+    return view_record(fn, "squeeze", t, v, VK_RESHAPE, 0, 0, NULL, 0, 0, 0);
 }
 
 mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
@@ -243,7 +342,8 @@ mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
         strides[i] = st;
     }
     if (mft__check_geometry(fn, ndim, out, strides, t->dtype) != MFT_OK) return NULL;
-    return view_make(fn, t, ndim, out, strides, t->offset);
+    return view_record(fn, "expand", t, view_make(fn, t, ndim, out, strides, t->offset), VK_EXPAND,
+                       0, 0, NULL, 0, 0, 0);
 }
 
 mft_tensor *mft_as_strided(const mft_tensor *t, int ndim, const int64_t *sizes,
@@ -370,8 +470,10 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
     }
     int64_t nsz[MFT_MAX_DIMS], nst[MFT_MAX_DIMS];
     if (!view_infer_sizes(fn, t, ndim, sizes, nsz)) return NULL;
+    const char *name = fn + 4; /* "view", "reshape", "flatten" */
     if (view_strides(t->ndim, t->sizes, t->strides, t->numel, ndim, nsz, nst))
-        return view_make(fn, t, ndim, nsz, nst, t->offset);
+        return view_record(fn, name, t, view_make(fn, t, ndim, nsz, nst, t->offset), VK_RESHAPE,
+                           0, 0, NULL, 0, 0, 0);
     if (!allow_copy) {
         char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF], c[MFT__DIMS_BUF];
         mft__set_error(MFT_ERR_NOT_VIEWABLE,
@@ -382,7 +484,9 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
         return NULL;
     }
     mft__scope_suspend(); /* the packed copy is a temporary, not a scope result */
+    bool grad = mft_set_grad_enabled(false); /* recorded below as one reshape */
     mft_tensor *packed = mft_clone(t, MFT_CONTIGUOUS);
+    mft_set_grad_enabled(grad);
     mft__scope_resume();
     if (!packed) {
         mft__relabel_error(fn);
@@ -391,7 +495,7 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
     view_strides(packed->ndim, packed->sizes, packed->strides, packed->numel, ndim, nsz, nst);
     mft_tensor *out = view_make(fn, packed, ndim, nsz, nst, packed->offset);
     mft_tensor_release(packed);
-    return out;
+    return view_record(fn, name, t, out, VK_RESHAPE, 0, 0, NULL, 0, 0, 0);
 }
 
 mft_tensor *mft_view(const mft_tensor *t, int ndim, const int64_t *sizes) {

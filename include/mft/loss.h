@@ -63,14 +63,13 @@ typedef enum mft_reduction {
  *     sizes (ignore_index is then unused, as in PyTorch).
  *   weight: (C) per-class rescaling, logits' dtype, or NULL (all 1).
  *   label_smoothing in [0, 1]: the target mixes (1 - eps) of itself with
- *     eps / C of the uniform distribution (PyTorch's formula, including its
- *     MEAN denominators: with class indices and no weight, the smoothing
- *     term is averaged over all positions, the main term over non-ignored
- *     ones).
+ *     eps / C of the uniform distribution (PyTorch's formula: ignored
+ *     positions add nothing to either term).
  * MEAN divides by the sum of the weights of the non-ignored targets (the
  * number of positions for probability targets), exactly as F.cross_entropy;
- * it is NaN when that sum is 0. Differentiable w.r.t. logits (and a
- * probability target). New reference. */
+ * it is NaN when that sum is 0. Differentiable w.r.t. logits and a
+ * probability target; weight is a constant (no gradient flows to it). New
+ * reference. */
 MFT_API mft_tensor *mft_cross_entropy(const mft_tensor *logits, const mft_tensor *target,
                                       const mft_tensor *weight, int64_t ignore_index,
                                       double label_smoothing, mft_reduction reduction);

@@ -142,7 +142,9 @@ MFT_API void mft_optimizer_set_lr(mft_optimizer *o, double lr);
  * optimizer steps taken), then per parameter i: "i.step" (F64, 1 element:
  * steps that updated parameter i), and "i.momentum_buffer" (SGD with
  * momentum) or "i.exp_avg", "i.exp_avg_sq" (Adam/AdamW), laid out like the
- * parameter at construction. Loading a checkpoint copies into these.
+ * parameter (if the parameter changes format, e.g. mft_layer_to_format after
+ * construction, the next step re-lays its state out in place: same tensor
+ * objects). Loading a checkpoint copies into these.
  * Returns the total count (may exceed max; max 0 counts). */
 MFT_API int mft_optimizer_state(const mft_optimizer *o, mft_tensor **state, const char **names,
                                 int max);

@@ -22,7 +22,11 @@ extern "C" {
  * in x's tag. layer_norm normalises over the last nnorm dims (whose sizes
  * must equal normalized_shape), weight/bias of normalized_shape or NULL.
  * group_norm splits C into groups; weight/bias (C) or NULL. instance_norm is
- * group_norm with one group per channel (no running stats). */
+ * group_norm with one group per channel (no running stats).
+ * Autograd: under a recording tape each of these (the _ex variants too)
+ * records one node; x, weight and bias get gradients (x's in x's format),
+ * the running statistics never: they are updated by the training forward
+ * only, and one that requires grad is refused in training while recording. */
 typedef struct mft_norm_params {
     double eps, momentum;
     bool training;

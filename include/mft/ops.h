@@ -42,7 +42,16 @@
  * not broadcast or would grow the destination, a destination with a stride-0
  * dim of size > 1 or that may overlap itself, a destination partially
  * overlapping an input (an identical view is fine), a result dtype the
- * destination cannot hold (float into an integer tensor). */
+ * destination cannot hold (float into an integer tensor).
+ *
+ * Autograd (mft/autograd.h): every op here records a node when an input
+ * requires grad on a recording thread, except the comparisons and argmax
+ * (not differentiable). sign, floor, ceil and round give zero gradients;
+ * relu/clamp/hardtanh/leaky_relu and maximum/minimum (ties split half/half,
+ * the scalar forms too) and amax/amin (ties share evenly) follow PyTorch's
+ * conventions. While recording, in-place variants, mft_fill_ and mft_zero_
+ * refuse a destination that requires grad, and _out variants refuse inputs
+ * that require grad (MFT_ERR_UNSUPPORTED, as PyTorch refuses out=). */
 #ifndef MFT_OPS_H
 #define MFT_OPS_H
 

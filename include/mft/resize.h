@@ -44,6 +44,7 @@ typedef struct mft_interp_params {
  * NULL x / out_size, mode out of range, rank not 3-5 or not the mode's rank,
  * dtype not f32/f64, align_corners with a nearest mode, a spatial size (in
  * or out) < 1 or > 2^31. N or C may be 0 (empty result). */
+/* Autograd: records one node under a recording tape. */
 MFT_API mft_tensor *mft_interpolate(const mft_tensor *x, const int64_t *out_size,
                                     mft_interp_mode mode, bool align_corners);
 /* grad_x (x's sizes, packed in x's tag) from grad_out (the forward result's
@@ -71,6 +72,8 @@ MFT_API mft_tensor *mft_interpolate_backward(const mft_tensor *grad_out, const m
  * 0 mask, giving NaN). Errors: NULL x, p outside [0, 1] or NaN (also when
  * not training), dtype not f32/f64, dropout2d of rank < 2 (dims 0 and 1 are
  * N and C; rank 2 drops single elements of an (N, C) matrix). */
+/* Autograd: one node; the backward regenerates the mask from the seed;
+ * p = 0 or eval returns x itself and records nothing. */
 MFT_API mft_tensor *mft_dropout(const mft_tensor *x, double p, bool training, uint64_t seed);
 MFT_API mft_tensor *mft_dropout2d(const mft_tensor *x, double p, bool training, uint64_t seed);
 MFT_API mft_tensor *mft_dropout_backward(const mft_tensor *grad_out, double p, bool training,

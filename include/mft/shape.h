@@ -42,6 +42,8 @@ MFT_API mft_tensor *mft_stack(int n, const mft_tensor *const *ts, int dim);
 /* Views of x in chunks of split_size along dim (the last may be smaller);
  * writes up to max_out new references into outs and their count into
  * *nout. More chunks than max_out: MFT_ERR_INVALID, nothing returned. */
+/* Autograd: pad, cat, stack record one node each; split records one node
+ * with one output per chunk (chunks nobody uses contribute zeros). */
 MFT_API mft_status mft_split(const mft_tensor *x, int64_t split_size, int dim, int max_out,
                              mft_tensor **outs, int *nout);
 

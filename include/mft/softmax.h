@@ -23,6 +23,7 @@ typedef struct mft_softmax_params {
  * x_i - max - log(sum_j exp(x_j - max)). Result packed in x's tag (SPEC §4;
  * deviation: PyTorch 1.13 returns contiguous strides). A size-0 dim gives an
  * empty result. */
+/* Autograd: softmax / log_softmax record one node (the output saved). */
 MFT_API mft_tensor *mft_softmax(const mft_tensor *x, int dim);
 MFT_API mft_tensor *mft_log_softmax(const mft_tensor *x, int dim);
 

@@ -143,7 +143,8 @@ MFT_API mft_tensor *mft_squeeze(const mft_tensor *t, int dim);
  * that do not match (and are not 1) are MFT_ERR_SHAPE. */
 MFT_API mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes);
 /* Any view of t's storage; must stay inside the storage (MFT_ERR_BOUNDS).
- * Overlapping views are allowed (they are never dense). */
+ * Overlapping views are allowed (they are never dense). Not differentiable:
+ * records no autograd node (the result does not require grad). */
 MFT_API mft_tensor *mft_as_strided(const mft_tensor *t, int ndim, const int64_t *sizes,
                                    const int64_t *strides, int64_t offset);
 /* Same elements, new sizes (one entry may be -1), as a view: MFT_ERR_NOT_VIEWABLE
@@ -173,7 +174,8 @@ MFT_API mft_tensor *mft_zeros_like(const mft_tensor *t, mft_format fmt);
 /* Copies src into dst (any layouts; src broadcast to dst's sizes; dtype
  * converted). dst keeps its strides and tag. Errors (dst untouched): sizes do
  * not broadcast, dst has a stride-0 dim of size > 1 or may overlap itself,
- * dst partially overlaps src. */
+ * dst partially overlaps src, dst requires grad while the tape records
+ * (MFT_ERR_UNSUPPORTED). Not differentiable in src. */
 MFT_API mft_status mft_copy_(mft_tensor *dst, const mft_tensor *src);
 /* Converted COPY in dtype with t's layout (as clone PRESERVE); t itself
  * (new reference) when the dtype already matches. */
