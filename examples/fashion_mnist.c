@@ -7,6 +7,7 @@
  *   build/examples/fashion_mnist --epochs 2 --format nchw --threads 2
  *   build/examples/fashion_mnist --batchnorm --optimizer adam --save ck.mft
  *   build/examples/fashion_mnist --load ck.mft --epochs 0   # evaluate only
+ *   build/examples/fashion_mnist --epochs 6 --lr-step 2 --lr-gamma 0.5
  *
  * Model: conv 1->32 3x3 p1, relu, maxpool 2, conv 32->64 3x3 p1, relu,
  * maxpool 2, flatten, linear 3136->128, relu, linear 128->10 (--batchnorm
@@ -31,7 +32,8 @@ typedef struct options {
     const char *data_dir, *format, *optimizer, *save, *load, *metrics;
     int epochs, threads, batch;
     int64_t limit, test_limit, steps;
-    double lr;
+    double lr, lr_gamma;
+    int64_t lr_step;
     bool batchnorm, quiet;
     uint64_t seed;
 } options;
@@ -52,13 +54,14 @@ static void usage(void) {
     fprintf(stderr,
             "usage: fashion_mnist [--format nhwc|nchw] [--epochs N] [--threads T] [--batch B]\n"
             "                     [--batchnorm] [--optimizer sgd|adam] [--lr LR] [--seed S]\n"
+            "                     [--lr-step EPOCHS [--lr-gamma G]]   (StepLR schedule)\n"
             "                     [--save FILE] [--load FILE] [--metrics FILE.tsv]\n"
             "                     [--data DIR] [--limit N] [--test-limit N] [--steps N] [--quiet]\n");
 }
 
 static int parse(int argc, char **argv, options *o) {
     *o = (options){"/usr/share/datasets/fashion-mnist", "nhwc", "sgd", NULL, NULL,
-                   "fashion_mnist_metrics.tsv", 1, 0, 64, 0, 0, 0, -1.0, false, false, 1};
+                   "fashion_mnist_metrics.tsv", 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -69,6 +72,8 @@ static int parse(int argc, char **argv, options *o) {
         else if (OPT("--batch")) o->batch = atoi(v);
         else if (OPT("--optimizer")) o->optimizer = v;
         else if (OPT("--lr")) o->lr = atof(v);
+        else if (OPT("--lr-step")) o->lr_step = atoll(v);
+        else if (OPT("--lr-gamma")) o->lr_gamma = atof(v);
         else if (OPT("--seed")) o->seed = strtoull(v, NULL, 10);
         else if (OPT("--save")) o->save = v;
         else if (OPT("--load")) o->load = v;
@@ -87,7 +92,7 @@ static int parse(int argc, char **argv, options *o) {
     }
     if ((strcmp(o->format, "nhwc") && strcmp(o->format, "nchw")) ||
         (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "adam")) || o->epochs < 0 ||
-        o->batch <= 0 || o->threads < 0) {
+        o->batch <= 0 || o->threads < 0 || o->lr_step < 0) {
         usage();
         return 2;
     }
@@ -253,6 +258,7 @@ int main(int argc, char **argv) {
     mft_dispatch_reset_conversions();
     mft_autograd_reset_conversions();
     for (int epoch = 1; epoch <= o.epochs && !rc; epoch++) {
+        if (o.lr_step > 0) mft_optimizer_set_lr(opt, mft_step_lr(o.lr, o.lr_step, o.lr_gamma, epoch - 1));
         mft_shuffle_indices(idx, ntrain, o.seed * 1000003u + (uint64_t)epoch);
         int64_t nsteps = (ntrain + o.batch - 1) / o.batch;
         if (o.steps > 0 && o.steps < nsteps) nsteps = o.steps;
@@ -321,8 +327,9 @@ int main(int argc, char **argv) {
             printf("\nkernels that ran (training and evaluation, this thread):\n%s", buf);
             free(buf);
         }
-        printf("format conversions per training step: %.2f in dispatch fallbacks, %.2f of "
-               "gradients in backward\n",
+        printf("per training step: %.2f operand copies made by dispatch (format fallbacks and "
+               "transposed matmul operands), %.2f gradients converted to their input's format in "
+               "backward\n",
                (double)conv_dispatch / (double)total_steps,
                (double)conv_autograd / (double)total_steps);
     }

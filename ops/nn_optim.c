@@ -46,6 +46,40 @@ typedef struct {
     size_t esize;
 } opt_ctx;
 
+/* The same SGD update over packed rows, branch-free inner loops the
+ * compiler vectorises (the training step runs it on every parameter). */
+#define OPT_SGD_PACKED(T, SUF)                                                                \
+    static void sgd_packed_##SUF(const opt_ctx *c, T *restrict p, const T *restrict g,        \
+                                 T *restrict b, int64_t n) {                                  \
+        const double lr = c->lr, wd = c->wd, mom = c->momentum, damp = 1.0 - c->dampening;    \
+        if (!b) {                                                                             \
+            for (int64_t i = 0; i < n; i++) p[i] = (T)(p[i] - lr * (g[i] + wd * p[i]));       \
+        } else if (c->first) {                                                                \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                const double d = g[i] + wd * p[i];                                            \
+                const T bi = (T)d;                                                            \
+                b[i] = bi;                                                                    \
+                p[i] = (T)(p[i] - lr * (c->nesterov ? d + mom * (double)bi : (double)bi));    \
+            }                                                                                 \
+        } else if (c->nesterov) {                                                             \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                const double d = g[i] + wd * p[i];                                            \
+                const T bi = (T)(mom * b[i] + damp * d);                                      \
+                b[i] = bi;                                                                    \
+                p[i] = (T)(p[i] - lr * (d + mom * (double)bi));                               \
+            }                                                                                 \
+        } else {                                                                              \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                const double d = g[i] + wd * p[i];                                            \
+                const T bi = (T)(mom * b[i] + damp * d);                                      \
+                b[i] = bi;                                                                    \
+                p[i] = (T)(p[i] - lr * (double)bi);                                           \
+            }                                                                                 \
+        }                                                                                     \
+    }
+OPT_SGD_PACKED(float, f32)
+OPT_SGD_PACKED(double, f64)
+
 #define OPT_LOOPS(T, SUF)                                                                     \
     static void sgd_loop_##SUF(void *vc, char **data, const int64_t *st, int64_t n0,          \
                                int64_t n1) {                                                  \
@@ -54,6 +88,12 @@ typedef struct {
         for (int64_t j = 0; j < n1; j++) {                                                    \
             char *pp = data[0] + j * st[k], *gp = data[1] + j * st[k + 1];                    \
             char *bp = k > 2 ? data[2] + j * st[k + 2] : NULL;                                \
+            if (st[0] == (int64_t)sizeof(T) && st[1] == (int64_t)sizeof(T) &&                 \
+                (!bp || st[2] == (int64_t)sizeof(T))) {                                       \
+                sgd_packed_##SUF(c, (T *)(void *)pp, (const T *)(const void *)gp,             \
+                                 (T *)(void *)bp, n0);                                        \
+                continue;                                                                     \
+            }                                                                                 \
             for (int64_t i = 0; i < n0; i++) {                                                \
                 T *pv = (T *)(void *)(pp + i * st[0]);                                        \
                 const double p = *pv;                                                         \

@@ -7,6 +7,7 @@
  * refusal while recording; a view of a leaf in a chain; F32 gradients;
  * leaks. */
 #include "autograd_internal.h"
+#include "fail_alloc.h"
 #include "harness.h"
 #include "test_util.h"
 
@@ -620,24 +621,6 @@ static void test_as_strided_not_recorded(void) {
  * A recorded forward (inside a user scope, so failed records must take their
  * result back from it) and backward, with allocation k failing for every k:
  * each run ends OK or NOMEM, and nothing leaks. */
-typedef struct fail_alloc {
-    long long calls, fail_at, live;
-} fail_alloc;
-static fail_alloc g_fa;
-static void *fa_alloc(size_t size, size_t align, void *ctx) {
-    fail_alloc *c = ctx;
-    if (++c->calls == c->fail_at) return NULL;
-    size_t r = (size + align - 1) / align * align;
-    void *p = aligned_alloc(align, r ? r : align);
-    if (p) c->live++;
-    return p;
-}
-static void fa_free(void *p, void *ctx) {
-    fail_alloc *c = ctx;
-    if (!p) return;
-    c->live--;
-    free(p);
-}
 
 static mft_status fail_workload(mft_tensor *x, mft_tensor *b) {
     if (mft_scope_begin() != MFT_OK) return mft_last_error();
@@ -658,9 +641,7 @@ static void test_alloc_failures(void) {
     mft_tensor *x = rnd(4, SZ, MFT_CHANNELS_LAST, 171, -1, 1, true);
     mft_tensor *b = rnd(4, (const int64_t[]){1, 3, 1, 1}, MFT_CONTIGUOUS, 172, -1, 1, true);
     int64_t live0 = mft_live_tensors();
-    mft_allocator a = {fa_alloc, fa_free, &g_fa};
-    mft_set_allocator(&a);
-    g_fa = (fail_alloc){0, 0, 0};
+    fa_install();
     CHECK(fail_workload(x, b) == MFT_OK);
     long long n = g_fa.calls;
     CHECK(n > 10);
@@ -668,7 +649,8 @@ static void test_alloc_failures(void) {
     mft_tensor_zero_grad(b);
     CHECK(g_fa.live == 0);
     for (long long k = 1; k <= n; k++) {
-        g_fa = (fail_alloc){0, k, 0};
+        g_fa.live = 0;
+        fa_arm(k);
         mft_status st = fail_workload(x, b);
         CHECK_MSG(st == MFT_OK || st == MFT_ERR_NOMEM, "fail at %lld: %s", k,
                   mft_last_error_message());

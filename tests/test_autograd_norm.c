@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fail_alloc.h"
 #include "harness.h"
 #include "test_util.h"
 
@@ -706,26 +707,6 @@ static void test_errors_and_scopes(void) {
 }
 
 /* ------------------------------------------------------------------ (f) allocation failure */
-typedef struct fail_alloc {
-    long long calls, fail_at, live;
-} fail_alloc;
-static fail_alloc g_fa;
-
-static void *fa_alloc(size_t size, size_t align, void *ctx) {
-    (void)ctx;
-    g_fa.calls++;
-    if (g_fa.fail_at && g_fa.calls >= g_fa.fail_at) return NULL;
-    if (align < sizeof(void *)) align = sizeof(void *);
-    size_t sz = (size + align - 1) / align * align;
-    void *p = aligned_alloc(align, sz ? sz : align);
-    if (p) g_fa.live++;
-    return p;
-}
-static void fa_free(void *p, void *ctx) {
-    (void)ctx;
-    if (p) g_fa.live--;
-    free(p);
-}
 
 /* One recorded forward through every op and its backward; MFT_OK or the
  * first error. Leaves nothing alive. */
@@ -777,9 +758,7 @@ static mft_status fa_workload(void) {
 
 static void test_alloc_failure(void) {
     mft_alloc_cache_set_limit(0);
-    mft_allocator a = {fa_alloc, fa_free, NULL};
-    memset(&g_fa, 0, sizeof g_fa);
-    mft_set_allocator(&a);
+    fa_install();
     mft_clear_error();
     mft_status st = fa_workload();
     CHECK_MSG(st == MFT_OK, "clean run: %s", mft_last_error_message());
@@ -788,8 +767,9 @@ static void test_alloc_failure(void) {
     CHECK_EQ_I(g_fa.live, 0);
     long long failed = 0;
     for (long long k = 1; k <= n && st == MFT_OK; k++) {
-        memset(&g_fa, 0, sizeof g_fa);
-        g_fa.fail_at = k;
+        g_fa.live = 0;
+        g_fa.sticky = true; /* every allocation from the k-th on fails */
+        fa_arm(k);
         mft_clear_error();
         mft_status s = fa_workload();
         if (s != MFT_OK) failed++;

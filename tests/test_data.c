@@ -11,6 +11,7 @@
 #include <xxhash.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "fail_alloc.h"
 #include "test_util.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -694,37 +695,6 @@ static bool mkdir_p(const char *d) {
 
 /* ------------------------------------------------------------------ allocation failures */
 /* A counting allocator that fails allocation number fail_at (1-based; 0 never). */
-typedef struct fail_alloc {
-    long long calls, fail_at, live;
-} fail_alloc;
-static fail_alloc g_fa;
-
-static void *fa_alloc(size_t size, size_t align, void *ctx) {
-    fail_alloc *c = ctx;
-    if (++c->calls == c->fail_at) return NULL;
-    size_t rounded = (size + align - 1) / align * align;
-    void *p = aligned_alloc(align, rounded ? rounded : align);
-    if (p) c->live++;
-    return p;
-}
-
-static void fa_free(void *p, void *ctx) {
-    fail_alloc *c = ctx;
-    if (!p) return;
-    c->live--;
-    free(p);
-}
-
-static void fa_install(void) {
-    memset(&g_fa, 0, sizeof g_fa);
-    mft_allocator a = {fa_alloc, fa_free, &g_fa};
-    mft_set_allocator(&a);
-}
-
-static void fa_arm(long long k) {
-    g_fa.calls = 0;
-    g_fa.fail_at = k;
-}
 
 /* Every allocation of the loaders and batch functions, failed in turn. */
 static void test_alloc_failures(void) {

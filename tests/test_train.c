@@ -9,8 +9,8 @@
  *   - a whole step under a scope leaks nothing, and an allocation failure
  *     injected at every allocation of a step returns an error, leaks
  *     nothing and leaves the parameters as they were. */
-#include <stdatomic.h>
 #include <stdbool.h>
+#include "fail_alloc.h"
 #include "harness.h"
 #include "test_util.h"
 
@@ -217,29 +217,10 @@ static void test_fifty_steps_nchw_equals_nhwc(void) {
 }
 
 /* ------------------------------------------------------------------ alloc failure */
-/* Atomic counters: kernels allocate scratch inside parallel regions. */
-typedef struct fail_alloc {
-    _Atomic long long calls, fail_at, live;
-} fail_alloc;
-static fail_alloc g_fa;
-static void *fa_alloc(size_t size, size_t align, void *ctx) {
-    fail_alloc *c = ctx;
-    if (++c->calls == c->fail_at) return NULL;
-    size_t rounded = (size + align - 1) / align * align;
-    void *p = aligned_alloc(align, rounded ? rounded : align);
-    if (p) c->live++;
-    return p;
-}
-static void fa_free(void *p, void *ctx) {
-    fail_alloc *c = ctx;
-    if (!p) return;
-    c->live--;
-    free(p);
-}
 
 static void test_step_alloc_failure_everywhere(void) {
     mft_alloc_cache_set_limit(0);
-    mft_set_allocator(&(mft_allocator){fa_alloc, fa_free, &g_fa});
+    fa_install();
     mft_layer *m = tiny_cnn(3);
     CHECK(mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
     mft_tensor *params[16];
