@@ -27,8 +27,9 @@ LINE = re.compile(r"^epoch (\d+) loss ([0-9.naninf]+) test_acc ([0-9.]+) time ([
 
 
 def run(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                         env=dict(os.environ, OMP_WAIT_POLICY="passive")).stdout
+    # the environment is left as it is: both programs use libgomp's default
+    # (active) wait policy unless the caller sets OMP_WAIT_POLICY
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     epochs = [LINE.match(l) for l in out.splitlines()]
     epochs = [m for m in epochs if m]
     if not epochs:
