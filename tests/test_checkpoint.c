@@ -26,19 +26,6 @@ static bool write_file(const char *path, const void *data, size_t n) {
     return fclose(f) == 0 && ok;
 }
 
-static unsigned char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    *n = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 16);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
 static bool exists(const char *p) { return access(p, F_OK) == 0; }
 
 /* Logical values: a function of the linear index, exact in every dtype. */
@@ -103,7 +90,7 @@ static void test_layout_bytes(void) {
     put_u64(want + k, bits), k += 8;
     put_u64(want + k, XXH3_64bits(want, k)), k += 8;
     size_t n = 0;
-    unsigned char *got = read_file(p, &n);
+    unsigned char *got = tu_read_file(p, &n);
     CHECK_EQ_I(n, k);
     if (got && n == k) {
         size_t first = k;
@@ -310,7 +297,7 @@ static unsigned char *small_file(const char *p, size_t *n) {
     for (int i = 0; i < 3; i++) fill(src.t[i], i);
     CHECK(mft_save_tensors(p, 3, TNAMES, (const mft_tensor *const *)src.t) == MFT_OK);
     free_targets(&src);
-    return read_file(p, n);
+    return tu_read_file(p, n);
 }
 
 static void test_corruption(void) {
@@ -453,7 +440,7 @@ static void test_valid_checksum_malformed(void) {
     const mft_tensor *tt[2] = {g.t[2], g.t[2]};
     CHECK(mft_save_tensors(q, 2, two, tt) == MFT_OK);
     size_t n2 = 0;
-    unsigned char *d = read_file(q, &n2);
+    unsigned char *d = tu_read_file(q, &n2);
     size_t at = 0;
     for (size_t i = 16; d && i + 2 < n2; i++)
         if (d[i] == 'a' && d[i + 1] == 'b') at = i + 1;

@@ -37,18 +37,6 @@ static bool write_gz(const char *path, const void *data, size_t n) {
     return gzclose(g) == Z_OK && ok;
 }
 
-static unsigned char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
 /* An IDX header: 00 00 type ndim, sizes big-endian. Returns its length. */
 static size_t idx_header(unsigned char *p, int type, int ndim, const uint32_t *sizes) {
     p[0] = 0, p[1] = 0, p[2] = (unsigned char)type, p[3] = (unsigned char)ndim;
@@ -400,7 +388,7 @@ static void test_idx_malformed(void) {
     if (ok) CHECK(memcmp(mft_tensor_data(ok), data + gh, 4096) == 0);
     mft_tensor_release(ok);
     size_t gzn = 0;
-    unsigned char *gzb = read_file(p, &gzn);
+    unsigned char *gzb = tu_read_file(p, &gzn);
     CHECK(gzb && gzn > 40);
     if (gzb && gzn > 40) {
         const size_t pos[] = {20, gzn / 3, gzn / 2, gzn - 12, gzn - 6, gzn - 2};

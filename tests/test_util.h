@@ -26,6 +26,21 @@
 #include <stdint.h>
 #include "harness.h"
 
+/* ------------------------------------------------------------------ files */
+
+/* The whole file at path in a malloc'd buffer (*n bytes; free it), NULL if
+ * it cannot be opened or read. */
+static inline unsigned char *tu_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    *n = 0;
+    if (!f) return NULL;
+    long sz = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    unsigned char *b = sz >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)sz + 16) : NULL;
+    if (b) *n = fread(b, 1, (size_t)sz, f);
+    fclose(f);
+    return b;
+}
+
 /* ------------------------------------------------------------------ random numbers */
 
 static inline uint64_t tu_rng_next(uint64_t *s) {
