@@ -292,6 +292,22 @@ typedef struct cls_ctx {
     double *part;               /* forward: 3 partial sums per block */
 } cls_ctx;
 
+/* log(sum_k exp(x[k * xcs])) over a row of C classes, shifted by the
+ * maximum (NaN propagates), in double: the forward and the backward share it. */
+#define CLS_LSE(D)                                                                              \
+    static inline double cls_lse_##D(const MFT__T_##D *xr, int64_t xcs, int64_t C) {            \
+        double m = -INFINITY;                                                                   \
+        for (int64_t k = 0; k < C; k++) {                                                       \
+            const double v = (double)xr[k * xcs];                                               \
+            if (v > m || v != v) m = v;                                                         \
+        }                                                                                       \
+        double s = 0.0;                                                                         \
+        for (int64_t k = 0; k < C; k++) s += exp((double)xr[k * xcs] - m);                      \
+        return m + log(s);                                                                      \
+    }
+CLS_LSE(F32)
+CLS_LSE(F64)
+
 #define CLS_KERNELS(D)                                                                          \
     static void cls_fwd_##D(void *vc, int64_t b0, int64_t b1) {                                 \
         typedef MFT__T_##D T;                                                                   \
@@ -320,14 +336,7 @@ typedef struct cls_ctx {
                         s_w += wt;                                                              \
                     }                                                                           \
                 } else {                                                                        \
-                    double m = -INFINITY;                                                       \
-                    for (int64_t k = 0; k < C; k++) {                                           \
-                        const double v = (double)xr[k * xcs];                                   \
-                        if (v > m || v != v) m = v;                                             \
-                    }                                                                           \
-                    double s = 0.0;                                                             \
-                    for (int64_t k = 0; k < C; k++) s += exp((double)xr[k * xcs] - m);          \
-                    const double lse = m + log(s);                                              \
+                    const double lse = cls_lse_##D(xr, xcs, C);                                 \
                     if (g->mode == CLS_CE_PROB) {                                               \
                         const T *tr = (const T *)(const void *)c->t + w.off[1];                 \
                         double l = 0.0;                                                         \
@@ -393,14 +402,7 @@ typedef struct cls_ctx {
                         gr[t * gcs] = (T)(-go * c->scale * (wb ? (double)wb[t * wcs] : 1.0)); \
                     continue;                                                                   \
                 }                                                                               \
-                double m = -INFINITY;                                                           \
-                for (int64_t k = 0; k < C; k++) {                                               \
-                    const double v = (double)xr[k * xcs];                                       \
-                    if (v > m || v != v) m = v;                                                 \
-                }                                                                               \
-                double s = 0.0;                                                                 \
-                for (int64_t k = 0; k < C; k++) s += exp((double)xr[k * xcs] - m);              \
-                const double lse = m + log(s);                                                  \
+                const double lse = cls_lse_##D(xr, xcs, C);                                     \
                 if (g->mode == CLS_CE_PROB) {                                                   \
                     const T *tr = (const T *)(const void *)c->t + w.off[1];                     \
                     const double a = go * c->scale;                                         \
