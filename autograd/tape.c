@@ -344,8 +344,7 @@ static mft_status ag_add_pending(ag_walk *w, mft_tensor *leaf, mft_tensor *g) {
 
 /* The format an input's gradient must have (SPEC §5). */
 static mft_format ag_target_format(const mft__ag_input *in) {
-    return (in->tag == MFT_CHANNELS_LAST && in->ndim >= 3 && in->ndim <= 5) ? MFT_CHANNELS_LAST
-                                                                            : MFT_CONTIGUOUS;
+    return mft__rule_grad_format(in->tag, in->ndim);
 }
 
 /* Checks and converts one gradient; consumes g, returns the converted one. */
@@ -369,7 +368,9 @@ static mft_tensor *ag_fix_grad(const mft__ag_node *n, int k, mft_tensor *g) {
     }
     mft_format f = ag_target_format(in);
     if (!mft_tensor_is_contiguous(g, f)) {
+        mft__cause_push(MFT_CAUSE_GRADIENT, n->name);
         mft_tensor *c = mft_contiguous(g, f);
+        mft__cause_pop();
         mft_tensor_release(g);
         if (!c) return NULL;
         tl_conversions++;

@@ -313,11 +313,17 @@ static mft_tensor *conv_from_kernel(mft_tensor *t, int nsp, bool batched, mft_fo
     return c;
 }
 
-/* The conv format (SPEC §4) given the batched x view and w. */
-static mft_format conv_format(int nsp, const mft_tensor *xb, const mft_tensor *w) {
-    if (nsp == 1) return xb->tag;
-    return (xb->tag == MFT_CHANNELS_LAST || w->tag == MFT_CHANNELS_LAST) ? MFT_CHANNELS_LAST
-                                                                          : MFT_CONTIGUOUS;
+/* The conv format (SPEC §4): the row of tensor/rules.def for this conv,
+ * applied to the batched x view and w. */
+static mft__decision conv_decide(const conv_req *r, const mft_tensor *xb) {
+    static const mft__rule_id rows[4] = {MFT__RULE_CONV2D, MFT__RULE_CONV1D, MFT__RULE_CONV2D,
+                                         MFT__RULE_CONV3D};
+    static const char *const names[4] = {"conv2d", "conv1d", "conv2d", "conv3d"};
+    const mft_tensor *ops[2] = {xb, r->w};
+    if (r->transposed)
+        return mft__rule_decide(MFT__RULE_CONV_TRANSPOSE2D, "conv_transpose2d", 2, ops,
+                                MFT_CONTIGUOUS, 0);
+    return mft__rule_decide(rows[r->nsp], names[r->nsp], 2, ops, MFT_CONTIGUOUS, 0);
 }
 
 static mft__op_id conv_op(int nsp, int kind) { /* kind 0 fwd, 1 bwd input, 2 bwd weight */
@@ -425,10 +431,12 @@ static mft_tensor *conv_forward(const conv_req *r) {
     mft_tensor *wk = xk ? conv_weight_to_kernel(r->w, r->nsp) : NULL;
     mft_tensor *yk = NULL, *res = NULL;
     if (wk) {
-        const mft_format fmt = conv_format(r->nsp, xb, r->w);
+        const mft__decision d = conv_decide(r, xb);
+        const mft_format fmt = d.tag;
         const int kind = r->transposed ? 1 : 0;
         yk = conv_run(fn, conv_op(r->nsp, kind), fmt, g.krank, g.out, xk, wk, false, &g.p);
         if (yk) res = conv_from_kernel(yk, r->nsp, g.batched, fmt);
+        if (res && g.batched) mft__rule_apply(res, &d);
     }
     mft__scope_resume();
     if (rec) mft_set_grad_enabled(grad_was);
@@ -529,14 +537,16 @@ static mft_status conv_backward(const conv_req *r, const mft_tensor *grad_out, m
         ok = gx != NULL;
     }
     if (ok && gw_out) {
-        const mft_format fmt = conv_format(nsp, xb, r->w);
+        const mft_format fmt = conv_decide(r, xb).tag;
         mft__op_id op = conv_op(nsp, 2);
         mft_tensor *t = r->transposed
                             ? conv_run(fn, op, fmt, g.krank, wk->sizes, xk, gk, true, &pnb)
                             : conv_run(fn, op, fmt, g.krank, wk->sizes, gk, xk, true, &pnb);
         mft_tensor *u = NULL;
         if (t) u = nsp == 1 ? mft_squeeze(t, 2) : mft_tensor_retain(t);
+        mft__cause_push(MFT_CAUSE_GRADIENT, "conv");
         if (u) gw = mft_contiguous(u, r->w->tag);
+        mft__cause_pop();
         mft_tensor_release(t);
         mft_tensor_release(u);
         ok = gw != NULL;

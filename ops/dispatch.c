@@ -264,7 +264,11 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
         if (!convert || !convert[i] || k.fmt == MFT_FORMAT_ANY ||
             mft_tensor_is_contiguous(in[i], k.fmt))
             continue;
+        /* no kernel for the asked format: FALLBACK; a kernel for it that
+         * needs packed operands: OPERAND (Note [Conversions and their causes]) */
+        mft__cause_push(fallback ? MFT_CAUSE_FALLBACK : MFT_CAUSE_OPERAND, mft__op_name(op));
         mft_tensor *c = mft_contiguous(in[i], k.fmt);
+        mft__cause_pop();
         if (!c) {
             st = mft__relabel_error(fn);
             break;
@@ -290,7 +294,11 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
         mft_kernel_args args = {nin, nout, kin, kout, params};
         k.fn(&args);
         for (int i = 0; i < nout; i++) {
-            if (kout[i] != out[i] && out[i]->numel) mft__copy_kernel(out[i], kout[i]);
+            if (kout[i] != out[i] && out[i]->numel) {
+                mft__copy_kernel(out[i], kout[i]);
+                mft__note_conversion_as(fallback ? MFT_CAUSE_FALLBACK : MFT_CAUSE_OPERAND,
+                                        mft__op_name(op), kout[i], out[i]);
+            }
             atomic_fetch_add(&out[i]->storage->version, 1);
         }
         tl_last = (mft_dispatch_info){mft__op_name(op), k.name, fmt, k.fmt, dtype, conversions, k.user};

@@ -238,7 +238,8 @@ static mft_tensor *dropout_run(const char *fn, const char *xname, const mft_tens
     }
     if (p == 0.0 || !training) return mft__retain_result(fn, (mft_tensor *)x);
 
-    const mft_format fmt = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_DROPOUT, fn + 4, 1, &x, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
     uint8_t *keep = NULL;
     const int64_t nc = channels ? x->sizes[0] * x->sizes[1] : 0;
     /* the keep threshold: h >= ceil(p * 2^32); p so close to 1 that no h
@@ -316,7 +317,7 @@ static mft_tensor *dropout_run(const char *fn, const char *xname, const mft_tens
         }
     }
     mft__free(keep);
-    mft__tensor_set_tag_from(y, x->tag);
+    mft__rule_apply(y, &dec);
     mft_tensor *r = mft__retain_result(fn, y);
     mft_tensor_release(y);
     return r;

@@ -236,7 +236,14 @@ static mft_tensor *ew_alloc_result(const char *fn, const mft__ew_op *op,
     int64_t strides[MFT_MAX_DIMS];
     mft__ew_result_strides(op->ninputs, in, op->scalar_operand, p->ndim, p->shape, strides);
     mft_tensor *r = mft__tensor_alloc_strided(fn, p->ndim, p->shape, strides, dt);
-    if (r) mft__tensor_set_tag_from(r, in[0]->tag);
+    static const mft__rule_id rows[4] = {MFT__RULE_UNARY, MFT__RULE_UNARY, MFT__RULE_BINARY,
+                                         MFT__RULE_TERNARY};
+    if (r) {
+        const char *name = strncmp(op->name, "mft_", 4) ? op->name : op->name + 4;
+        const mft__decision d =
+            mft__rule_decide(rows[op->ninputs & 3], name, op->ninputs, in, MFT_CONTIGUOUS, 0);
+        mft__rule_apply(r, &d);
+    }
     return r;
 }
 

@@ -153,8 +153,7 @@ BW_OPF(lerpw, 3, X_lerpw)
 
 /* ---------------------------------------------------------------- helpers */
 static mft_format bw_target(const mft__ag_input *in) {
-    return (in->tag == MFT_CHANNELS_LAST && in->ndim >= 3 && in->ndim <= 5) ? MFT_CHANNELS_LAST
-                                                                            : MFT_CONTIGUOUS;
+    return mft__rule_grad_format(in->tag, in->ndim);
 }
 
 static bool bw_same_sizes(const mft__ag_input *in, const mft_tensor *t) {

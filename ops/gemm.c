@@ -6,7 +6,8 @@
  * semantics), the packed fast kernels, and the kernel table.
  *
  * What a matmul kernel receives (built by the entry points):
- *   inputs[0] A: (batch..., M, K), inputs[1] B: (batch..., K, N), or
+ *   inputs[0] A: (batch..., M, K), or (batch..., K, M) used as its
+ *   transpose when params.transpose_a; inputs[1] B: (batch..., K, N), or
  *   (batch..., N, K) used as its transpose when params.transpose_b;
  *   outputs[0] C: (batch..., M, N) packed CONTIGUOUS (the result's format,
  *   SPEC §4).
@@ -15,10 +16,11 @@
  * inputs as dispatch.h promises. The op avoids the copies where a packed
  * operand exists without one: a B whose last two dims are a transposed
  * packed matrix (w^T, the weight in linear) is passed as that packed matrix
- * with transpose_b; a batched A times a 2-D (or 1-D) B is folded into one
+ * with transpose_b, and an A that is a transposed packed matrix (x^T in
+ * linear's grad_w) likewise with transpose_a; a batched A times a 2-D (or 1-D) B is folded into one
  * (batch*M, K) @ (K, N) product when A's batch dims merge into a view
- * (PyTorch does the same fold). Other inputs (strided slices, a transposed
- * A, batch dims broadcast by expand) are converted by the dispatcher, which
+ * (PyTorch does the same fold). Other inputs (strided slices, batch dims
+ * broadcast by expand) are converted by the dispatcher, which
  * counts them (mft_dispatch_last()->conversions); PyTorch copies in these
  * cases too. The kernels themselves read A and B through their strides (the
  * packing step of the fast kernels accepts any), so they also run correctly
@@ -88,8 +90,10 @@ static bool gemm_check_dtypes(const char *fn, const char *n1, const mft_tensor *
  * error set. Called suspended. */
 static mft_tensor *gemm_dispatch(const char *fn, const mft_tensor *A, const mft_tensor *B,
                                  int r, const int64_t *csizes, bool transpose_b) {
-    /* a transposed packed B: pass the packed matrix and flip transpose_b */
-    mft_tensor *bt = NULL;
+    /* a transposed packed B (or A): pass the packed matrix and flip
+     * transpose_b (set transpose_a): no operand copy */
+    mft_tensor *bt = NULL, *at = NULL;
+    bool transpose_a = false;
     if (!mft_tensor_is_contiguous(B, MFT_CONTIGUOUS)) {
         bt = mft_transpose(B, -1, -2);
         if (!bt) return NULL;
@@ -98,9 +102,20 @@ static mft_tensor *gemm_dispatch(const char *fn, const mft_tensor *A, const mft_
             transpose_b = !transpose_b;
         }
     }
+    if (!mft_tensor_is_contiguous(A, MFT_CONTIGUOUS) && A->ndim >= 2) {
+        at = mft_transpose(A, -1, -2);
+        if (!at) {
+            mft_tensor_release(bt);
+            return NULL;
+        }
+        if (mft_tensor_is_contiguous(at, MFT_CONTIGUOUS)) {
+            A = at;
+            transpose_a = true;
+        }
+    }
     mft_tensor *c = mft__tensor_alloc(fn, r, csizes, A->dtype, MFT_CONTIGUOUS);
     if (c) {
-        const mft_matmul_params p = {transpose_b};
+        const mft_matmul_params p = {transpose_b, transpose_a};
         const mft_tensor *ins[2] = {A, B};
         const bool convert[2] = {true, true};
         if (mft__dispatch(fn, MFT__OP_MATMUL, MFT_CONTIGUOUS, A->dtype, 2, ins, convert, 1, &c,
@@ -110,6 +125,7 @@ static mft_tensor *gemm_dispatch(const char *fn, const mft_tensor *A, const mft_
         }
     }
     mft_tensor_release(bt);
+    mft_tensor_release(at);
     return c;
 }
 
@@ -327,9 +343,8 @@ mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tenso
  *   matmul: grad_a = grad_out @ b^T, grad_b = a^T @ grad_out, with 1-D
  *   operands promoted as the forward does (a: (1, K), b: (K, 1)) and
  *   batch dims that were broadcast summed away (gemm_sum_to below).
- *   b^T of a packed b is read by the kernels as transpose_b (no copy); a^T is
- *   converted by the dispatcher (a copy of the smaller operand: PyTorch
- *   copies too). When a is batched and b is not, grad_b folds the batch into
+ *   b^T of a packed b is read by the kernels as transpose_b and a^T of a
+ *   packed a as transpose_a (no copies). When a is batched and b is not, grad_b folds the batch into
  *   the product's depth: one (K, rows) @ (rows, N) gemm instead of a batched
  *   product and a reduction.
  *   linear: grad_x = grad_out @ w (w packed: no copy), grad_w = grad_out^T @ x
@@ -429,8 +444,10 @@ static mft_tensor *gemm_grad_like(mft_tensor *g, const mft_tensor *t) {
     mft_tensor *v = mft_reshape(g, t->ndim, t->sizes);
     mft_tensor_release(g);
     if (!v) return NULL;
-    const mft_format fmt = t->ndim >= 3 && t->ndim <= 5 ? t->tag : MFT_CONTIGUOUS;
+    const mft_format fmt = mft__rule_grad_format(t->tag, t->ndim);
+    mft__cause_push(MFT_CAUSE_GRADIENT, "matmul");
     mft_tensor *r = mft_contiguous(v, fmt);
+    mft__cause_pop();
     mft_tensor_release(v);
     return r;
 }
@@ -653,9 +670,9 @@ static void gemm_shape_init(const mft_kernel_args *a, gemm_shape *g) {
     const int r = g->r = g->C->ndim;
     g->M = g->C->sizes[r - 2];
     g->N = g->C->sizes[r - 1];
-    g->K = g->A->sizes[r - 1];
-    g->ars = g->A->strides[r - 2];
-    g->acs = g->A->strides[r - 1];
+    g->K = g->A->sizes[r - (p->transpose_a ? 2 : 1)];
+    g->ars = g->A->strides[r - (p->transpose_a ? 1 : 2)];
+    g->acs = g->A->strides[r - (p->transpose_a ? 2 : 1)];
     g->bks = g->B->strides[r - (p->transpose_b ? 1 : 2)];
     g->bns = g->B->strides[r - (p->transpose_b ? 2 : 1)];
     g->batch = 1;

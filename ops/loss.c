@@ -138,7 +138,7 @@ static mft_tensor *loss_alloc_like(const char *fn, const mft_tensor *x) {
     int64_t st[MFT_MAX_DIMS];
     mft__infer_dense_strides(x->ndim, x->sizes, x->strides, st);
     mft_tensor *t = mft__tensor_alloc_strided(fn, x->ndim, x->sizes, st, x->dtype);
-    if (t && x->ndim >= 3 && x->ndim <= 5) mft__tensor_set_tag_from(t, x->tag);
+    if (t && x->ndim >= 3 && x->ndim <= 5) mft__rule_apply1(t, MFT__RULE_LOSS, fn + 4, x);
     return t;
 }
 

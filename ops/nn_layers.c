@@ -516,7 +516,11 @@ mft_status mft_layer_to_format(mft_layer *l, mft_format fmt) {
     mft_set_grad_enabled(grad_was);
     for (int i = 0; i < np; i++) {
         if (st == MFT_OK && conv[i]) layer_swap_layout(ps[i], conv[i]);
-        if (st == MFT_OK && ps[i]->ndim == 4) mft__tensor_declare(ps[i], fmt);
+        if (st == MFT_OK && ps[i]->ndim == 4) {
+            const mft_tensor *src = ps[i];
+            mft__decision d = mft__rule_decide(MFT__RULE_CONVERT, "layer_to_format", 1, &src, fmt, 0);
+            mft__rule_apply(ps[i], &d);
+        }
         mft_tensor_release(conv[i]);
     }
     mft__free(ps);

@@ -743,7 +743,8 @@ static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
                             mft_tensor **srstd) {
     if (smean) *smean = NULL;
     if (srstd) *srstd = NULL;
-    const mft_format fmt = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(op == MFT__OP_LAYER_NORM ? MFT__RULE_NORM_DEV : MFT__RULE_NORM, mft__op_name(op), 1, &x, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
     size_t nd = (size_t)(2 * nstat + nscratch);
     double *buf = mft__alloc_or_err(fn, (nd ? nd : 1) * sizeof(double), 64);
     if (!buf) return NULL;
@@ -769,7 +770,7 @@ static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
         mft_tensor *outs[1] = {res};
         ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, 1, outs, kp) == MFT_OK;
     }
-    if (ok) mft__tensor_set_tag_from(res, x->tag);
+    if (ok) mft__rule_apply(res, &dec);
     /* statistics for the backward (x's dtype): mean, 1 / sqrt(var + eps) */
     mft_tensor *st[2] = {NULL, NULL};
     for (int k = 0; k < 2 && ok; k++) {

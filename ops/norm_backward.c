@@ -807,7 +807,8 @@ static mft_status nb_run(const char *fn, mft__op_id op, const mft_tensor *go, co
     }
     kp->mean = mean;
     kp->rstd = rstd;
-    const mft_format fmt = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_BACKWARD, fn + 4, 1, &x, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
     mft__scope_suspend();
     mft_tensor *r[3] = {NULL, NULL, NULL};
     r[0] = mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt);
@@ -818,7 +819,7 @@ static mft_status nb_run(const char *fn, mft__op_id op, const mft_tensor *go, co
         mft_tensor *outs[1] = {r[0]};
         ok = mft__dispatch(fn, op, fmt, x->dtype, 2, ins, convert, 1, outs, kp) == MFT_OK;
     }
-    if (ok) mft__tensor_set_tag_from(r[0], x->tag);
+    if (ok) mft__rule_apply(r[0], &dec);
     if (ok && gw) ok = (r[1] = nb_vec(fn, kp->gw, aff_nd, aff_sizes, x->dtype)) != NULL;
     if (ok && gb) ok = (r[2] = nb_vec(fn, kp->gb, aff_nd, aff_sizes, x->dtype)) != NULL;
     mft__scope_resume();

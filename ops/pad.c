@@ -166,7 +166,8 @@ static mft_tensor *pad_forward(const char *fn, const mft_tensor *x, int npad,
     mft_pad_params p;
     int64_t out[MFT_MAX_DIMS];
     if (!pad_check(fn, x, npad, pads, mode, value, &p, out)) return NULL;
-    const mft_format fmt = x->ndim >= 3 && x->ndim <= 5 ? x->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_PAD, "pad", 1, &x, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
 
     mft__scope_suspend(); /* internal tensors are not the user's scope results */
     mft_tensor *y = mft__tensor_alloc(fn, x->ndim, out, x->dtype, fmt);
@@ -178,7 +179,7 @@ static mft_tensor *pad_forward(const char *fn, const mft_tensor *x, int npad,
         ok = mft__dispatch(fn, MFT__OP_PAD, fmt, x->dtype, 1, ins, convert, 1, outs, &p) ==
              MFT_OK;
     }
-    if (ok) mft__tensor_set_tag_from(y, x->tag);
+    if (ok) mft__rule_apply(y, &dec);
     mft__scope_resume();
     if (!ok) {
         mft__relabel_error(fn);
@@ -406,7 +407,8 @@ mft_tensor *mft_pad_backward(const mft_tensor *grad_out, const mft_tensor *x, in
     static const char fn[] = "mft_pad_backward";
     mft_pad_params p;
     if (!pad_bw_check(fn, grad_out, x, npad, pads, mode, &p)) return NULL;
-    const mft_format fmt = x->ndim >= 3 && x->ndim <= 5 ? x->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_BACKWARD, "pad_backward", 1, &x, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
 
     mft__scope_suspend();
     mft_tensor *gx = mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt);
@@ -418,7 +420,7 @@ mft_tensor *mft_pad_backward(const mft_tensor *grad_out, const mft_tensor *x, in
         ok = mft__dispatch(fn, MFT__OP_PAD_BACKWARD, fmt, x->dtype, 1, ins, convert, 1, outs,
                            &p) == MFT_OK;
     }
-    if (ok) mft__tensor_set_tag_from(gx, x->tag);
+    if (ok) mft__rule_apply(gx, &dec);
     mft__scope_resume();
     if (!ok) {
         mft__relabel_error(fn);
@@ -629,6 +631,7 @@ typedef struct cat_plan {
     int64_t sizes[MFT_MAX_DIMS];
     mft_dtype dt;
     mft_format fmt;
+    mft__decision dec; /* the CAT row's decision (tensor/rules.def) */
 } cat_plan;
 
 static bool cat_check(const char *fn, int n, const mft_tensor *const *ts, int dim, bool skip,
@@ -652,7 +655,6 @@ static bool cat_check(const char *fn, int n, const mft_tensor *const *ts, int di
     int64_t sizes[MFT_MAX_DIMS];
     memcpy(sizes, r->sizes, sizeof sizes);
     sizes[d] = 0;
-    bool same_tag = true;
     for (int i = 0; i < n; i++) {
         const mft_tensor *t = ts[i];
         if (skip && cat_skipped(t) && !all_skipped) continue;
@@ -677,7 +679,6 @@ static bool cat_check(const char *fn, int n, const mft_tensor *const *ts, int di
             return false;
         }
         sizes[d] += t->sizes[d];
-        same_tag = same_tag && t->tag == r->tag;
     }
     mft_dtype dt = mft_result_type(n, ts, false, 0.0);
     if (dt == MFT_DTYPE_COUNT) {
@@ -689,7 +690,14 @@ static bool cat_check(const char *fn, int n, const mft_tensor *const *ts, int di
     cp->all_skipped = all_skipped;
     memcpy(cp->sizes, sizes, sizeof sizes);
     cp->dt = dt;
-    cp->fmt = same_tag && nd >= 3 && nd <= 5 ? r->tag : MFT_CONTIGUOUS;
+    /* the COMMON row over the tensors that take part (skipped ones as NULL) */
+    const mft_tensor *small[16];
+    const mft_tensor **part = n <= 16 ? small : mft__alloc_or_err(fn, (size_t)n * sizeof *part, 8);
+    if (!part) return false;
+    for (int i = 0; i < n; i++) part[i] = skip && cat_skipped(ts[i]) && !all_skipped ? NULL : ts[i];
+    cp->dec = mft__rule_decide(MFT__RULE_CAT, fn + 4, n, part, MFT_CONTIGUOUS, 0);
+    if (part != small) mft__free((void *)part);
+    cp->fmt = cp->dec.tag;
     return true;
 }
 
@@ -721,6 +729,7 @@ static mft_tensor *cat_impl(const char *fn, int n, const mft_tensor *const *ts, 
         mft_tensor_release(y);
         return NULL;
     }
+    mft__rule_apply(y, &cp.dec);
     mft_tensor *res = mft__retain_result(fn, y);
     mft_tensor_release(y);
     return res;
@@ -820,7 +829,8 @@ static mft_status grads_finish(const char *fn, bool ok, int n, mft_tensor **tmp,
 
 /* A packed copy of part (any strides) with t's sizes and dtype in t's tag. */
 static mft_tensor *grad_piece(const char *fn, const mft_tensor *part, const mft_tensor *t) {
-    const mft_format fmt = t->ndim >= 3 && t->ndim <= 5 ? t->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_BACKWARD, fn + 4, 1, &t, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
     mft_tensor *g = mft__tensor_alloc(fn, t->ndim, t->sizes, t->dtype, fmt);
     if (!g) return NULL;
     if (g->numel) {
@@ -830,7 +840,7 @@ static mft_tensor *grad_piece(const char *fn, const mft_tensor *part, const mft_
             mft__fill(g, 0.0);
         }
     }
-    mft__tensor_set_tag_from(g, t->tag);
+    mft__rule_apply(g, &dec);
     return g;
 }
 
@@ -1023,7 +1033,7 @@ static mft_tensor *ag_hand_over(const char *fn, mft_tensor *y) {
 /* A tensor of input in's sizes and dtype, packed in its format (SPEC §5),
  * holding part (a view of a gradient with in's sizes), or NULL. */
 static mft_tensor *ag_grad_like_input(const mft__ag_input *in, const mft_tensor *part) {
-    const mft_format fmt = in->ndim >= 3 && in->ndim <= 5 ? in->tag : MFT_CONTIGUOUS;
+    const mft_format fmt = mft__rule_grad_format(in->tag, in->ndim);
     mft_tensor *g = mft_empty(in->ndim, in->sizes, in->dtype, fmt);
     if (g && g->numel && mft_copy_(g, part) != MFT_OK) {
         mft_tensor_release(g);
@@ -1139,7 +1149,7 @@ static mft_status split_node_backward(const mft__ag_node *n, mft_tensor *const *
     const split_ag_params *p = n->params;
     const mft__ag_input *in = &n->in[0];
     if (!in->needs_grad) return MFT_OK;
-    const mft_format fmt = in->ndim >= 3 && in->ndim <= 5 ? in->tag : MFT_CONTIGUOUS;
+    const mft_format fmt = mft__rule_grad_format(in->tag, in->ndim);
     mft_tensor *g = mft_empty(in->ndim, in->sizes, in->dtype, fmt);
     if (!g) return mft_last_error();
     int64_t off = 0;

@@ -210,7 +210,9 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     int64_t out4[4];
     if (!pool_check(fn, is_max, x, a, &p, out4)) return NULL;
     const bool rank3 = x->ndim == 3;
-    const mft_format fmt = rank3 ? MFT_CONTIGUOUS : x->tag;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_POOL, mft__op_name(op), 1, &x,
+                                               MFT_CONTIGUOUS, rank3 ? MFT__DECIDE_UNBATCHED : 0);
+    const mft_format fmt = dec.tag;
     const bool rec = mft__ag_wants(1, &x);
     const bool grad_was = rec ? mft_set_grad_enabled(false) : true;
 
@@ -236,7 +238,7 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     /* user-visible results: rank 3 views drop the N = 1 dim */
     mft_tensor *res[2] = {NULL, NULL};
     for (int k = 0; ok && k < (is_max ? 2 : 1); k++) {
-        mft__tensor_set_tag_from(outs[k], x->tag);
+        mft__rule_apply(outs[k], &dec);
         res[k] = rank3 ? mft_squeeze(outs[k], 0) : mft_tensor_retain(outs[k]);
         ok = res[k] != NULL;
     }

@@ -385,6 +385,7 @@ typedef struct pm_exec {
     int prank;
     int64_t psz[5];
     mft_format fmt;
+    mft__decision dec; /* the rule's decision for the results (tensor/rules.def) */
     const void *params;
     /* autograd: record a node for the first result (forward entry points) */
     bool rec;
@@ -457,7 +458,11 @@ static mft_tensor *pm_execute(const pm_exec *e, mft_tensor **second) {
     for (int i = 0; ok && i < e->nout; i++) {
         res[i] = e->prank == R ? mft_tensor_retain(outs[i]) : mft_view(outs[i], e->prank, e->psz);
         ok = res[i] != NULL;
-        if (ok) mft__tensor_set_tag_from(res[i], e->fmt);
+        if (ok) {
+            mft__decision d = e->dec;
+            d.op = e->fn + 4; /* "mft_max_pool3d" -> "max_pool3d" */
+            mft__rule_apply(res[i], &d);
+        }
     }
     mft__scope_resume();
     if (e->rec) mft_set_grad_enabled(grad_was);
@@ -505,7 +510,10 @@ static void pm_sizes(pm_exec *e, const mft_tensor *x, int nsp, const pm_geom *g,
     if (batched) e->psz[k++] = g->N;
     e->psz[k++] = g->C;
     for (int i = 0; i < nsp; i++) e->psz[k++] = from_in ? g->in[3 - nsp + i] : g->out[3 - nsp + i];
-    e->fmt = batched ? x->tag : MFT_CONTIGUOUS;
+    /* from_in: a backward, whose result is x's gradient (op named in pm_run) */
+    e->dec = mft__rule_decide(from_in ? MFT__RULE_BACKWARD : MFT__RULE_POOL, NULL, 1, &x,
+                              MFT_CONTIGUOUS, batched ? 0 : MFT__DECIDE_UNBATCHED);
+    e->fmt = e->dec.tag;
 }
 
 static void pm_params2(const pm_geom *g, mft_pool2d_params *p) {

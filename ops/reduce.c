@@ -177,9 +177,10 @@ static mft_tensor *reduce_alloc_result(const reduce_plan *p, const mft_tensor *x
                                        mft_dtype dt, mft_tensor **keep_view) {
     mft_tensor *res;
     if (keepdim) {
-        mft_format f = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
-        res = mft__tensor_alloc(p->fn, p->ndim, p->keep_sizes, dt, f);
-        if (res) mft__tensor_set_tag_from(res, x->tag);
+        const mft__decision d =
+            mft__rule_decide(MFT__RULE_REDUCE_KEEPDIM, p->fn + 4, 1, &x, MFT_CONTIGUOUS, 0);
+        res = mft__tensor_alloc(p->fn, p->ndim, p->keep_sizes, dt, d.tag);
+        mft__rule_apply(res, &d);
         *keep_view = mft_tensor_retain(res);
         return res;
     }
@@ -189,7 +190,7 @@ static mft_tensor *reduce_alloc_result(const reduce_plan *p, const mft_tensor *x
         if (!p->mask[d]) sq[n++] = p->keep_sizes[d];
     res = mft__tensor_alloc(p->fn, n, sq, dt, MFT_CONTIGUOUS);
     if (!res) return NULL;
-    mft__tensor_set_tag_from(res, MFT_CONTIGUOUS); /* the op's rule, not a declaration */
+    mft__rule_apply1(res, MFT__RULE_REDUCE, p->fn + 4, x); /* the row, not a declaration */
     mft__scope_suspend();
     *keep_view = mft_view(res, p->ndim, p->keep_sizes);
     mft__scope_resume();
@@ -405,8 +406,7 @@ typedef struct reduce_ag_params {
 } reduce_ag_params;
 
 static mft_format reduce_ag_target(const mft__ag_input *in) {
-    return (in->tag == MFT_CHANNELS_LAST && in->ndim >= 3 && in->ndim <= 5) ? MFT_CHANNELS_LAST
-                                                                            : MFT_CONTIGUOUS;
+    return mft__rule_grad_format(in->tag, in->ndim);
 }
 
 static mft_status reduce_ag_backward(const mft__ag_node *n, mft_tensor *const *gout,

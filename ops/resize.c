@@ -165,7 +165,8 @@ static bool interp_check(const char *fn, const mft_tensor *x, const char *xname,
 static mft_tensor *interp_run(const char *fn, mft__op_id op, const mft_tensor *in,
                               const mft_tensor *x, const int64_t *res_sizes,
                               const mft_interp_params *p) {
-    const mft_format fmt = x->tag;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_RESIZE, "interpolate", 1, &x, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
     mft__scope_suspend();
     mft_tensor *res = mft__tensor_alloc(fn, x->ndim, res_sizes, x->dtype, fmt);
     bool ok = res != NULL;
@@ -175,7 +176,7 @@ static mft_tensor *interp_run(const char *fn, mft__op_id op, const mft_tensor *i
         mft_tensor *outs[1] = {res};
         ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, 1, outs, p) == MFT_OK;
     }
-    if (ok) mft__tensor_set_tag_from(res, x->tag);
+    if (ok) mft__rule_apply(res, &dec);
     mft__scope_resume();
     if (!ok) {
         mft__relabel_error(fn);

@@ -437,7 +437,8 @@ static mft_tensor *softmax_impl(const char *fn, mft__op_id op, const mft_tensor 
                        mft_dtype_name(x->dtype));
         return NULL;
     }
-    const mft_format fmt = (x->ndim >= 3 && x->ndim <= 5) ? x->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_SOFTMAX, fn + 4, 1, &x, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
     const mft_softmax_params p = {d};
 
     /* internal until the dispatch succeeded: not the user's scope result yet */
@@ -450,7 +451,7 @@ static mft_tensor *softmax_impl(const char *fn, mft__op_id op, const mft_tensor 
         mft_tensor *outs[1] = {res};
         ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, 1, outs, &p) == MFT_OK;
     }
-    if (ok) mft__tensor_set_tag_from(res, x->tag);
+    if (ok) mft__rule_apply(res, &dec);
     mft__scope_resume();
     if (!ok) {
         mft__relabel_error(fn);
@@ -544,7 +545,8 @@ static mft_tensor *softmax_bwd_impl(const char *fn, mft__op_id op, const mft_ten
                        mft_dtype_name(g->dtype), mft_dtype_name(o->dtype));
         return NULL;
     }
-    const mft_format fmt = (o->ndim >= 3 && o->ndim <= 5) ? o->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_BACKWARD, fn + 4, 1, &o, MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
     const mft_softmax_params p = {d};
     mft__scope_suspend();
     mft_tensor *res = mft__tensor_alloc(fn, o->ndim, o->sizes, o->dtype, fmt);
@@ -555,7 +557,7 @@ static mft_tensor *softmax_bwd_impl(const char *fn, mft__op_id op, const mft_ten
         mft_tensor *outs[1] = {res};
         ok = mft__dispatch(fn, op, fmt, o->dtype, 2, ins, convert, 1, outs, &p) == MFT_OK;
     }
-    if (ok) mft__tensor_set_tag_from(res, o->tag);
+    if (ok) mft__rule_apply(res, &dec);
     mft__scope_resume();
     if (!ok) {
         mft__relabel_error(fn);

@@ -184,11 +184,14 @@ mft_tensor *mft_gather_rows(const mft_tensor *t, const int64_t *idx, int64_t cou
     for (int d = 0; d < t->ndim; d++) sizes[d] = t->sizes[d];
     sizes[0] = count;
     if (mft__check_geometry(fn, t->ndim, sizes, NULL, t->dtype) != MFT_OK) return NULL;
-    const mft_format fmt = t->ndim >= 3 && t->ndim <= 5 ? t->tag : MFT_CONTIGUOUS;
+    const mft__decision dec = mft__rule_decide(MFT__RULE_GATHER, "gather_rows", 1, &t,
+                                               MFT_CONTIGUOUS, 0);
+    const mft_format fmt = dec.tag;
     mft__scope_suspend();
     mft_tensor *out = mft__tensor_alloc(fn, t->ndim, sizes, t->dtype, fmt);
     mft__scope_resume();
     if (!out) return NULL;
+    mft__rule_apply(out, &dec);
     if (out->numel > 0) {
         /* rows are single blocks when t is packed in a format whose slowest
          * dim is dim 0 (both named formats) and out has the same order */

@@ -22,12 +22,13 @@
 static mft_status copy_ag_backward(const mft__ag_node *n, mft_tensor *const *gout,
                                    mft_tensor **gin) {
     const mft__ag_input *in = &n->in[0];
-    mft_format f = (in->tag == MFT_CHANNELS_LAST && in->ndim >= 3 && in->ndim <= 5)
-                       ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+    mft_format f = mft__rule_grad_format(in->tag, in->ndim);
     mft_tensor *g = gout[0];
     mft_tensor *r = g->dtype == in->dtype ? mft_tensor_retain(g) : mft_to_dtype(g, in->dtype);
     if (r && !mft_tensor_is_contiguous(r, f)) {
+        mft__cause_push(MFT_CAUSE_GRADIENT, n->name);
         mft_tensor *c = mft_contiguous(r, f);
+        mft__cause_pop();
         mft_tensor_release(r);
         r = c;
     }
@@ -178,6 +179,17 @@ mft_status mft_copy_(mft_tensor *dst, const mft_tensor *src) {
 static mft_tensor *copy_packed(const char *fn, const mft_tensor *t, mft_format fmt, mft_dtype dt) {
     mft_tensor *out = mft__tensor_alloc(fn, t->ndim, t->sizes, dt, fmt);
     if (out && out->numel) mft__copy_kernel(out, t);
+    mft__decision d = mft__rule_decide(MFT__RULE_CONVERT, fn + 4, 1, &t, fmt, 0);
+    mft__rule_apply(out, &d);
+    return out;
+}
+
+/* copy_packed for a layout change: the copy is a conversion (Note
+ * [Conversions and their causes]), attributed to the caller's cause. */
+static mft_tensor *copy_convert(const char *fn, const char *op, const mft_tensor *t,
+                                mft_format fmt) {
+    mft_tensor *out = copy_packed(fn, t, fmt, t->dtype);
+    if (out) mft__note_conversion(op, t, out);
     return out;
 }
 
@@ -200,7 +212,8 @@ static mft_tensor *copy_retag(const char *fn, const mft_tensor *t, mft_format fm
     if (t->tag == fmt) return mft__retain_result(fn, (mft_tensor *)t);
     mft_tensor *out = mft__tensor_new(fn, t->storage, t->offset, t->ndim, t->sizes, t->strides,
                                       t->dtype);
-    if (out) mft__tensor_declare(out, fmt);
+    mft__decision d = mft__rule_decide(MFT__RULE_CONVERT, fn + 4, 1, &t, fmt, 0);
+    mft__rule_apply(out, &d);
     return out;
 }
 
@@ -212,7 +225,7 @@ mft_tensor *mft_contiguous(const mft_tensor *t, mft_format fmt) {
     }
     if (!copy_check_format(fn, t, fmt, false)) return NULL;
     if (mft_tensor_is_contiguous(t, fmt)) return copy_record(fn, "contiguous", t, copy_retag(fn, t, fmt));
-    return copy_record(fn, "contiguous", t, copy_packed(fn, t, fmt, t->dtype));
+    return copy_record(fn, "contiguous", t, copy_convert(fn, "contiguous", t, fmt));
 }
 
 mft_tensor *mft_to_format(const mft_tensor *t, mft_format fmt) {
@@ -225,15 +238,20 @@ mft_tensor *mft_to_format(const mft_tensor *t, mft_format fmt) {
     if (fmt == MFT_PRESERVE) return mft__retain_result(fn, (mft_tensor *)t);
     if ((t->flags & MFT__F_DENSE) && mft_tensor_order_fits(t, fmt))
         return copy_record(fn, "to_format", t, copy_retag(fn, t, fmt));
-    return copy_record(fn, "to_format", t, copy_packed(fn, t, fmt, t->dtype));
+    return copy_record(fn, "to_format", t, copy_convert(fn, "to_format", t, fmt));
 }
 
 /* Uninitialised tensor shaped like t, laid out per fmt (PRESERVE: t's strides
  * if dense, else dense strides in t's dim order; tag from t). */
 static mft_tensor *copy_alloc_like(const char *fn, const mft_tensor *t, mft_format fmt,
-                                   mft_dtype dt) {
+                                   mft_dtype dt, mft__rule_id declared_row, mft__rule_id like_row) {
     if (!copy_check_format(fn, t, fmt, true)) return NULL;
-    if (fmt != MFT_PRESERVE) return mft__tensor_alloc(fn, t->ndim, t->sizes, dt, fmt);
+    if (fmt != MFT_PRESERVE) {
+        mft_tensor *out = mft__tensor_alloc(fn, t->ndim, t->sizes, dt, fmt);
+        mft__decision d = mft__rule_decide(declared_row, fn + 4, 1, &t, fmt, 0);
+        mft__rule_apply(out, &d);
+        return out;
+    }
     int64_t strides[MFT_MAX_DIMS];
     if (t->flags & MFT__F_DENSE)
         memcpy(strides, t->strides, sizeof strides);
@@ -241,7 +259,7 @@ static mft_tensor *copy_alloc_like(const char *fn, const mft_tensor *t, mft_form
         mft__infer_dense_strides(t->ndim, t->sizes, t->strides, strides);
     if (mft__check_geometry(fn, t->ndim, t->sizes, strides, dt) != MFT_OK) return NULL;
     mft_tensor *out = mft__tensor_alloc_strided(fn, t->ndim, t->sizes, strides, dt);
-    if (out) mft__tensor_set_tag_from(out, t->tag);
+    mft__rule_apply1(out, like_row, fn + 4, t);
     return out;
 }
 
@@ -250,7 +268,7 @@ mft_tensor *mft_empty_like(const mft_tensor *t, mft_format fmt) {
         mft__null_arg("mft_empty_like", "t");
         return NULL;
     }
-    return copy_alloc_like("mft_empty_like", t, fmt, t->dtype);
+    return copy_alloc_like("mft_empty_like", t, fmt, t->dtype, MFT__RULE_FACTORY, MFT__RULE_LIKE);
 }
 
 mft_tensor *mft_zeros_like(const mft_tensor *t, mft_format fmt) {
@@ -258,7 +276,8 @@ mft_tensor *mft_zeros_like(const mft_tensor *t, mft_format fmt) {
         mft__null_arg("mft_zeros_like", "t");
         return NULL;
     }
-    mft_tensor *out = copy_alloc_like("mft_zeros_like", t, fmt, t->dtype);
+    mft_tensor *out =
+        copy_alloc_like("mft_zeros_like", t, fmt, t->dtype, MFT__RULE_FACTORY, MFT__RULE_LIKE);
     if (out) memset(out->storage->data, 0, out->storage->nbytes);
     return out;
 }
@@ -268,8 +287,11 @@ mft_tensor *mft_clone(const mft_tensor *t, mft_format fmt) {
         mft__null_arg("mft_clone", "t");
         return NULL;
     }
-    mft_tensor *out = copy_alloc_like("mft_clone", t, fmt, t->dtype);
+    mft_tensor *out =
+        copy_alloc_like("mft_clone", t, fmt, t->dtype, MFT__RULE_CONVERT, MFT__RULE_LIKE);
     if (out && out->numel) mft__copy_kernel(out, t);
+    if (out && memcmp(out->strides, t->strides, (size_t)t->ndim * sizeof(int64_t)))
+        mft__note_conversion("clone", t, out); /* the layout changed */
     return copy_record("mft_clone", "clone", t, out);
 }
 
@@ -281,7 +303,7 @@ mft_tensor *mft_to_dtype(const mft_tensor *t, mft_dtype dtype) {
     }
     if (mft__check_dtype(fn, dtype) != MFT_OK) return NULL;
     if (dtype == t->dtype) return mft__retain_result(fn, (mft_tensor *)t);
-    mft_tensor *out = copy_alloc_like(fn, t, MFT_PRESERVE, dtype);
+    mft_tensor *out = copy_alloc_like(fn, t, MFT_PRESERVE, dtype, MFT__RULE_CAST, MFT__RULE_CAST);
     if (out && out->numel) mft__copy_kernel(out, t);
     return copy_record(fn, "to_dtype", t, out);
 }

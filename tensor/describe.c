@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include "internal.h"
 
 typedef struct desc_buf {
@@ -119,5 +120,12 @@ size_t mft_tensor_describe(const mft_tensor *t, char *buf, size_t len) {
                 fc && fl ? " and " : "", fl ? "CHANNELS_LAST" : "",
                 fc && fl ? "  (ambiguous: tag decides)" : (!fc && !fl ? "neither (plain strided)" : ""));
     desc_map(&b, t);
+    size_t pn = mft_tensor_provenance(t, NULL, 0); /* why the tag (tensor/rules.c) */
+    char *pv = pn ? malloc(pn + 1) : NULL;
+    if (pv) {
+        mft_tensor_provenance(t, pv, pn + 1);
+        desc_printf(&b, "why this tag (provenance, newest first):\n%s", pv);
+        free(pv);
+    }
     return b.pos;
 }

@@ -6,8 +6,16 @@
 #include <string.h>
 #include "internal.h"
 
+/* t (NULL allowed) tagged by the FACTORY row: fmt, DECLARED, with its
+ * provenance (Note [Provenance] in tensor/rules.c). */
+static mft_tensor *factory_tag(mft_tensor *t, const char *fn, mft_format fmt) {
+    mft__decision d = mft__rule_decide(MFT__RULE_FACTORY, fn + 4, 0, NULL, fmt, 0);
+    mft__rule_apply(t, &d);
+    return t;
+}
+
 mft_tensor *mft_empty(int ndim, const int64_t *sizes, mft_dtype dtype, mft_format fmt) {
-    return mft__tensor_alloc("mft_empty", ndim, sizes, dtype, fmt);
+    return factory_tag(mft__tensor_alloc("mft_empty", ndim, sizes, dtype, fmt), "mft_empty", fmt);
 }
 
 static void fill_loop(void *ctx, char **data, const int64_t *st, int64_t n0, int64_t n1) {
@@ -48,19 +56,19 @@ void mft__fill(mft_tensor *t, double value) {
 
 mft_tensor *mft_full(int ndim, const int64_t *sizes, mft_dtype dtype, mft_format fmt,
                      double value) {
-    mft_tensor *t = mft__tensor_alloc("mft_full", ndim, sizes, dtype, fmt);
+    mft_tensor *t = factory_tag(mft__tensor_alloc("mft_full", ndim, sizes, dtype, fmt), "mft_full", fmt);
     if (t) mft__fill(t, value);
     return t;
 }
 
 mft_tensor *mft_zeros(int ndim, const int64_t *sizes, mft_dtype dtype, mft_format fmt) {
-    mft_tensor *t = mft__tensor_alloc("mft_zeros", ndim, sizes, dtype, fmt);
+    mft_tensor *t = factory_tag(mft__tensor_alloc("mft_zeros", ndim, sizes, dtype, fmt), "mft_zeros", fmt);
     if (t) memset(t->storage->data, 0, t->storage->nbytes);
     return t;
 }
 
 mft_tensor *mft_ones(int ndim, const int64_t *sizes, mft_dtype dtype, mft_format fmt) {
-    mft_tensor *t = mft__tensor_alloc("mft_ones", ndim, sizes, dtype, fmt);
+    mft_tensor *t = factory_tag(mft__tensor_alloc("mft_ones", ndim, sizes, dtype, fmt), "mft_ones", fmt);
     if (t) mft__fill(t, 1.0);
     return t;
 }
@@ -73,7 +81,10 @@ mft_tensor *mft_empty_strided(int ndim, const int64_t *sizes, const int64_t *str
         return NULL;
     }
     if (mft__check_geometry(fn, ndim, sizes, strides, dtype) != MFT_OK) return NULL;
-    return mft__tensor_alloc_strided(fn, ndim, sizes, strides, dtype);
+    mft_tensor *t = mft__tensor_alloc_strided(fn, ndim, sizes, strides, dtype);
+    mft__decision d = mft__rule_decide(MFT__RULE_STRIDED, fn + 4, 0, NULL, MFT_CONTIGUOUS, 0);
+    mft__rule_apply(t, &d);
+    return t;
 }
 
 mft_tensor *mft_from_blob(void *data, size_t nbytes, int ndim, const int64_t *sizes,
@@ -121,6 +132,8 @@ mft_tensor *mft_from_blob(void *data, size_t nbytes, int ndim, const int64_t *si
     mft_storage *s = mft__storage_wrap(fn, data, nbytes, deleter, ctx);
     if (!s) return NULL;
     mft_tensor *t = mft__tensor_new(fn, s, storage_offset, ndim, sizes, strides, dtype);
+    mft__decision d = mft__rule_decide(MFT__RULE_STRIDED, fn + 4, 0, NULL, MFT_CONTIGUOUS, 0);
+    mft__rule_apply(t, &d);
     if (!t) {
         s->deleter = NULL; /* the caller keeps ownership of data on failure */
     }
@@ -144,7 +157,7 @@ mft_tensor *mft_arange(double start, double end, double step, mft_dtype dtype) {
         return NULL;
     }
     int64_t n = (int64_t)count;
-    mft_tensor *t = mft__tensor_alloc(fn, 1, &n, dtype, MFT_CONTIGUOUS);
+    mft_tensor *t = factory_tag(mft__tensor_alloc(fn, 1, &n, dtype, MFT_CONTIGUOUS), fn, MFT_CONTIGUOUS);
     if (!t) return NULL;
     char *p = t->storage->data;
     size_t es = mft__elem_size(dtype);
@@ -207,7 +220,7 @@ static mft_tensor *rand_impl(const char *fn, int ndim, const int64_t *sizes, mft
                        mft_dtype_name(dtype));
         return NULL;
     }
-    mft_tensor *t = mft__tensor_alloc(fn, ndim, sizes, dtype, fmt);
+    mft_tensor *t = factory_tag(mft__tensor_alloc(fn, ndim, sizes, dtype, fmt), fn, fmt);
     if (!t) return NULL;
     rand_ctx c = {t, seed, normal};
     mft__parallel_for(0, t->numel, 1 << 14, rand_range, &c);

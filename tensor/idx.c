@@ -227,6 +227,8 @@ static mft_tensor *idx_load(const char *fn, const char *path) {
         src = stage;
     }
     t = mft__tensor_alloc(fn, ndim, sizes, ty->dtype, MFT_CONTIGUOUS);
+    mft__decision dec = mft__rule_decide(MFT__RULE_DATA, "idx_load", 0, NULL, MFT_CONTIGUOUS, 0);
+    mft__rule_apply(t, &dec);
     if (!t) goto done;
     if (!src && nbytes > 0) {
         unsigned char *dst = NULL; /* in place when the element sizes agree */

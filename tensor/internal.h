@@ -85,6 +85,7 @@ struct mft_tensor {
     mft_origin origin;
     unsigned flags; /* MFT__F_* cached by mft__tensor_refresh */
     struct mft__ag_meta *autograd; /* NULL unless grad is required (autograd/) */
+    struct mft__prov *prov;        /* provenance of the tag (tensor/rules.c), may be NULL */
 };
 
 /* Autograd state of a tensor, allocated on first need and freed (with its
@@ -233,5 +234,65 @@ void mft__scope_resume(void);
 mft_status mft__relabel_error(const char *fn);
 /* Writes value into every element of t (no checks). */
 void mft__fill(mft_tensor *t, double value);
+
+/* ------------------------------------------------------------------ events
+ * tensor/events.c; Note [Conversions and their causes] in mft/profile.h. */
+#include "mft/profile.h"
+/* The cause given to conversions noted with mft__note_conversion on this
+ * thread (mft_contiguous / mft_to_format copies): EXPLICIT unless an
+ * internal caller pushed another; op (may be NULL: keep the caller's)
+ * names the op responsible. Push/pop nest. */
+void mft__cause_push(mft_conversion_cause c, const char *op);
+void mft__cause_pop(void);
+/* Notes one conversion: src was copied into dst in a new layout. */
+void mft__note_conversion(const char *op, const mft_tensor *src, const mft_tensor *dst);
+void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_tensor *src,
+                             const mft_tensor *dst);
+/* This thread's call site (MFT_AT); file NULL when none. */
+void mft__site_get(const char **file, int *line);
+
+/* Profiler hooks (tensor/profile.c), cheap when not recording. */
+void mft__profile_conversion(mft_conversion_cause c, const char *op, const mft_tensor *src,
+                             const mft_tensor *dst, int64_t bytes);
+
+/* ------------------------------------------------------------------ rules
+ * tensor/rules.c: the format rules as data (mft/rules.h, rows in
+ * tensor/rules.def) and the provenance of every tensor's tag. */
+#include "mft/rules.h"
+typedef enum mft__rule_id {
+#define R(ID, ...) MFT__RULE_##ID,
+#include "rules.def"
+#undef R
+    MFT__RULE_COUNT
+} mft__rule_id;
+
+/* What a row decided for one op call. */
+typedef struct mft__decision {
+    mft__rule_id rule;
+    const char *op;          /* static op name for the provenance ("conv2d") */
+    mft_format tag;          /* the tag the rule gives (before SPEC §3 reads the strides) */
+    int operand;             /* the operand that decided, -1 */
+    mft_format operand_tag;  /* its tag */
+    const mft_tensor *from;  /* that operand (borrowed; must outlive mft__rule_apply) */
+    bool unbatched;
+} mft__decision;
+
+#define MFT__DECIDE_UNBATCHED 1u /* the op's input has no N dim: CONTIGUOUS (pooling) */
+/* Applies row `rule` to the op's tensor operands (in the row's order; NULL
+ * entries are skipped); declared is the requested format for DECLARED rows. */
+mft__decision mft__rule_decide(mft__rule_id rule, const char *op, int n,
+                               const mft_tensor *const *operands, mft_format declared,
+                               unsigned flags);
+/* Gives a fresh result t its tag from the decision (SPEC §3: unambiguous
+ * strides decide, else the row's ambiguity clause) and records its
+ * provenance. DESTINATION and IDENTITY rows leave t alone. */
+void mft__rule_apply(mft_tensor *t, const mft__decision *d);
+/* Shortcut: decide + apply for a one-operand row. */
+void mft__rule_apply1(mft_tensor *t, mft__rule_id rule, const char *op, const mft_tensor *x);
+/* The format a gradient must have for an input of this tag and rank (SPEC
+ * §5, the rows' INPUT_FORMAT backward clause). */
+mft_format mft__rule_grad_format(mft_format input_tag, int ndim);
+/* Releases t's provenance (mft_tensor_release). */
+void mft__prov_release(struct mft__prov *p);
 
 #endif

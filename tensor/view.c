@@ -34,7 +34,7 @@ int mft__wrap_dim(const char *fn, int dim, int ndim_for_range) {
 static mft_tensor *view_make(const char *fn, const mft_tensor *src, int ndim,
                              const int64_t *sizes, const int64_t *strides, int64_t offset) {
     mft_tensor *t = mft__tensor_new(fn, src->storage, offset, ndim, sizes, strides, src->dtype);
-    if (t) mft__tensor_set_tag_from(t, src->tag);
+    if (t) mft__rule_apply1(t, MFT__RULE_VIEW, fn + 4, src); /* fn: "mft_permute", ... */
     return t;
 }
 
@@ -73,8 +73,7 @@ typedef struct view_ag_params {
 } view_ag_params;
 
 static mft_format view_ag_target(const mft__ag_input *in) {
-    return (in->tag == MFT_CHANNELS_LAST && in->ndim >= 3 && in->ndim <= 5) ? MFT_CHANNELS_LAST
-                                                                            : MFT_CONTIGUOUS;
+    return mft__rule_grad_format(in->tag, in->ndim);
 }
 
 static mft_status view_ag_backward(const mft__ag_node *n, mft_tensor *const *gout,
@@ -105,7 +104,19 @@ static mft_status view_ag_backward(const mft__ag_node *n, mft_tensor *const *gou
         mft_tensor_release(v);
         break;
     }
-    case VK_RESHAPE: r = mft_reshape(g, in->ndim, in->sizes); break;
+    case VK_RESHAPE:
+        r = mft_reshape(g, in->ndim, in->sizes);
+        if (r && p->c && !mft_tensor_is_contiguous(r, view_ag_target(in))) {
+            /* the forward had to copy (c = 1): so does its backward, straight
+             * into the input's format, and it is the reshape's copy, not a
+             * hidden gradient conversion (Note [Conversions and their causes]) */
+            mft__cause_push(MFT_CAUSE_RESHAPE, n->name);
+            mft_tensor *c = mft_contiguous(r, view_ag_target(in));
+            mft__cause_pop();
+            mft_tensor_release(r);
+            r = c;
+        }
+        break;
     case VK_EXPAND: r = mft_sum_to_size(g, in->ndim, in->sizes); break;
     }
     if (!r) return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_INTERNAL;
@@ -485,7 +496,9 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
     }
     mft__scope_suspend(); /* the packed copy is a temporary, not a scope result */
     bool grad = mft_set_grad_enabled(false); /* recorded below as one reshape */
+    mft__cause_push(MFT_CAUSE_RESHAPE, name);
     mft_tensor *packed = mft_clone(t, MFT_CONTIGUOUS);
+    mft__cause_pop();
     mft_set_grad_enabled(grad);
     mft__scope_resume();
     if (!packed) {
@@ -495,7 +508,7 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
     view_strides(packed->ndim, packed->sizes, packed->strides, packed->numel, ndim, nsz, nst);
     mft_tensor *out = view_make(fn, packed, ndim, nsz, nst, packed->offset);
     mft_tensor_release(packed);
-    return view_record(fn, name, t, out, VK_RESHAPE, 0, 0, NULL, 0, 0, 0);
+    return view_record(fn, name, t, out, VK_RESHAPE, 0, 0, NULL, 0, 0, 1);
 }
 
 mft_tensor *mft_view(const mft_tensor *t, int ndim, const int64_t *sizes) {

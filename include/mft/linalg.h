@@ -19,6 +19,7 @@ extern "C" {
  * (out, in) and b (out) or NULL; x (..., in). */
 typedef struct mft_matmul_params {
     bool transpose_b; /* linear: b is (N, K) and used as its transpose */
+    bool transpose_a; /* a is (K, M) and used as its transpose (a^T of a packed a) */
 } mft_matmul_params;
 MFT_API mft_tensor *mft_matmul(const mft_tensor *a, const mft_tensor *b);
 MFT_API mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b);

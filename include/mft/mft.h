@@ -20,6 +20,8 @@
 #include "mft/nn.h"
 #include "mft/data.h"
 #include "mft/io.h"
+#include "mft/profile.h"
+#include "mft/rules.h"
 
 #ifdef __cplusplus
 extern "C" {

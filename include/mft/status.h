@@ -33,6 +33,7 @@ extern "C" {
     X(MFT_ERR_STALE, "a tensor saved for backward was modified or freed")     \
     X(MFT_ERR_IO, "file input/output failed")                                \
     X(MFT_ERR_CORRUPT, "file is corrupted or truncated")                     \
+    X(MFT_ERR_BUDGET, "more hidden format conversions than the budget allows") \
     X(MFT_ERR_INTERNAL, "internal error")
 
 typedef enum mft_status {

@@ -1,0 +1,506 @@
+/* tensor/rules.c — the format rules as data (mft/rules.h): the table built
+ * from tensor/rules.def, the one decision routine every op calls to give its
+ * results a tag (mft__rule_decide / mft__rule_apply), the Markdown rendering,
+ * mft_explain_format, and the provenance records that let any tensor say
+ * which op, rule and operand gave it its tag.
+ *
+ * Note [Provenance]
+ * Each result made through mft__rule_apply gets a small reference-counted
+ * record: op, row, deciding operand, the tag the rule gave, the tag and
+ * origin SPEC §3 settled on, what the strides allowed, the MFT_AT call site,
+ * and a reference to the deciding operand's record. Records outlive their
+ * tensors as long as a descendant needs them; a chain is cut after
+ * PROV_MAX_DEPTH links so a loop `x = f(x)` keeps a bounded history. A record
+ * that cannot be allocated is simply absent (the tensor's chain ends there):
+ * provenance never turns an op into an error. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+static const mft_format_rule g_rules[MFT__RULE_COUNT] = {
+#define R(ID, name, ops, cls, OUT, AMB, BW, operands, note, dev, pt)                              \
+    {name, ops, cls, MFT_RULE_##OUT, MFT_AMBIG_##AMB, MFT_BACKWARD_##BW, operands, note, dev, pt},
+#include "rules.def"
+#undef R
+};
+
+static const char *const g_output_names[MFT_RULE_OUTPUT_COUNT] = {
+    "ITERATOR", "DESTINATION", "ANY_CL", "INPUT", "COMMON",
+    "CONTIGUOUS", "IDENTITY", "VIEW", "DECLARED", "LIKE"};
+static const char *const g_output_text[MFT_RULE_OUTPUT_COUNT] = {
+    "as PyTorch's TensorIterator: one shared packed or dense layout if all operands have it, "
+    "else dims ordered by the operands' strides (operands in argument order, broadcast dims "
+    "skipped), packed",
+    "the destination keeps its own strides and tag",
+    "CHANNELS_LAST if the input's or the weight's tag is CHANNELS_LAST, else CONTIGUOUS; packed",
+    "the input's tag, packed",
+    "the tag all inputs share, else CONTIGUOUS; packed",
+    "CONTIGUOUS, packed",
+    "the input itself (a new reference)",
+    "a view: the input's strides rearranged",
+    "the format the caller asks for (DECLARED)",
+    "the input's strides when it is dense, else dense strides in its dim order"};
+static const char *const g_ambig_names[MFT_AMBIG_COUNT] = {"FIRST_OPERAND", "RULE", "SOURCE",
+                                                            "DECLARED", "KEEP"};
+static const char *const g_ambig_text[MFT_AMBIG_COUNT] = {
+    "the first tensor operand's tag (INHERITED)", "the tag the rule decided (INHERITED)",
+    "the viewed tensor's tag (INHERITED)", "the requested format (DECLARED)",
+    "unchanged (the destination's tag)"};
+static const char *const g_backward_names[MFT_BACKWARD_COUNT] = {
+    "INPUT_FORMAT", "INVERSE_VIEW", "RESHAPE", "NONE", "REFUSED"};
+static const char *const g_backward_text[MFT_BACKWARD_COUNT] = {
+    "each input's gradient packed in that input's tag",
+    "the inverse view of grad_output, converted to the input's tag when it does not fit "
+    "(a GRADIENT conversion)",
+    "a view when the forward was one; when the forward copied, a copy straight into the "
+    "input's tag (a RESHAPE conversion)",
+    "not differentiable", "refused while recording when the tensor requires grad"};
+
+int mft_rule_count(void) { return MFT__RULE_COUNT; }
+const mft_format_rule *mft_rule_at(int i) {
+    return i >= 0 && i < MFT__RULE_COUNT ? &g_rules[i] : NULL;
+}
+const char *mft_rule_output_name(mft_rule_output r) {
+    return (unsigned)r < MFT_RULE_OUTPUT_COUNT ? g_output_names[r] : "?";
+}
+const char *mft_rule_ambiguity_name(mft_rule_ambiguity a) {
+    return (unsigned)a < MFT_AMBIG_COUNT ? g_ambig_names[a] : "?";
+}
+const char *mft_rule_backward_name(mft_rule_backward b) {
+    return (unsigned)b < MFT_BACKWARD_COUNT ? g_backward_names[b] : "?";
+}
+
+/* True when the space-separated list has the word name[0..n). */
+static bool rules_list_has(const char *list, const char *name, size_t n) {
+    for (const char *p = list; *p;) {
+        while (*p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ' ') e++;
+        if ((size_t)(e - p) == n && n && !memcmp(p, name, n)) return true;
+        p = e;
+    }
+    return false;
+}
+
+static int rules_find(const char *name, size_t n) {
+    for (int i = 0; i < MFT__RULE_COUNT; i++)
+        if (rules_list_has(g_rules[i].ops, name, n)) return i;
+    return -1;
+}
+
+const mft_format_rule *mft_rule_for_op(const char *op) {
+    if (!op) return NULL;
+    if (!strncmp(op, "mft_", 4)) op += 4;
+    size_t n = strlen(op);
+    int i = rules_find(op, n);
+    if (i >= 0) return &g_rules[i];
+    /* mft_<op>_ and mft_<op>_out of any op: the in-place row */
+    size_t base = n > 4 && !strcmp(op + n - 4, "_out") ? n - 4 : n > 1 && op[n - 1] == '_' ? n - 1 : n;
+    if (base != n && rules_find(op, base) >= 0) return &g_rules[MFT__RULE_INPLACE];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- deciding */
+static bool rules_rank_has_cl(int ndim) { return ndim >= 3 && ndim <= 5; }
+
+static mft_format rules_tag_of(const mft_tensor *t) {
+    return t && rules_rank_has_cl(t->ndim) ? t->tag : MFT_CONTIGUOUS;
+}
+
+static void rules_by(mft__decision *d, int k, const mft_tensor *t) {
+    d->operand = k;
+    d->from = t;
+    d->operand_tag = t ? t->tag : MFT_CONTIGUOUS;
+}
+
+mft__decision mft__rule_decide(mft__rule_id rule, const char *op, int n,
+                               const mft_tensor *const *operands, mft_format declared,
+                               unsigned flags) {
+    mft__decision d = {rule, op, MFT_CONTIGUOUS, -1, MFT_CONTIGUOUS, NULL, false};
+    const int first = n > 0 && operands[0] ? 0 : -1;
+    switch (g_rules[rule].output) {
+    case MFT_RULE_ITERATOR: /* strides: mft__ew_result_strides; tag if ambiguous: operand 0 */
+    case MFT_RULE_INPUT:
+    case MFT_RULE_IDENTITY:
+    case MFT_RULE_VIEW:
+    case MFT_RULE_LIKE:
+    case MFT_RULE_DESTINATION:
+        if (first >= 0) {
+            rules_by(&d, 0, operands[0]);
+            d.tag = rules_tag_of(operands[0]);
+        }
+        break;
+    case MFT_RULE_ANY_CL:
+        for (int k = 0; k < n && k < 2; k++) {
+            if (operands[k] && operands[k]->tag == MFT_CHANNELS_LAST &&
+                rules_rank_has_cl(operands[k]->ndim)) {
+                rules_by(&d, k, operands[k]);
+                d.tag = MFT_CHANNELS_LAST;
+                break;
+            }
+        }
+        break;
+    case MFT_RULE_COMMON: {
+        int k0 = -1;
+        for (int k = 0; k < n; k++) {
+            if (!operands[k]) continue;
+            if (k0 < 0) {
+                k0 = k;
+                rules_by(&d, k, operands[k]);
+                d.tag = rules_tag_of(operands[k]);
+            } else if (rules_tag_of(operands[k]) != d.tag) {
+                rules_by(&d, k, operands[k]); /* the first that disagrees */
+                d.tag = MFT_CONTIGUOUS;
+                break;
+            }
+        }
+        break;
+    }
+    case MFT_RULE_CONTIGUOUS: break;
+    case MFT_RULE_DECLARED:
+        d.tag = declared == MFT_CHANNELS_LAST ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+        if (first >= 0) {
+            d.operand = 0;
+            d.from = operands[0];
+            d.operand_tag = operands[0]->tag;
+        }
+        break;
+    case MFT_RULE_OUTPUT_COUNT: break;
+    }
+    if ((flags & MFT__DECIDE_UNBATCHED) && d.tag != MFT_CONTIGUOUS) {
+        d.tag = MFT_CONTIGUOUS;
+        d.unbatched = true;
+    }
+    return d;
+}
+
+mft_format mft__rule_grad_format(mft_format input_tag, int ndim) {
+    return input_tag == MFT_CHANNELS_LAST && rules_rank_has_cl(ndim) ? MFT_CHANNELS_LAST
+                                                                     : MFT_CONTIGUOUS;
+}
+
+/* ---------------------------------------------------------------- provenance */
+#define PROV_MAX_DEPTH 32
+typedef struct mft__prov {
+    atomic_int refs;
+    int16_t rule;  /* mft__rule_id, -1 */
+    int8_t operand;
+    uint8_t depth; /* links after this one */
+    bool cut;      /* older links were dropped */
+    bool fits_c, fits_cl, unbatched;
+    mft_format tag, rule_tag, operand_tag;
+    mft_origin origin;
+    const char *op;
+    const char *file;
+    int line;
+    struct mft__prov *parent;
+} mft__prov;
+
+void mft__prov_release(mft__prov *p) {
+    while (p && atomic_fetch_sub(&p->refs, 1) == 1) {
+        mft__prov *up = p->parent;
+        free(p);
+        p = up;
+    }
+}
+
+/* A fresh copy of the newest PROV_MAX_DEPTH / 2 links of up's chain, ending
+ * in a cut: a chain then always shows between half and all of the last
+ * PROV_MAX_DEPTH links, at an amortised cost of one copy per record. NULL
+ * when out of memory. */
+static mft__prov *rules_prov_trim(const mft__prov *up) {
+    enum { KEEP = PROV_MAX_DEPTH / 2 };
+    mft__prov *head = NULL, *tail = NULL;
+    const mft__prov *src = up;
+    for (int i = 0; i < KEEP && src; i++, src = src->parent) {
+        mft__prov *c = malloc(sizeof *c);
+        if (!c) {
+            mft__prov_release(head);
+            return NULL;
+        }
+        *c = *src;
+        atomic_init(&c->refs, 1);
+        c->parent = NULL;
+        c->cut = true;
+        c->depth = 0;
+        if (tail) {
+            tail->parent = c; /* the reference head..tail holds */
+            tail->cut = false;
+        } else {
+            head = c;
+        }
+        tail = c;
+    }
+    int n = 0;
+    for (mft__prov *c = head; c; c = c->parent) n++;
+    for (mft__prov *c = head; c; c = c->parent) c->depth = (uint8_t)--n;
+    return head;
+}
+
+static void rules_prov_record(mft_tensor *t, const mft__decision *d) {
+    mft__prov *p = malloc(sizeof *p);
+    if (!p) return; /* Note [Provenance]: absent, never an error */
+    atomic_init(&p->refs, 1);
+    p->rule = (int16_t)d->rule;
+    p->operand = (int8_t)d->operand;
+    p->unbatched = d->unbatched;
+    p->fits_c = t->flags & MFT__F_FITS_CONTIG;
+    p->fits_cl = t->flags & MFT__F_FITS_CL;
+    p->tag = t->tag;
+    p->origin = t->origin;
+    p->rule_tag = d->tag;
+    p->operand_tag = d->operand_tag;
+    p->op = d->op;
+    mft__site_get(&p->file, &p->line);
+    p->parent = NULL;
+    p->depth = 0;
+    p->cut = false;
+    mft__prov *up = d->from && d->from != t ? d->from->prov : NULL;
+    if (up && up->depth + 1 >= PROV_MAX_DEPTH) {
+        p->parent = rules_prov_trim(up);
+        p->depth = p->parent ? (uint8_t)(p->parent->depth + 1) : 0;
+        p->cut = p->parent == NULL;
+    } else if (up) {
+        atomic_fetch_add(&up->refs, 1);
+        p->parent = up;
+        p->depth = (uint8_t)(up->depth + 1);
+    }
+    mft__prov_release(t->prov);
+    t->prov = p;
+}
+
+void mft__rule_apply(mft_tensor *t, const mft__decision *d) {
+    if (!t) return;
+    const mft_format_rule *r = &g_rules[d->rule];
+    switch (r->output) {
+    case MFT_RULE_DESTINATION:
+    case MFT_RULE_IDENTITY: return;
+    case MFT_RULE_DECLARED:
+        if (d->rule == MFT__RULE_STRIDED) { /* ambiguous: suggest_format */
+            mft__tensor_set_tag_from(t, (t->flags & MFT__F_CL_STRIDES) ? MFT_CHANNELS_LAST
+                                                                       : MFT_CONTIGUOUS);
+            if (t->origin == MFT_INHERITED) t->origin = MFT_INFERRED;
+        } else {
+            mft__tensor_declare(t, rules_rank_has_cl(t->ndim) ? d->tag : MFT_CONTIGUOUS);
+        }
+        break;
+    default: mft__tensor_set_tag_from(t, d->tag); break;
+    }
+    rules_prov_record(t, d);
+}
+
+void mft__rule_apply1(mft_tensor *t, mft__rule_id rule, const char *op, const mft_tensor *x) {
+    mft__decision d = mft__rule_decide(rule, op, 1, &x, MFT_CONTIGUOUS, 0);
+    mft__rule_apply(t, &d);
+}
+
+bool mft_tensor_provenance_at(const mft_tensor *t, int depth, mft_provenance *out) {
+    if (!t || !out || depth < 0) return false;
+    const mft__prov *p = t->prov;
+    for (int i = 0; p && i < depth; i++) p = p->parent;
+    if (!p) return false;
+    *out = (mft_provenance){p->op,
+                            p->rule >= 0 ? &g_rules[p->rule] : NULL,
+                            p->tag,
+                            p->origin,
+                            p->rule_tag,
+                            p->parent ? p->operand : -1,
+                            p->fits_c,
+                            p->fits_cl,
+                            p->file,
+                            p->line};
+    return true;
+}
+
+/* ---------------------------------------------------------------- text */
+typedef struct rules_buf {
+    char *buf;
+    size_t len, pos;
+} rules_buf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void rb_printf(rules_buf *b, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    size_t room = b->pos < b->len ? b->len - b->pos : 0;
+    int n = vsnprintf(room ? b->buf + b->pos : NULL, room, f, ap);
+    va_end(ap);
+    if (n > 0) b->pos += (size_t)n;
+}
+
+static const char *rules_fmt(mft_format f) { return mft_format_name(f); }
+
+/* The operand's name as the row's operand list gives it ("weight"). */
+static void rules_operand_name(const mft_format_rule *r, int k, char *out, size_t n) {
+    const char *p = r->operands;
+    for (int i = 0; i < k && p; i++) {
+        p = strchr(p, ',');
+        if (p) p += 2;
+    }
+    if (!p || !*p || !strncmp(p, "every", 5) || !strncmp(p, "the ", 4)) {
+        snprintf(out, n, "operand %d", k);
+        return;
+    }
+    size_t len = strcspn(p, ",");
+    snprintf(out, n, "operand %d (%.*s)", k, (int)len, p);
+}
+
+/* Why the row gave rule_tag, from the decision's facts. */
+static void rules_clause(rules_buf *b, const mft_format_rule *r, int operand,
+                         mft_format operand_tag, mft_format rule_tag, bool unbatched) {
+    char on[64];
+    rules_operand_name(r, operand < 0 ? 0 : operand, on, sizeof on);
+    if (unbatched) {
+        rb_printf(b, "the input has no N dim, so the rule gives CONTIGUOUS");
+        return;
+    }
+    switch (r->output) {
+    case MFT_RULE_ITERATOR:
+        rb_printf(b, "dims ordered by the operands' strides, %s first; ambiguous strides keep %s's "
+                     "tag %s", on, on, rules_fmt(operand_tag));
+        break;
+    case MFT_RULE_ANY_CL:
+        if (operand >= 0)
+            rb_printf(b, "%s is CHANNELS_LAST", on);
+        else
+            rb_printf(b, "neither %s is CHANNELS_LAST", r->operands);
+        break;
+    case MFT_RULE_INPUT:
+    case MFT_RULE_IDENTITY: rb_printf(b, "%s is %s", on, rules_fmt(rule_tag)); break;
+    case MFT_RULE_COMMON:
+        if (rule_tag == MFT_CHANNELS_LAST || operand <= 0)
+            rb_printf(b, "every input is %s", rules_fmt(rule_tag));
+        else
+            rb_printf(b, "%s is %s, unlike the inputs before it", on, rules_fmt(operand_tag));
+        break;
+    case MFT_RULE_CONTIGUOUS: rb_printf(b, "the rule always gives CONTIGUOUS"); break;
+    case MFT_RULE_VIEW: rb_printf(b, "a view of %s, which is %s", on, rules_fmt(operand_tag)); break;
+    case MFT_RULE_DECLARED: rb_printf(b, "%s was requested", rules_fmt(rule_tag)); break;
+    case MFT_RULE_LIKE: rb_printf(b, "like %s, which is %s", on, rules_fmt(operand_tag)); break;
+    case MFT_RULE_DESTINATION: rb_printf(b, "the destination keeps its tag"); break;
+    case MFT_RULE_OUTPUT_COUNT: break;
+    }
+}
+
+size_t mft_tensor_provenance(const mft_tensor *t, char *buf, size_t len) {
+    rules_buf b = {buf, len, 0};
+    if (len) buf[0] = '\0';
+    if (!t) return 0;
+    const mft__prov *p = t->prov;
+    if (!p) {
+        rb_printf(&b, "%s (%s): no provenance recorded (made before any rule ran)\n",
+                  rules_fmt(t->tag), mft_origin_name(t->origin));
+        return b.pos;
+    }
+    for (; p; p = p->parent) {
+        const mft_format_rule *r = p->rule >= 0 ? &g_rules[p->rule] : NULL;
+        rb_printf(&b, "%s%s (%s) by %s", p == t->prov ? "" : "<- ", rules_fmt(p->tag),
+                  mft_origin_name(p->origin), p->op ? p->op : "?");
+        if (r) {
+            rb_printf(&b, " [rule %s: %s]: ", r->name, g_output_names[r->output]);
+            rules_clause(&b, r, p->operand, p->operand_tag, p->rule_tag, p->unbatched);
+        }
+        if (p->origin == MFT_INFERRED && p->fits_c != p->fits_cl)
+            rb_printf(&b, "; the result's strides fit only %s",
+                      p->fits_cl ? "CHANNELS_LAST" : "CONTIGUOUS");
+        else if (p->origin == MFT_INFERRED && !p->fits_c && !p->fits_cl)
+            rb_printf(&b, "; the result's strides fit neither format, so CONTIGUOUS");
+        else if (p->origin == MFT_INHERITED)
+            rb_printf(&b, "; the result's strides fit both formats, so the rule's tag %s is kept",
+                      rules_fmt(p->rule_tag));
+        if (p->file) rb_printf(&b, " at %s:%d", p->file, p->line);
+        rb_printf(&b, "\n");
+        if (p->cut) rb_printf(&b, "<- ... (older links dropped after %d)\n", PROV_MAX_DEPTH);
+    }
+    return b.pos;
+}
+
+mft_status mft_explain_format(const char *op, int n, const mft_tensor *const *inputs,
+                              mft_format declared, mft_format_explanation *out) {
+    const char *fn = "mft_explain_format";
+    if (!op) {
+        mft__null_arg(fn, "op");
+        return MFT_ERR_NULL;
+    }
+    if (!out) {
+        mft__null_arg(fn, "out");
+        return MFT_ERR_NULL;
+    }
+    if (n > 0 && !inputs) {
+        mft__null_arg(fn, "inputs");
+        return MFT_ERR_NULL;
+    }
+    const mft_format_rule *r = mft_rule_for_op(op);
+    if (!r) {
+        mft__set_error(MFT_ERR_INVALID, "%s: no rule row names op '%s' (see docs/rules.md)", fn, op);
+        return MFT_ERR_INVALID;
+    }
+    int need = r->output == MFT_RULE_ANY_CL ? 2
+               : (r->output == MFT_RULE_CONTIGUOUS || r->output == MFT_RULE_DECLARED) ? 0
+                                                                                      : 1;
+    if (n < need) {
+        mft__set_error(MFT_ERR_INVALID, "%s: rule '%s' of op '%s' reads %s: %d input(s) needed, got %d",
+                       fn, r->name, op, r->operands, need, n);
+        return MFT_ERR_INVALID;
+    }
+    for (int k = 0; k < n; k++) {
+        if (!inputs[k]) {
+            mft__set_error(MFT_ERR_NULL, "%s: inputs[%d] is NULL", fn, k);
+            return MFT_ERR_NULL;
+        }
+    }
+    mft__decision d = mft__rule_decide((mft__rule_id)(r - g_rules), op, n, inputs, declared, 0);
+    out->format = d.tag;
+    out->rule = r;
+    out->operand = d.operand;
+    rules_buf b = {out->text, sizeof out->text, 0};
+    out->text[0] = '\0';
+    rb_printf(&b, "%s: rule %s (%s): ", rules_fmt(d.tag), g_output_names[r->output], r->name);
+    rules_clause(&b, r, d.operand, d.operand_tag, d.tag, false);
+    if (r->output != MFT_RULE_DESTINATION && r->output != MFT_RULE_IDENTITY)
+        rb_printf(&b, "; when the result's strides fit both formats: %s",
+                  g_ambig_text[r->ambiguity]);
+    return MFT_OK;
+}
+
+/* ---------------------------------------------------------------- markdown */
+size_t mft_rules_markdown(char *buf, size_t len) {
+    rules_buf b = {buf, len, 0};
+    if (len) buf[0] = '\0';
+    rb_printf(&b, "# Format rules\n\n"
+                  "Generated by `tools/mft-rules` from `tensor/rules.def`, the table the library "
+                  "itself reads to give every result its tag (`mft__rule_decide`). Do not edit: "
+                  "`test_rules` fails when this file and the code differ.\n\n"
+                  "Every result's layout is decided in two steps: its row's *output* rule gives "
+                  "the strides and a tag (SPEC §4); then SPEC §3 reads the strides: when they "
+                  "fit exactly one format that format is the tag (INFERRED), when they fit both "
+                  "the row's *ambiguity* clause decides (INHERITED), when they fit neither the "
+                  "tag is CONTIGUOUS. Gradients follow the *backward* clause (SPEC §5). "
+                  "Deviation numbers point into `docs/deviations.md`.\n\n");
+    rb_printf(&b, "| rule | class | output | ambiguous strides | backward | operands | note | ops "
+                  "| deviation (PyTorch 1.13) |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < MFT__RULE_COUNT; i++) {
+        const mft_format_rule *r = &g_rules[i];
+        rb_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | ", r->name, r->op_class,
+                  g_output_names[r->output], g_ambig_names[r->ambiguity],
+                  g_backward_names[r->backward], r->operands, r->note, r->ops[0] ? r->ops : "—");
+        if (r->deviation)
+            rb_printf(&b, "#%d: %s |\n", r->deviation, r->pytorch);
+        else
+            rb_printf(&b, "— |\n");
+    }
+    rb_printf(&b, "\n## Output rules\n\n");
+    for (int i = 0; i < MFT_RULE_OUTPUT_COUNT; i++)
+        rb_printf(&b, "- **%s**: %s.\n", g_output_names[i], g_output_text[i]);
+    rb_printf(&b, "\n## Ambiguity clauses (strides that fit both formats)\n\n");
+    for (int i = 0; i < MFT_AMBIG_COUNT; i++)
+        rb_printf(&b, "- **%s**: %s.\n", g_ambig_names[i], g_ambig_text[i]);
+    rb_printf(&b, "\n## Backward clauses\n\n");
+    for (int i = 0; i < MFT_BACKWARD_COUNT; i++)
+        rb_printf(&b, "- **%s**: %s.\n", g_backward_names[i], g_backward_text[i]);
+    return b.pos;
+}

@@ -1,0 +1,163 @@
+/* tests/test_scenarios.c — scripted training steps with exact conversion
+ * counts per cause (Note [Conversions and their causes], mft/profile.h):
+ *   - the Fashion-MNIST CNN all in channels_last: after the input, the only
+ *     copies are flatten's (one forward, one in backward), both RESHAPE;
+ *     nothing hidden, and a zero reorder budget holds;
+ *   - a mixed model (channels-last weights, an NCHW input): each hidden copy
+ *     counted and attributed to the op that made it;
+ *   - both models with batch_norm.
+ * CTest runs this file at 1 and 2 threads: the counts must not depend on it.
+ * The expected counts are derived in the comments from SPEC §4-§5 and the
+ * dispatch rules, not read off a run. */
+#include "harness.h"
+#include "test_util.h"
+
+enum { NB = 4 };
+
+/* conv(c_in->8) relu pool conv(8->16) [bn] relu pool flatten linear(16*hw->32) relu linear(32->10) */
+static mft_layer *scn_model(int64_t c_in, int64_t hw, bool bn) {
+    const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
+    mft_layer *l[16];
+    int n = 0;
+    l[n++] = mft_layer_conv2d(c_in, 8, k3, one, one, one, 1, true, 11);
+    if (bn) l[n++] = mft_layer_batch_norm2d(8, 1e-5, 0.1);
+    l[n++] = mft_layer_relu();
+    l[n++] = mft_layer_max_pool2d(k2, k2);
+    l[n++] = mft_layer_conv2d(8, 16, k3, one, one, one, 1, true, 12);
+    if (bn) l[n++] = mft_layer_batch_norm2d(16, 1e-5, 0.1);
+    l[n++] = mft_layer_relu();
+    l[n++] = mft_layer_max_pool2d(k2, k2);
+    l[n++] = mft_layer_flatten(1, 3);
+    l[n++] = mft_layer_linear(16 * (hw / 4) * (hw / 4), 32, true, 13);
+    l[n++] = mft_layer_relu();
+    l[n++] = mft_layer_linear(32, 10, true, 14);
+    return mft_layer_sequential(n, l);
+}
+
+typedef struct scn_counts {
+    int64_t count[MFT_CAUSE_COUNT];
+} scn_counts;
+
+/* One SGD step on random data; the conversion counts of the step (input
+ * creation excluded) go to *fwd (forward) and *bwd (backward + update). */
+static bool scn_step(mft_layer *m, mft_optimizer *opt, int64_t c_in, int64_t hw, mft_format xf,
+                     uint64_t seed, scn_counts *fwd, scn_counts *bwd) {
+    mft_scope_begin();
+    const int64_t xs[4] = {NB, c_in, hw, hw}, ys[1] = {NB};
+    mft_tensor *x = mft_rand(4, xs, MFT_F32, xf, seed);
+    mft_tensor *y = mft_zeros(1, ys, MFT_I64, MFT_CONTIGUOUS);
+    for (int i = 0; i < NB; i++) mft_tensor_set(y, (int64_t[]){i}, (double)(i % 10));
+    mft_conversion_counts_reset();
+    mft_tape_begin();
+    mft_tensor *logits = mft_layer_forward(m, x);
+    mft_tensor *loss = mft_cross_entropy(logits, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN);
+    mft_conversion_counts c = mft_conversion_counts_get();
+    for (int k = 0; k < MFT_CAUSE_COUNT; k++) fwd->count[k] = c.count[k];
+    mft_conversion_counts_reset();
+    mft_status st = loss ? mft_backward(loss, NULL) : mft_last_error();
+    mft_tape_end();
+    if (st == MFT_OK) st = mft_optimizer_step(opt);
+    mft_optimizer_zero_grad(opt);
+    c = mft_conversion_counts_get();
+    for (int k = 0; k < MFT_CAUSE_COUNT; k++) bwd->count[k] = c.count[k];
+    mft_scope_end();
+    if (st != MFT_OK) fprintf(stderr, "step failed: %s\n", mft_last_error_message());
+    return st == MFT_OK;
+}
+
+static void check_counts(const scn_counts *got, const int64_t *want, const char *what) {
+    for (int k = 0; k < MFT_CAUSE_COUNT; k++)
+        CHECK_MSG(got->count[k] == want[k], "%s: %s conversions %lld, expected %lld\n", what,
+                  mft_conversion_cause_name((mft_conversion_cause)k), (long long)got->count[k],
+                  (long long)want[k]);
+}
+
+static mft_optimizer *scn_sgd(mft_layer *m) {
+    mft_tensor *ps[32];
+    int np = mft_layer_parameters(m, ps, NULL, 32);
+    mft_sgd_opts o = {0};
+    o.lr = 0.01;
+    o.momentum = 0.9;
+    return mft_sgd_new(np, ps, &o);
+}
+
+/* All NHWC. Forward: conv/relu/pool/bn keep CL with CL kernels (no copy);
+ * flatten of the CL (N,16,h,w) cannot be a view of the (N, C*h*w) order:
+ * 1 RESHAPE; linear reads x packed and w^T as transpose_b: nothing.
+ * Backward: linear: grad_w = g^T @ x reads g^T as transpose_a, grad_x = g @
+ * w: nothing; flatten: the reshape's copy back into CL: 1 RESHAPE; pools,
+ * relus, bn and convs run CL kernels on CL tensors and return CL grads:
+ * nothing; SGD updates in place: nothing. */
+static void run_all_nhwc(bool bn) {
+    const int64_t c_in = 1, hw = 12;
+    mft_layer *m = scn_model(c_in, hw, bn);
+    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_optimizer *opt = m ? scn_sgd(m) : NULL;
+    CHECK(opt != NULL);
+    const int64_t want_f[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1};
+    const int64_t want_b[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1};
+    for (int step = 0; opt && step < 2; step++) {
+        scn_counts f, b;
+        CHECK(scn_step(m, opt, c_in, hw, MFT_CHANNELS_LAST, 100 + (uint64_t)step, &f, &b));
+        check_counts(&f, want_f, bn ? "nhwc+bn forward" : "nhwc forward");
+        check_counts(&b, want_b, bn ? "nhwc+bn backward" : "nhwc backward");
+    }
+    mft_optimizer_free(opt);
+    mft_layer_free(m);
+}
+
+static void test_all_nhwc(void) { run_all_nhwc(false); }
+static void test_all_nhwc_batchnorm(void) { run_all_nhwc(true); }
+
+/* Channels-last weights, an NCHW input with C_in = 3 (C_in = 1 would be
+ * contiguous in both formats). Forward: conv1's rule (ANY_CL) gives CL
+ * because of the weight; the CL kernel needs x packed CL: 1 OPERAND (x);
+ * the rest is as all-NHWC: 1 RESHAPE. Backward: x needs no grad, so conv1
+ * computes only grad_w (and grad_b): backward_weight runs in the conv's
+ * format (CL), so x is packed CL again: 1 OPERAND; the rest as all-NHWC:
+ * 1 RESHAPE. */
+static void run_mixed(bool bn) {
+    const int64_t c_in = 3, hw = 8;
+    mft_layer *m = scn_model(c_in, hw, bn);
+    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_optimizer *opt = m ? scn_sgd(m) : NULL;
+    CHECK(opt != NULL);
+    const int64_t want_f[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1, [MFT_CAUSE_OPERAND] = 1};
+    const int64_t want_b[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1, [MFT_CAUSE_OPERAND] = 1};
+    for (int step = 0; opt && step < 2; step++) {
+        scn_counts f, b;
+        CHECK(scn_step(m, opt, c_in, hw, MFT_CONTIGUOUS, 200 + (uint64_t)step, &f, &b));
+        check_counts(&f, want_f, bn ? "mixed+bn forward" : "mixed forward");
+        check_counts(&b, want_b, bn ? "mixed+bn backward" : "mixed backward");
+    }
+    mft_optimizer_free(opt);
+    mft_layer_free(m);
+}
+
+static void test_mixed(void) { run_mixed(false); }
+static void test_mixed_batchnorm(void) { run_mixed(true); }
+
+/* All NCHW: the same as all-NHWC except that flatten of a contiguous
+ * (N,16,h,w) is a view, so nothing at all is copied. */
+static void test_all_nchw(void) {
+    const int64_t c_in = 1, hw = 12;
+    mft_layer *m = scn_model(c_in, hw, false);
+    mft_optimizer *opt = m ? scn_sgd(m) : NULL;
+    CHECK(opt != NULL);
+    const int64_t want[MFT_CAUSE_COUNT] = {0};
+    scn_counts f, b;
+    CHECK(opt && scn_step(m, opt, c_in, hw, MFT_CONTIGUOUS, 300, &f, &b));
+    check_counts(&f, want, "nchw forward");
+    check_counts(&b, want, "nchw backward");
+    mft_optimizer_free(opt);
+    mft_layer_free(m);
+}
+
+int main(void) {
+    RUN(test_all_nhwc);
+    RUN(test_all_nhwc_batchnorm);
+    RUN(test_mixed);
+    RUN(test_mixed_batchnorm);
+    RUN(test_all_nchw);
+    TEST_MAIN_END();
+}
