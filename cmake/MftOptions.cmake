@@ -8,8 +8,15 @@ target_compile_options(mft_build_flags INTERFACE -Wall -Wextra -Wpedantic -Wshad
 if(MFT_WERROR)
   target_compile_options(mft_build_flags INTERFACE -Werror)
 endif()
+include(CheckCCompilerFlag)
+# __FILE__ relative to the source tree: call sites recorded with MFT_AT read
+# "examples/format_tour.c:96", the same on every machine.
+check_c_compiler_flag(-fmacro-prefix-map=a=b MFT_HAS_MACRO_PREFIX_MAP)
+if(MFT_HAS_MACRO_PREFIX_MAP)
+  target_compile_options(mft_build_flags INTERFACE
+    "-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=")
+endif()
 if(MFT_NATIVE)
-  include(CheckCCompilerFlag)
   check_c_compiler_flag(-march=native MFT_HAS_MARCH_NATIVE)
   if(MFT_HAS_MARCH_NATIVE)
     target_compile_options(mft_build_flags INTERFACE -march=native)

@@ -1,7 +1,8 @@
 /* ops/dispatch.c — the kernel table keyed by (op, format, dtype), lookup
  * (user kernel -> built-in exact -> built-in ANY -> fallback through format
  * conversion, counted; strict mode refuses fallbacks), the per-thread record
- * of the last dispatch, verbose logging through a replaceable callback, and
+ * of the last dispatch (each run reported through mft__kernel_end: profiler,
+ * verbose line), the verbose log callback, and
  * the table listing (mft/dispatch.h). Built-in kernels live in const tables
  * of the family files; user kernels in a small array here. */
 #include <stdio.h>
@@ -23,10 +24,9 @@ const char *mft__op_name(mft__op_id op) {
  * comes before its reference table, so a reference kernel registered under
  * the same key only serves as documentation and fallback. */
 static const mft__kernel_def *const builtin_tables[] = {
-    mft__kernels_pool,      mft__kernels_pool_more,     mft__kernels_softmax,
-    mft__kernels_pad,       mft__kernels_gemm,          mft__kernels_norm,
-    mft__kernels_norm_backward, mft__kernels_conv_fast, mft__kernels_conv,
-    mft__kernels_resize};
+    mft__kernels_pool, mft__kernels_pool_more, mft__kernels_softmax,       mft__kernels_pad,
+    mft__kernels_gemm, mft__kernels_norm,      mft__kernels_norm_backward, mft__kernels_conv_fast,
+    mft__kernels_conv, mft__kernels_resize};
 
 /* ---------------------------------------------------------------- user kernels */
 #define DISPATCH_MAX_USER 64
@@ -70,12 +70,13 @@ static bool dispatch_check_key(const char *fn, const char *op, mft_format fmt, m
 
 static user_kernel *dispatch_user(mft__op_id op, mft_format fmt, mft_dtype dtype) {
     for (int i = 0; i < g_nuser; i++)
-        if (g_user[i].op == op && g_user[i].fmt == fmt && g_user[i].dtype == dtype) return &g_user[i];
+        if (g_user[i].op == op && g_user[i].fmt == fmt && g_user[i].dtype == dtype)
+            return &g_user[i];
     return NULL;
 }
 
-mft_status mft_dispatch_register(const char *op, mft_format fmt, mft_dtype dtype,
-                                 const char *name, mft_kernel_fn fn) {
+mft_status mft_dispatch_register(const char *op, mft_format fmt, mft_dtype dtype, const char *name,
+                                 mft_kernel_fn fn) {
     const char *f = "mft_dispatch_register";
     int id;
     if (!dispatch_check_key(f, op, fmt, dtype, &id)) return mft_last_error();
@@ -142,7 +143,8 @@ static bool dispatch_lookup(mft__op_id op, mft_format fmt, mft_dtype dtype, foun
 }
 
 /* ---------------------------------------------------------------- state */
-static _Thread_local mft_dispatch_info tl_last = {"", "", MFT_CONTIGUOUS, MFT_CONTIGUOUS, MFT_F32, 0, false};
+static _Thread_local mft_dispatch_info tl_last = {"",      "", MFT_CONTIGUOUS, MFT_CONTIGUOUS,
+                                                  MFT_F32, 0,  false,          0};
 static _Thread_local int64_t tl_conversions = 0;
 static atomic_bool g_strict = false;
 static int g_verbose = -1; /* -1: read MFT_VERBOSE on first use */
@@ -168,12 +170,7 @@ void mft_set_log_callback(void (*cb)(const char *line, void *ctx), void *ctx) {
     g_log_ctx = ctx;
 }
 
-static void dispatch_log(const mft_dispatch_info *d) {
-    if (mft_verbose() < 1) return;
-    char line[256];
-    snprintf(line, sizeof line, "mft_verbose,dispatch,%s,%s,%s,%s,%s,conversions=%d%s", d->op,
-             d->kernel, mft_format_name(d->format), mft_format_name(d->kernel_format),
-             mft_dtype_name(d->dtype), d->conversions, d->user ? ",user" : "");
+void mft__verbose_line(const char *line) {
     if (g_log)
         g_log(line, g_log_ctx);
     else
@@ -246,11 +243,12 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
         return MFT_ERR_UNSUPPORTED;
     }
     if (fallback && mft_dispatch_strict()) {
-        mft__set_error(MFT_ERR_UNSUPPORTED,
-                       "%s: no kernel for (%s, %s, %s); strict mode forbids the fallback through %s "
-                       "(kernel %s)",
-                       fn, mft__op_name(op), mft_format_name(fmt), mft_dtype_name(dtype),
-                       mft_format_name(k.fmt), k.name);
+        mft__set_error(
+            MFT_ERR_UNSUPPORTED,
+            "%s: no kernel for (%s, %s, %s); strict mode forbids the fallback through %s "
+            "(kernel %s)",
+            fn, mft__op_name(op), mft_format_name(fmt), mft_dtype_name(dtype),
+            mft_format_name(k.fmt), k.name);
         return MFT_ERR_UNSUPPORTED;
     }
     const mft_tensor *kin[MFT__ITER_MAX_OPERANDS];
@@ -258,6 +256,7 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
     mft_tensor *temps[2 * MFT__ITER_MAX_OPERANDS];
     int ntemps = 0, conversions = 0;
     mft_status st = MFT_OK;
+    uint64_t t0 = mft__kernel_begin();
     mft__scope_suspend();
     for (int i = 0; i < nin && st == MFT_OK; i++) {
         kin[i] = in[i];
@@ -301,10 +300,13 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
             }
             atomic_fetch_add(&out[i]->storage->version, 1);
         }
-        tl_last = (mft_dispatch_info){mft__op_name(op), k.name, fmt, k.fmt, dtype, conversions, k.user};
+        tl_last = (mft_dispatch_info){
+            mft__op_name(op), k.name, fmt, k.fmt, dtype, conversions, k.user, tl_last.seq + 1};
         tl_conversions += conversions;
         dispatch_count(&tl_last);
-        dispatch_log(&tl_last);
+        mft__kernel_end(t0, &(mft__kernel_info){mft__op_name(op), k.name, fmt, k.fmt, dtype, nin,
+                                                nout, in, (const mft_tensor *const *)out,
+                                                conversions, k.user});
     }
     for (int i = 0; i < ntemps; i++) mft_tensor_release(temps[i]);
     return st;

@@ -224,11 +224,17 @@ static void ew_execute(const mft__ew_op *op, mft_tensor *dst, mft_tensor *const 
     mft_tensor *ops[MFT__ITER_MAX_OPERANDS];
     ops[0] = dst;
     for (int k = 0; k < op->ninputs; k++) ops[k + 1] = cast[k];
+    uint64_t t0 = mft__kernel_begin();
     mft__iter it;
     mft__iter_build(op->name, &it, op->ninputs + 1, ops, p->ndim, p->shape);
     static const double no_params[2] = {0, 0};
     mft__iter_run(&it, op->loops[p->compute], (void *)(params ? params : no_params), MFT__EW_GRAIN);
     atomic_fetch_add(&dst->storage->version, 1);
+    const mft_tensor *out[1] = {dst};
+    mft__kernel_end(t0, &(mft__kernel_info){strncmp(op->name, "mft_", 4) ? op->name : op->name + 4,
+                                            "elementwise.iter", MFT_FORMAT_COUNT,
+                                            MFT_FORMAT_COUNT, p->compute, op->ninputs, 1,
+                                            (const mft_tensor *const *)cast, out, 0, false});
 }
 
 static mft_tensor *ew_alloc_result(const char *fn, const mft__ew_op *op,

@@ -221,6 +221,7 @@ static void copy_convert_loop(void *ctx, char **data, const int64_t *st, int64_t
 }
 
 void mft__copy_kernel(mft_tensor *dst, const mft_tensor *src) {
+    uint64_t t0 = mft__kernel_begin();
     mft__iter it;
     mft_tensor *ops[2] = {dst, (mft_tensor *)src};
     mft__iter_build("mft_copy_", &it, 2, ops, dst->ndim, dst->sizes);
@@ -232,4 +233,7 @@ void mft__copy_kernel(mft_tensor *dst, const mft_tensor *src) {
         mft__iter_run(&it, copy_convert_loop, &f, 1 << 15);
     }
     atomic_fetch_add(&dst->storage->version, 1);
+    const mft_tensor *in[1] = {src}, *out[1] = {dst};
+    mft__kernel_end(t0, &(mft__kernel_info){"copy", "copy.iter", MFT_FORMAT_COUNT, MFT_FORMAT_COUNT,
+                                            dst->dtype, 1, 1, in, out, 0, false});
 }

@@ -2,13 +2,18 @@
  * two things every op reports whether or not the profiler records (see
  * Note [Conversions and their causes] in mft/profile.h). All state is per
  * thread: conversions are started by the thread that called the op. The
- * profiler (tensor/profile.c) and the reorder budget read from here. */
+ * profiler (tensor/profile.c) and the reorder budget read from here. Also
+ * here: the rings of recent conversion and kernel events, the kernel-event
+ * hook every kernel run calls, and the reorder budget. */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "internal.h"
+#include "mft/autograd.h"
 #include "mft/profile.h"
 
 static const char *const cause_names[MFT_CAUSE_COUNT] = {"explicit", "reshape", "fallback",
-                                                          "gradient", "operand"};
+                                                         "gradient", "operand"};
 
 const char *mft_conversion_cause_name(mft_conversion_cause c) {
     return (unsigned)c < MFT_CAUSE_COUNT ? cause_names[c] : "?";
@@ -40,6 +45,89 @@ void mft__cause_pop(void) {
     if (tl_ncause > 0) tl_ncause--;
 }
 
+/* ---------------------------------------------------------------- layout labels */
+const char *mft__layout_label(const mft_tensor *t) {
+    if (!t) return "-";
+    bool cf = mft_tensor_is_contiguous(t, MFT_CONTIGUOUS);
+    if (t->ndim >= 3 && t->ndim <= 5) {
+        static const char *const first[6] = {"", "", "", "NCL", "NCHW", "NCDHW"};
+        static const char *const last[6] = {"", "", "", "NLC", "NHWC", "NDHWC"};
+        bool cl = mft_tensor_is_contiguous(t, MFT_CHANNELS_LAST);
+        if (cf && cl) return t->tag == MFT_CHANNELS_LAST ? last[t->ndim] : first[t->ndim];
+        if (cf) return first[t->ndim];
+        if (cl) return last[t->ndim];
+    } else if (cf) {
+        return "contiguous";
+    }
+    for (int d = 0; d < t->ndim; d++)
+        if (t->strides[d] == 0 && t->sizes[d] > 1) return "broadcast";
+    return "strided";
+}
+
+/* ---------------------------------------------------------------- rings */
+static _Thread_local mft__conv_rec tl_conv_ring[MFT__EVENT_RING];
+static _Thread_local mft__kernel_rec tl_kernel_ring[MFT__EVENT_RING];
+static _Thread_local int64_t tl_conv_seq = 0, tl_kernel_seq = 0;
+
+int64_t mft__conv_seq(void) { return tl_conv_seq; }
+int64_t mft__kernel_seq(void) { return tl_kernel_seq; }
+
+bool mft__conv_get(int64_t seq, mft__conv_rec *r) {
+    if (seq < 1 || seq > tl_conv_seq || seq <= tl_conv_seq - MFT__EVENT_RING) return false;
+    *r = tl_conv_ring[seq % MFT__EVENT_RING];
+    return true;
+}
+bool mft__kernel_get(int64_t seq, mft__kernel_rec *r) {
+    if (seq < 1 || seq > tl_kernel_seq || seq <= tl_kernel_seq - MFT__EVENT_RING) return false;
+    *r = tl_kernel_ring[seq % MFT__EVENT_RING];
+    return true;
+}
+
+/* ---------------------------------------------------------------- reorder budget */
+static _Thread_local bool tl_budget_open = false;
+static _Thread_local int64_t tl_budget_max = 0, tl_budget_seen = 0;
+static _Thread_local mft__conv_rec tl_budget_first; /* first conversion over the limit */
+
+mft_status mft_reorder_budget_begin(int64_t max) {
+    static const char fn[] = "mft_reorder_budget_begin";
+    if (max < 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: max must be >= 0, got %lld", fn, (long long)max);
+        return MFT_ERR_INVALID;
+    }
+    if (tl_budget_open) {
+        mft__set_error(MFT_ERR_SCOPE,
+                       "%s: a budget region (max %lld) is already open on this thread; regions "
+                       "do not nest",
+                       fn, (long long)tl_budget_max);
+        return MFT_ERR_SCOPE;
+    }
+    tl_budget_open = true;
+    tl_budget_max = max;
+    tl_budget_seen = 0;
+    return MFT_OK;
+}
+
+mft_status mft_reorder_budget_end(void) {
+    static const char fn[] = "mft_reorder_budget_end";
+    if (!tl_budget_open) {
+        mft__set_error(MFT_ERR_SCOPE, "%s: no budget region is open on this thread", fn);
+        return MFT_ERR_SCOPE;
+    }
+    tl_budget_open = false;
+    if (tl_budget_seen <= tl_budget_max) return MFT_OK;
+    const mft__conv_rec *r = &tl_budget_first;
+    char site[160] = "no call site (wrap the call in MFT_AT)";
+    if (r->site_file) snprintf(site, sizeof site, "at %s:%d", r->site_file, r->site_line);
+    mft__set_error(MFT_ERR_BUDGET,
+                   "%s: %lld hidden conversions, the budget allows %lld; the first over the "
+                   "limit: %s conversion by %s (%s -> %s, %lld bytes) %s",
+                   fn, (long long)tl_budget_seen, (long long)tl_budget_max,
+                   mft_conversion_cause_name(r->cause), r->op ? r->op : "?", r->from, r->to,
+                   (long long)r->bytes, site);
+    return MFT_ERR_BUDGET;
+}
+
+/* ---------------------------------------------------------------- conversions */
 void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_tensor *src,
                              const mft_tensor *dst) {
     if ((unsigned)c >= MFT_CAUSE_COUNT) c = MFT_CAUSE_EXPLICIT;
@@ -47,8 +135,64 @@ void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_t
     tl_counts.count[c]++;
     tl_counts.bytes[c] += bytes;
     tl_counts.total++;
-    if (mft_conversion_cause_hidden(c)) tl_counts.hidden++;
-    mft__profile_conversion(c, op, src, dst, bytes);
+    bool hidden = mft_conversion_cause_hidden(c);
+    if (hidden) tl_counts.hidden++;
+    mft__conv_rec r = {
+        c, op, mft__layout_label(src), mft__layout_label(dst), bytes, tl_site_file, tl_site_line};
+    tl_conv_ring[++tl_conv_seq % MFT__EVENT_RING] = r;
+    if (hidden && tl_budget_open && ++tl_budget_seen == tl_budget_max + 1) tl_budget_first = r;
+    if (mft__tl_profiling) mft__profile_conversion(&r);
+    if (mft_verbose() > 0) {
+        char line[320];
+        int n = snprintf(line, sizeof line, "mft_verbose,conversion,%s,%s,%s->%s,bytes=%lld%s",
+                         mft_conversion_cause_name(c), op ? op : "?", r.from, r.to,
+                         (long long)bytes, hidden ? ",hidden" : "");
+        if (r.site_file && n > 0 && (size_t)n < sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, ",site=%s:%d", r.site_file, r.site_line);
+        mft__verbose_line(line);
+    }
+}
+
+/* ---------------------------------------------------------------- kernels */
+_Thread_local bool mft__tl_profiling = false;
+
+uint64_t mft__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool mft__hooks_bypass = false;
+
+void mft__kernel_end(uint64_t t0, const mft__kernel_info *k) {
+    if (!t0 && (mft__hooks_bypass || !mft_tape_recording())) return;
+    const char *in = k->nin > 0 ? mft__layout_label(k->in[0]) : "-";
+    const char *out = k->nout > 0 ? mft__layout_label(k->out[0]) : "-";
+    tl_kernel_ring[++tl_kernel_seq % MFT__EVENT_RING] =
+        (mft__kernel_rec){k->op, k->kernel, in, out};
+    if (!t0) return; /* neither profiling nor verbose when the kernel started */
+    uint64_t t1 = mft__now_ns();
+    int64_t bytes = 0;
+    for (int i = 0; i < k->nin; i++)
+        if (k->in[i]) bytes += k->in[i]->numel * (int64_t)mft_dtype_size(k->in[i]->dtype);
+    for (int i = 0; i < k->nout; i++)
+        if (k->out[i]) bytes += k->out[i]->numel * (int64_t)mft_dtype_size(k->out[i]->dtype);
+    if (mft__tl_profiling) mft__profile_kernel(t0, t1, k, bytes);
+    if (mft_verbose() > 0) {
+        char line[320];
+        int n =
+            snprintf(line, sizeof line, "mft_verbose,%s,%s,%s,%s,%s,%s,%s->%s,conversions=%d,",
+                     k->asked == MFT_FORMAT_COUNT ? "exec" : "dispatch", k->op, k->kernel,
+                     k->asked == MFT_FORMAT_COUNT ? "-" : mft_format_name(k->asked),
+                     k->kernel_format == MFT_FORMAT_COUNT ? "-" : mft_format_name(k->kernel_format),
+                     mft_dtype_name(k->dtype), in, out, k->conversions);
+        if (n > 0 && (size_t)n < sizeof line)
+            n += snprintf(line + n, sizeof line - (size_t)n, "time_ms=%.4f,bytes=%lld%s",
+                          (double)(t1 - t0) * 1e-6, (long long)bytes, k->user ? ",user" : "");
+        if (tl_site_file && n > 0 && (size_t)n < sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, ",site=%s:%d", tl_site_file, tl_site_line);
+        mft__verbose_line(line);
+    }
 }
 
 void mft__note_conversion(const char *op, const mft_tensor *src, const mft_tensor *dst) {

@@ -237,6 +237,7 @@ void mft__fill(mft_tensor *t, double value);
 
 /* ------------------------------------------------------------------ events
  * tensor/events.c; Note [Conversions and their causes] in mft/profile.h. */
+#include "mft/dispatch.h"
 #include "mft/profile.h"
 /* The cause given to conversions noted with mft__note_conversion on this
  * thread (mft_contiguous / mft_to_format copies): EXPLICIT unless an
@@ -251,9 +252,72 @@ void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_t
 /* This thread's call site (MFT_AT); file NULL when none. */
 void mft__site_get(const char **file, int *line);
 
-/* Profiler hooks (tensor/profile.c), cheap when not recording. */
-void mft__profile_conversion(mft_conversion_cause c, const char *op, const mft_tensor *src,
-                             const mft_tensor *dst, int64_t bytes);
+/* A short name for t's physical layout: "NCHW"/"NHWC" (rank 4),
+ * "NCDHW"/"NDHWC" (5), "NCL"/"NLC" (3) when packed in one of them (the tag
+ * decides when both fit), else "contiguous", "strided" or "broadcast". */
+const char *mft__layout_label(const mft_tensor *t);
+
+/* The last events of this thread, for tools that look back over a stretch
+ * of work (the tape's DOT picture): every conversion and every kernel run
+ * gets the next sequence number of its kind; the newest
+ * MFT__EVENT_RING are kept. Sequence numbers start at 1 and never reset. */
+#define MFT__EVENT_RING 64
+typedef struct mft__conv_rec {
+    mft_conversion_cause cause;
+    const char *op;          /* the op responsible (static string) */
+    const char *from, *to;   /* mft__layout_label of source and copy */
+    int64_t bytes;           /* bytes written */
+    const char *site_file;   /* call site (MFT_AT), NULL when none */
+    int site_line;
+} mft__conv_rec;
+typedef struct mft__kernel_rec {
+    const char *op, *kernel; /* static strings (user kernel names live in the table) */
+    const char *in, *out;    /* layout labels of operand 0 and result 0 */
+} mft__kernel_rec;
+/* Sequence number of the newest event of the kind (0 before the first). */
+int64_t mft__conv_seq(void);
+int64_t mft__kernel_seq(void);
+/* Copies event seq into *r; false when seq was never issued or has left
+ * the ring. */
+bool mft__conv_get(int64_t seq, mft__conv_rec *r);
+bool mft__kernel_get(int64_t seq, mft__kernel_rec *r);
+
+/* ------------------------------------------------------------ kernel events
+ * Every kernel run (dispatch, elementwise engine, copies) reports itself:
+ *     uint64_t t0 = mft__kernel_begin();
+ *     ... run ...
+ *     mft__kernel_end(t0, &(mft__kernel_info){...});
+ * mft__kernel_begin reads the clock only when the profiler records or
+ * MFT_VERBOSE is on (else returns 0); mft__kernel_end updates the kernel
+ * ring while a tape records (the DOT picture reads it) and hands the event
+ * to the profiler and the verbose log when they are on. Off, the pair costs
+ * two thread-local loads and two calls (bench/bench_profile.c). */
+typedef struct mft__kernel_info {
+    const char *op, *kernel;
+    mft_format asked, kernel_format; /* MFT_FORMAT_COUNT: not a format op */
+    mft_dtype dtype;
+    int nin, nout;
+    const mft_tensor *const *in;
+    const mft_tensor *const *out;
+    int conversions; /* fallback/operand conversions done inside */
+    bool user;       /* a user-registered kernel */
+} mft__kernel_info;
+extern _Thread_local bool mft__tl_profiling; /* this thread's profiler records */
+/* Set only by bench/bench_profile.c to measure what the hooks cost when
+ * everything is off (it then compares runs with and without them). */
+extern bool mft__hooks_bypass;
+uint64_t mft__now_ns(void);
+static inline uint64_t mft__kernel_begin(void) {
+    if (mft__hooks_bypass) return 0;
+    return (mft__tl_profiling || mft_verbose() > 0) ? mft__now_ns() : 0;
+}
+void mft__kernel_end(uint64_t t0, const mft__kernel_info *k);
+/* One verbose log line through the log callback (ops/dispatch.c). */
+void mft__verbose_line(const char *line);
+
+/* Profiler hooks (tensor/profile.c), called only while recording. */
+void mft__profile_conversion(const mft__conv_rec *r);
+void mft__profile_kernel(uint64_t t0, uint64_t t1, const mft__kernel_info *k, int64_t bytes);
 
 /* ------------------------------------------------------------------ rules
  * tensor/rules.c: the format rules as data (mft/rules.h, rows in

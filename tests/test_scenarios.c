@@ -5,7 +5,11 @@
  *     nothing hidden, and a zero reorder budget holds;
  *   - a mixed model (channels-last weights, an NCHW input): each hidden copy
  *     counted and attributed to the op that made it;
- *   - both models with batch_norm.
+ *   - both models with batch_norm;
+ *   - reorder budgets: a zero budget holds around the NHWC step and fails
+ *     with MFT_ERR_BUDGET (naming the op) around the mixed one;
+ *   - the profiler attributes each mixed-model copy to the op that made it
+ *     and to the user's call site (MFT_AT).
  * CTest runs this file at 1 and 2 threads: the counts must not depend on it.
  * The expected counts are derived in the comments from SPEC §4-§5 and the
  * dispatch rules, not read off a run. */
@@ -153,11 +157,123 @@ static void test_all_nchw(void) {
     mft_layer_free(m);
 }
 
+/* A whole step (forward, backward, update) inside a reorder budget of max
+ * hidden conversions; returns what mft_reorder_budget_end said. */
+static mft_status scn_budget_step(mft_layer *m, mft_optimizer *opt, int64_t c_in, int64_t hw,
+                                  mft_format xf, int64_t max) {
+    scn_counts f, b;
+    CHECK(mft_reorder_budget_begin(max) == MFT_OK);
+    CHECK(scn_step(m, opt, c_in, hw, xf, 400, &f, &b));
+    return mft_reorder_budget_end();
+}
+
+/* "This model trains with zero hidden copies in NHWC" as a test: the NHWC
+ * step's two copies are RESHAPE (not hidden), so a budget of 0 holds. */
+static void test_budget_nhwc_zero(void) {
+    mft_layer *m = scn_model(1, 12, true);
+    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_optimizer *opt = m ? scn_sgd(m) : NULL;
+    if (opt) CHECK_EQ_I(scn_budget_step(m, opt, 1, 12, MFT_CHANNELS_LAST, 0), MFT_OK);
+    mft_optimizer_free(opt);
+    mft_layer_free(m);
+}
+
+/* The mixed step does 2 hidden (OPERAND) conversions: a budget of 1 fails
+ * and its message names the count, the limit and the second conversion
+ * (conv2d_backward_weight's operand copy of x); a budget of 2 holds. */
+static void test_budget_mixed(void) {
+    mft_layer *m = scn_model(3, 8, false);
+    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_optimizer *opt = m ? scn_sgd(m) : NULL;
+    if (opt) {
+        CHECK_EQ_I(scn_budget_step(m, opt, 3, 8, MFT_CONTIGUOUS, 1), MFT_ERR_BUDGET);
+        const char *msg = mft_last_error_message();
+        CHECK_MSG(strstr(msg, "2 hidden conversions") && strstr(msg, "allows 1") &&
+                      strstr(msg, "operand conversion by conv2d_backward_weight") &&
+                      strstr(msg, "NCHW -> NHWC"),
+                  "budget message: %s\n", msg);
+        CHECK_EQ_I(scn_budget_step(m, opt, 3, 8, MFT_CONTIGUOUS, 2), MFT_OK);
+        CHECK_EQ_I(scn_budget_step(m, opt, 3, 8, MFT_CONTIGUOUS, 0), MFT_ERR_BUDGET);
+        CHECK(strstr(mft_last_error_message(), "operand conversion by conv2d (NCHW -> NHWC"));
+    }
+    mft_optimizer_free(opt);
+    mft_layer_free(m);
+}
+
+static void test_budget_misuse(void) {
+    CHECK_EQ_I(mft_reorder_budget_begin(-1), MFT_ERR_INVALID);
+    CHECK_ERR(MFT_ERR_INVALID, "max must be >= 0, got -1");
+    CHECK_EQ_I(mft_reorder_budget_end(), MFT_ERR_SCOPE);
+    CHECK_ERR(MFT_ERR_SCOPE, "no budget region is open");
+    CHECK_EQ_I(mft_reorder_budget_begin(3), MFT_OK);
+    CHECK_EQ_I(mft_reorder_budget_begin(0), MFT_ERR_SCOPE);
+    CHECK_ERR(MFT_ERR_SCOPE, "(max 3) is already open");
+    CHECK_EQ_I(mft_reorder_budget_end(), MFT_OK); /* the first region is still intact */
+    CHECK_EQ_I(mft_reorder_budget_end(), MFT_ERR_SCOPE);
+}
+
+/* Counts the lines of the profiler table's conversion section that start
+ * with cause and name op in the op column. */
+static int scn_table_rows(const char *table, const char *cause, const char *op, const char *site) {
+    int n = 0;
+    const char *sec = strstr(table, "\nconversions:");
+    for (const char *l = sec; l && *l; l = strchr(l + 1, '\n')) {
+        const char *line = l + 1;
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[512];
+        if (len >= sizeof buf) continue;
+        memcpy(buf, line, len);
+        buf[len] = 0;
+        char c[32], o[64];
+        if (sscanf(buf, "%31s %*s %63s", c, o) != 2) continue;
+        if (strcmp(c, cause) == 0 && strcmp(o, op) == 0 && (!site || strstr(buf, site))) n++;
+    }
+    return n;
+}
+
+/* The profiler puts each hidden copy of the mixed step on the op that made
+ * it: the forward OPERAND copy on conv2d, the backward one on
+ * conv2d_backward_weight, both at the forward call's site; the RESHAPE
+ * copies on flatten. The NHWC step's table has no hidden row at all. */
+static void test_profile_attribution(void) {
+    mft_layer *m = scn_model(3, 8, false);
+    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_optimizer *opt = m ? scn_sgd(m) : NULL;
+    if (!opt) goto out;
+    scn_counts f, b;
+    CHECK_EQ_I(mft_profile_begin(), MFT_OK);
+    mft_profile_site("scenario.c", 7);
+    CHECK(scn_step(m, opt, 3, 8, MFT_CONTIGUOUS, 500, &f, &b));
+    mft_profile_site(NULL, 0);
+    CHECK_EQ_I(mft_profile_end(), MFT_OK);
+    size_t need = mft_profile_table(NULL, 0);
+    char *t = malloc(need + 1);
+    CHECK(t && mft_profile_table(t, need + 1) == need);
+    if (t) {
+        CHECK_MSG(scn_table_rows(t, "operand", "conv2d", "scenario.c:7") == 1, "%s", t);
+        CHECK_MSG(scn_table_rows(t, "operand", "conv2d_backward_weight", "scenario.c:7") == 1,
+                  "%s", t);
+        CHECK_MSG(scn_table_rows(t, "reshape", "flatten", NULL) >= 1, "%s", t);
+        CHECK(strstr(t, "conversions: 4  reshape 2") && strstr(t, "operand 2"));
+        CHECK(strstr(t, "| hidden 2\n"));
+    }
+    free(t);
+    mft_profile_clear();
+out:
+    mft_optimizer_free(opt);
+    mft_layer_free(m);
+}
+
 int main(void) {
     RUN(test_all_nhwc);
     RUN(test_all_nhwc_batchnorm);
     RUN(test_mixed);
     RUN(test_mixed_batchnorm);
     RUN(test_all_nchw);
+    RUN(test_budget_nhwc_zero);
+    RUN(test_budget_mixed);
+    RUN(test_budget_misuse);
+    RUN(test_profile_attribution);
     TEST_MAIN_END();
 }

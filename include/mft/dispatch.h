@@ -72,6 +72,7 @@ typedef struct mft_dispatch_info {
     mft_dtype dtype;
     int conversions;           /* tensors converted to or from kernel_format */
     bool user;                 /* a user-registered kernel */
+    int64_t seq;               /* dispatches on this thread so far, this one included */
 } mft_dispatch_info;
 /* Borrowed; valid until the next dispatch on this thread. */
 MFT_API const mft_dispatch_info *mft_dispatch_last(void);

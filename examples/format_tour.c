@@ -1,0 +1,191 @@
+/* examples/format_tour.c — follows one batch through the Fashion-MNIST CNN
+ * (conv 1->32, relu, pool, conv 32->64, relu, pool, flatten, linear, relu,
+ * linear) and prints, layer by layer, the tensor's sizes, strides, format tag
+ * with its origin, the kernel that ran and the conversions by cause; then
+ * asks the library why the flatten input has its format (the provenance
+ * chain), runs the backward, and checks a reorder budget. Three runs:
+ *   nchw   the model and the input in NCHW (PyTorch's default);
+ *   nhwc   model.to(channels_last) and an NHWC input: no hidden copy;
+ *   mixed  channels-last weights, an NCHW RGB-like input (C = 3): the copies
+ *          this costs, the ops they are attributed to, and the budget
+ *          catching them.
+ * docs/tutorial.md quotes this program's output. Random data: formats and
+ * copies do not depend on the values.
+ *
+ * Usage: format_tour [nchw|nhwc|mixed]... (default: all three)
+ *        [--profile] (also the profiler table of the last run)
+ *        [--trace FILE] (Chrome trace JSON of the last run) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mft/mft.h>
+
+enum { NLAYERS = 10, BATCH = 64 };
+
+typedef struct tour {
+    const char *name;
+    mft_format model_fmt, input_fmt;
+    int64_t c_in;
+} tour;
+
+static const char *short_fmt(const mft_tensor *t) {
+    return mft_tensor_format(t) == MFT_CHANNELS_LAST ? "CHANNELS_LAST" : "CONTIGUOUS";
+}
+
+static void dims(char *buf, size_t n, int nd, const int64_t *v) {
+    size_t pos = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < nd && pos < n; i++)
+        pos += (size_t)snprintf(buf + pos, n - pos, "%s%lld", i ? "," : "", (long long)v[i]);
+    if (pos < n) snprintf(buf + pos, n - pos, "]");
+}
+
+static void conv_summary(char *buf, size_t n) {
+    mft_conversion_counts c = mft_conversion_counts_get();
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < MFT_CAUSE_COUNT && pos < n; k++)
+        if (c.count[k])
+            pos += (size_t)snprintf(
+                buf + pos, n - pos, "%s%lld %s (%lld KB)", pos ? ", " : "", (long long)c.count[k],
+                mft_conversion_cause_name((mft_conversion_cause)k), (long long)(c.bytes[k] / 1024));
+    if (!pos) snprintf(buf, n, "-");
+    mft_conversion_counts_reset();
+}
+
+static int run(const tour *t, bool profile, const char *trace) {
+    const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
+    static const char *const names[NLAYERS] = {
+        "conv2d 1->32", "relu",    "max_pool2d",       "conv2d 32->64", "relu",
+        "max_pool2d",   "flatten", "linear 3136->128", "relu",          "linear 128->10"};
+    mft_layer *l[NLAYERS] = {mft_layer_conv2d(t->c_in, 32, k3, one, one, one, 1, true, 1),
+                             mft_layer_relu(),
+                             mft_layer_max_pool2d(k2, k2),
+                             mft_layer_conv2d(32, 64, k3, one, one, one, 1, true, 2),
+                             mft_layer_relu(),
+                             mft_layer_max_pool2d(k2, k2),
+                             mft_layer_flatten(1, 3),
+                             mft_layer_linear(3136, 128, true, 3),
+                             mft_layer_relu(),
+                             mft_layer_linear(128, 10, true, 4)};
+    mft_layer *model = mft_layer_sequential(NLAYERS, l); /* owns the layers */
+    if (!model) {
+        fprintf(stderr, "format_tour: %s\n", mft_last_error_message());
+        return 1;
+    }
+    if (t->model_fmt == MFT_CHANNELS_LAST) mft_layer_to_format(model, MFT_CHANNELS_LAST);
+    printf("\n== %s: model %s, input %s ==\n", t->name, mft_format_name(t->model_fmt),
+           mft_format_name(t->input_fmt));
+    int rc = 0;
+    mft_scope_begin();
+    const int64_t xs[4] = {BATCH, t->c_in, 28, 28}, ys[1] = {BATCH};
+    mft_tensor *x = mft_rand(4, xs, MFT_F32, t->input_fmt, 7);
+    mft_tensor *y = mft_zeros(1, ys, MFT_I64, MFT_CONTIGUOUS);
+    mft_tensor *params[16];
+    int np = mft_layer_parameters(model, params, NULL, 16);
+    if (profile || trace) mft_profile_begin();
+    mft_conversion_counts_reset();
+    mft_reorder_budget_begin(0);
+    mft_tape_begin();
+    printf("%-17s %-15s %-18s %-26s %-40s %s\n", "layer", "sizes", "strides", "tag (origin)",
+           "kernel", "conversions");
+    char sz[64], st[64], cv[128];
+    dims(sz, sizeof sz, 4, xs);
+    dims(st, sizeof st, 4, mft_tensor_strides(x));
+    printf("%-17s %-15s %-18s %-13s %-12s %-40s %s\n", "input", sz, st, short_fmt(x),
+           mft_origin_name(mft_tensor_format_origin(x)), "", "-");
+    mft_tensor *h = x, *flat_in = NULL;
+    for (int i = 0; i < NLAYERS && h; i++) {
+        const mft_dispatch_info before = *mft_dispatch_last();
+        if (i == 6) flat_in = h;
+        h = MFT_AT(mft_layer_forward(l[i], h));
+        if (!h) break;
+        const mft_dispatch_info *d = mft_dispatch_last();
+        bool dispatched = d->seq != before.seq;
+        const char *kernel = dispatched ? d->kernel
+                             : i == 6   ? "(view or reshape copy)"
+                                        : "(elementwise engine)";
+        conv_summary(cv, sizeof cv);
+        dims(sz, sizeof sz, mft_tensor_ndim(h), mft_tensor_sizes(h));
+        dims(st, sizeof st, mft_tensor_ndim(h), mft_tensor_strides(h));
+        printf("%-17s %-15s %-18s %-13s %-12s %-40s %s\n", names[i], sz, st, short_fmt(h),
+               mft_origin_name(mft_tensor_format_origin(h)), kernel, cv);
+    }
+    mft_tensor *loss = h ? mft_cross_entropy(h, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN) : NULL;
+    if (flat_in) {
+        size_t need = mft_tensor_provenance(flat_in, NULL, 0);
+        char *pv = malloc(need + 1);
+        if (pv) {
+            mft_tensor_provenance(flat_in, pv, need + 1);
+            printf("\nwhy is the flatten input %s? (mft_tensor_provenance)\n%s", short_fmt(flat_in),
+                   pv);
+            free(pv);
+        }
+    }
+    mft_status st_b = loss ? MFT_AT(mft_backward(loss, NULL)) : mft_last_error();
+    conv_summary(cv, sizeof cv);
+    printf("\nbackward: %s; conversions: %s\n", st_b == MFT_OK ? "ok" : mft_last_error_message(),
+           cv);
+    bool grads_ok = st_b == MFT_OK;
+    for (int i = 0; i < np && grads_ok; i++) {
+        const mft_tensor *g = mft_tensor_grad(params[i]);
+        grads_ok =
+            g && (mft_tensor_ndim(g) != 4 || mft_tensor_format(g) == mft_tensor_format(params[i]));
+    }
+    printf("every parameter's gradient has its parameter's format: %s\n", grads_ok ? "yes" : "NO");
+    mft_tape_end();
+    mft_status bst = mft_reorder_budget_end();
+    printf("reorder budget 0 over the step: %s\n",
+           bst == MFT_OK ? "held (no hidden conversion)" : mft_last_error_message());
+    if (profile || trace) mft_profile_end();
+    if (profile) {
+        size_t need = mft_profile_table(NULL, 0);
+        char *tb = malloc(need + 1);
+        if (tb) {
+            mft_profile_table(tb, need + 1);
+            printf("\nprofile (mft_profile_table):\n%s", tb);
+            free(tb);
+        }
+    }
+    if (trace) {
+        FILE *f = fopen(trace, "w");
+        if (!f || mft_profile_write_chrome_trace(f) != MFT_OK) {
+            fprintf(stderr, "format_tour: cannot write %s\n", trace);
+            rc = 1;
+        } else {
+            printf("Chrome trace written to %s\n", trace);
+        }
+        if (f) fclose(f);
+    }
+    mft_profile_clear();
+    if (st_b != MFT_OK || !grads_ok) rc = 1;
+    mft_scope_end();
+    mft_layer_free(model);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    static const tour tours[3] = {{"nchw", MFT_CONTIGUOUS, MFT_CONTIGUOUS, 1},
+                                  {"nhwc", MFT_CHANNELS_LAST, MFT_CHANNELS_LAST, 1},
+                                  {"mixed", MFT_CHANNELS_LAST, MFT_CONTIGUOUS, 3}};
+    bool want[3] = {false, false, false}, any = false, profile = false;
+    const char *trace = NULL;
+    for (int i = 1; i < argc; i++) {
+        bool ok = false;
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(argv[i], tours[k].name)) ok = want[k] = any = true;
+        if (!strcmp(argv[i], "--profile")) ok = profile = true;
+        if (!strcmp(argv[i], "--trace") && i + 1 < argc) ok = (trace = argv[++i]) != NULL;
+        if (!ok) {
+            fprintf(stderr, "usage: format_tour [nchw|nhwc|mixed]... [--profile] [--trace FILE]\n");
+            return 2;
+        }
+    }
+    int rc = 0;
+    for (int k = 0; k < 3; k++)
+        if (!any || want[k]) rc |= run(&tours[k], profile, trace);
+    if (mft_live_tensors() != 0) {
+        fprintf(stderr, "format_tour: %lld tensors leaked\n", (long long)mft_live_tensors());
+        rc = 1;
+    }
+    return rc;
+}
