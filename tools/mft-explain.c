@@ -2,14 +2,20 @@
  * command line (sizes plus a named format, explicit strides, a dimension-letter
  * string or an XLA minor_to_major list) and prints mft_tensor_describe's
  * analysis of it: strides, tag + origin, every predicate, physical order and
- * the storage map.
+ * the storage map; then (unless --no-grid) a picture of the memory order: the
+ * storage slots from the offset drawn as a grid whose cells name the logical
+ * element in each slot ("B01" = channel 1, h 0, w 1; ".." a padding gap, "*"
+ * a slot shared through broadcast), and a "channel order" line in the spirit
+ * of the RRRGGGBBB vs RGBRGBRGB figure (docs/memory-order.md explains it).
  *
  * The tool only parses arguments and builds the tensor through the public API;
- * every analysis comes from the library. Explicit layouts wrap a zeroed buffer
- * of exactly the minimum size (mft_min_storage_numel + offset) with
- * mft_from_blob, so padded and broadcast strides are shown as they are, never
- * copied. Exit status: 0 ok, 2 bad arguments (usage or the library's error
- * message), 1 anything else (e.g. out of memory). */
+ * every analysis comes from the library, except the picture, which maps slots
+ * back to logical indices here from the public sizes/strides/offset.
+ * Explicit layouts wrap a zeroed buffer of exactly the minimum size
+ * (mft_min_storage_numel + offset) with mft_from_blob, so padded and broadcast
+ * strides are shown as they are, never copied. Exit status: 0 ok, 2 bad
+ * arguments (usage or the library's error message), 1 anything else (e.g. out
+ * of memory). */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -21,7 +27,8 @@
 #include <string.h>
 #include <mft/mft.h>
 
-#define EXIT_BAD_ARGS 2
+#define EXIT_BAD_ARGS  2
+#define GRID_MAX_SLOTS 96 /* slots the picture draws; the rest are counted */
 
 static const char *prog = "mft-explain";
 
@@ -29,11 +36,15 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: %s SIZES [--format FMT | --strides S | --layout LETTERS |\n"
             "                 --minor-to-major M] [--offset K] [--dtype DT]\n"
+            "                 [--grid | --no-grid] [--ascii]\n"
             "\n"
             "Builds a tensor of logical SIZES (N,C,[D,]H,W order, comma-separated)\n"
             "and explains its memory layout: strides, the soft format tag and its\n"
             "origin, the layout predicates, the physical order and which logical\n"
-            "element each of the first storage slots holds.\n"
+            "element each of the first storage slots holds. Then it draws the memory\n"
+            "order: storage slots from the offset in rows, each cell naming the logical\n"
+            "element there, plus a one-line channel order (AAAA BBBB CCCC for NCHW,\n"
+            "ABC ABC ABC ABC for NHWC); see docs/memory-order.md.\n"
             "\n"
             "  -f, --format FMT          packed in a named format, tag DECLARED:\n"
             "                            contiguous | nchw | ncl | ncdhw  (channels first)\n"
@@ -46,12 +57,22 @@ static void usage(FILE *f) {
             "                            fastest dim first (NHWC is 1,3,2,0)\n"
             "  -o, --offset K            storage offset in elements (default 0)\n"
             "  -d, --dtype DT            f32 (default), f64, i32, i64, u8\n"
+            "      --grid / --no-grid    draw / omit the memory-order picture (default:\n"
+            "                            drawn; the last of the two wins)\n"
+            "      --ascii               ASCII-only picture (the default; always ASCII)\n"
             "  -h, --help                this text\n"
             "  -V, --version             the library version\n"
             "\n"
             "With none of --format/--strides/--layout/--minor-to-major the tensor is\n"
             "packed contiguous (mft_empty). Explicit layouts wrap a buffer of exactly\n"
             "the minimum size (mft_from_blob); their tag is inferred from the strides.\n"
+            "\n"
+            "The picture: a row starts at every step of the dim just outside the\n"
+            "innermost run (for NCHW one W run, for NHWC C*W slots, for padded rows the\n"
+            "pitch). Rank 3-5 cells are [n:]<channel letter A=c0,B=c1..><spatial>, e.g.\n"
+            "B01 = (c1,h0,w1); other ranks show the index i,j,... '..' marks a gap (a\n"
+            "slot no element uses), '*' a slot shared by several elements (stride 0).\n"
+            "At most %d slots are drawn; the legend under the grid spells it out.\n"
             "\n"
             "examples:\n"
             "  %s 2,3,4,4                          NCHW, contiguous\n"
@@ -62,8 +83,9 @@ static void usage(FILE *f) {
             "  %s 2,3,4,4 --minor-to-major 1,3,2,0 NHWC given XLA-style\n"
             "  %s 1,3,4,3 --strides 60,20,5,1      padded rows (pitch 5, 3 valid)\n"
             "  %s 2,3,4,4 --strides 0,1,0,0        a per-channel vector broadcast\n"
-            "  %s 2,3,4,4 --strides 48,1,12,3 --offset 5 --dtype f64\n",
-            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+            "  %s 2,3,4,4 --strides 48,1,12,3 --offset 5 --dtype f64\n"
+            "  %s 1,3,2,2 --format nhwc --no-grid  the analysis without the picture\n",
+            prog, GRID_MAX_SLOTS, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -178,6 +200,305 @@ static void free_buffer(void *data, void *ctx) {
     free(data);
 }
 
+/* ==================================================================== grid
+ * The memory-order picture: storage slots 0.. after the offset, in rows, each
+ * cell naming the logical element stored there (docs/memory-order.md). The
+ * slot -> element map is computed here from the public sizes/strides, by a
+ * small dynamic program over the shown slots only, so huge or broadcast
+ * tensors cost O(ndim * GRID_MAX_SLOTS^2), never O(numel). */
+#define GRID_MAX_LINE 96 /* a row wider than this wraps */
+#define GRID_CELL_LEN 64
+
+/* What one storage slot holds: how many logical elements map to it
+ * (saturating; 0 = a gap) and the first of them in logical (row-major) order. */
+struct grid_slot {
+    uint64_t count;
+    int64_t idx[MFT_MAX_DIMS];
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+static uint64_t sat_mul(uint64_t a, uint64_t b) {
+    return (a != 0 && b > UINT64_MAX / a) ? UINT64_MAX : a * b;
+}
+
+/* Adds dim d (processed last to first) to the slot map: count[s] sums over
+ * i_d, and the first element takes the smallest i_d whose remainder slot is
+ * reachable by dims d+1.. (so the kept index is the lexicographic minimum). */
+static void grid_add_dim(struct grid_slot *slots, struct grid_slot *tmp, int64_t nslots, int d,
+                         int64_t size, int64_t stride) {
+    for (int64_t s = 0; s < nslots; s++) {
+        tmp[s] = slots[s];
+        tmp[s].count = 0;
+        bool first = true;
+        int64_t imax = stride == 0 ? 0 : (size - 1 < s / stride ? size - 1 : s / stride);
+        for (int64_t i = 0; i <= imax; i++) {
+            const struct grid_slot *from = &slots[s - i * stride];
+            if (from->count == 0) continue;
+            uint64_t c = stride == 0 ? sat_mul(from->count, (uint64_t)size) : from->count;
+            tmp[s].count = sat_add(tmp[s].count, c);
+            if (first) {
+                memcpy(tmp[s].idx, from->idx, sizeof tmp[s].idx);
+                tmp[s].idx[d] = i;
+                first = false;
+            }
+        }
+    }
+    memcpy(slots, tmp, (size_t)nslots * sizeof *slots);
+}
+
+/* Fills slots[0..nslots) for a non-empty tensor. */
+static void grid_map_slots(int ndim, const int64_t *sizes, const int64_t *strides, int64_t nslots,
+                           struct grid_slot *slots) {
+    struct grid_slot tmp[GRID_MAX_SLOTS];
+    memset(slots, 0, (size_t)nslots * sizeof *slots);
+    slots[0].count = 1; /* no dims yet: the empty index sits at slot 0 */
+    for (int d = ndim - 1; d >= 0; d--) grid_add_dim(slots, tmp, nslots, d, sizes[d], strides[d]);
+}
+
+/* Smallest stride, among dims other than `skip` that have size > 1, that is
+ * at least `span`; 0 when none. */
+static int64_t grid_next_stride(int ndim, const int64_t *sizes, const int64_t *strides, int skip,
+                                int64_t span, int *dim_out) {
+    int64_t best = 0;
+    *dim_out = -1;
+    for (int d = 0; d < ndim; d++) {
+        if (d == skip || sizes[d] <= 1 || strides[d] < span || strides[d] == 0) continue;
+        if (best == 0 || strides[d] < best) best = strides[d], *dim_out = d;
+    }
+    return best;
+}
+
+/* The row rule: k is the last dim (logical order) that moves through storage
+ * (size > 1, stride > 0), usually W; a row is one step of the dim just outside
+ * k's run, i.e. the smallest stride >= k's span. So NCHW rows hold one w run,
+ * NHWC rows one w run of whole pixels (C*W), padded rows their full pitch.
+ * Returns 0 (one row = everything) when no dim steps outside the run. */
+static int64_t grid_row_len(int ndim, const int64_t *sizes, const int64_t *strides, int *dim_out,
+                            int *run_out) {
+    int k = -1;
+    for (int d = ndim - 1; d >= 0 && k < 0; d--)
+        if (sizes[d] > 1 && strides[d] > 0) k = d;
+    *dim_out = -1;
+    *run_out = k;
+    if (k < 0) return 0;
+    return grid_next_stride(ndim, sizes, strides, k, strides[k] * (sizes[k] - 1) + 1, dim_out);
+}
+
+/* Channel runs for the "channel order" line: a channels-first C steps over a
+ * whole plane (group = C's stride); a C stored innermost groups one pixel (the
+ * next stride >= C's span). 0: no break (also for a broadcast or size-1 C). */
+static int64_t grid_channel_group(int ndim, const int64_t *sizes, const int64_t *strides) {
+    int dim;
+    if (sizes[1] <= 1 || strides[1] == 0) return 0;
+    if (strides[1] > 1) return strides[1];
+    return grid_next_stride(ndim, sizes, strides, 1, sizes[1], &dim);
+}
+
+static bool grid_has_channels(int ndim) { return ndim >= 3 && ndim <= 5; }
+
+static const char *grid_dim_name(int ndim, int d) {
+    static const char *const names[3][5] = {
+        {"N", "C", "L"}, {"N", "C", "H", "W"}, {"N", "C", "D", "H", "W"}};
+    static char buf[16];
+    if (grid_has_channels(ndim)) return names[ndim - 3][d];
+    snprintf(buf, sizeof buf, "dim %d", d);
+    return buf;
+}
+
+/* Channel token: a letter A.. for C <= 26, else "c<i>." */
+static int grid_channel_token(char *buf, size_t len, int64_t c, int64_t nc) {
+    if (nc <= 26) return snprintf(buf, len, "%c", (char)('A' + c));
+    return snprintf(buf, len, "c%lld.", (long long)c);
+}
+
+/* One cell: rank 3-5 "[n:]<channel><spatial>" (spatial digits run together
+ * when every spatial size is <= 10, else comma-separated); other ranks the
+ * index as "i,j,..". "()" for rank 0. */
+static void grid_cell(char *buf, size_t len, int ndim, const int64_t *sizes, const int64_t *idx) {
+    size_t pos = 0;
+#define GRID_PUT(...)                                                                              \
+    do {                                                                                           \
+        int w_ = snprintf(buf + pos, pos < len ? len - pos : 0, __VA_ARGS__);                      \
+        if (w_ > 0) pos += (size_t)w_;                                                             \
+    } while (0)
+    if (ndim == 0) {
+        GRID_PUT("()");
+        return;
+    }
+    if (!grid_has_channels(ndim)) {
+        for (int d = 0; d < ndim; d++) GRID_PUT(d ? ",%lld" : "%lld", (long long)idx[d]);
+        return;
+    }
+    bool tight = true;
+    for (int d = 2; d < ndim; d++) tight = tight && sizes[d] <= 10;
+    if (sizes[0] > 1) GRID_PUT("%lld:", (long long)idx[0]);
+    if (pos < len) pos += (size_t)grid_channel_token(buf + pos, len - pos, idx[1], sizes[1]);
+    for (int d = 2; d < ndim; d++)
+        GRID_PUT((d > 2 && !tight) ? ",%lld" : "%lld", (long long)idx[d]);
+#undef GRID_PUT
+}
+
+/* Summary of the shown slots, for the legend. */
+struct grid_stats {
+    int64_t gaps, shared;
+    uint64_t min_share, max_share;
+    int last_used; /* a slot to spell out as the legend's example */
+};
+
+static struct grid_stats grid_collect(const struct grid_slot *slots, int64_t n) {
+    struct grid_stats st = {0, 0, 0, 0, -1};
+    for (int64_t s = 0; s < n; s++) {
+        if (slots[s].count == 0) {
+            st.gaps++;
+            continue;
+        }
+        st.last_used = (int)s;
+        if (slots[s].count < 2) continue;
+        if (st.shared++ == 0 || slots[s].count < st.min_share) st.min_share = slots[s].count;
+        if (slots[s].count > st.max_share) st.max_share = slots[s].count;
+    }
+    return st;
+}
+
+/* Draws the rows; returns true when a row was too wide and wrapped. Cells are
+ * left-aligned in columns of cellw, with no trailing blanks. */
+static bool grid_print_rows(int ndim, const int64_t *sizes, const struct grid_slot *slots,
+                            int64_t n, int64_t rowlen, int cellw, int labelw) {
+    int64_t per_line = GRID_MAX_LINE / (cellw + 1);
+    if (per_line < 1) per_line = 1;
+    bool wrapped = false;
+    int pad = 0; /* blanks owed by the previous cell on this line */
+    for (int64_t s = 0; s < n; s++) {
+        int64_t col = s % rowlen;
+        if (col == 0) {
+            printf("%s  %*lld |", s ? "\n" : "", labelw, (long long)s);
+            pad = 0;
+        } else if (col % per_line == 0) {
+            printf("\n  %*s :", labelw, "");
+            pad = 0;
+            wrapped = true;
+        }
+        char cell[GRID_CELL_LEN];
+        if (slots[s].count == 0) {
+            snprintf(cell, sizeof cell, "..");
+        } else {
+            grid_cell(cell, sizeof cell, ndim, sizes, slots[s].idx);
+            if (slots[s].count > 1) strncat(cell, "*", sizeof cell - strlen(cell) - 1);
+        }
+        printf("%*s %s", pad, "", cell);
+        pad = cellw - (int)strlen(cell);
+    }
+    putchar('\n');
+    return wrapped;
+}
+
+/* The legend under the grid: the cell format with a worked example, the row
+ * rule, and the gap / share markers when the picture has them. */
+static void grid_print_legend(int ndim, const int64_t *sizes, const struct grid_slot *slots,
+                              const struct grid_stats *st, int64_t rowlen, int rowdim, int rundim,
+                              int64_t total, bool wrapped) {
+    char cell[GRID_CELL_LEN];
+    if (grid_has_channels(ndim)) {
+        static const char *const spatial[3] = {"l", "h w", "d h w"};
+        printf("legend: cell = %schannel %s, then %s", sizes[0] > 1 ? "batch n + ':', " : "",
+               sizes[1] <= 26 ? "letter (A = c0, B = c1, ...)" : "as c<index>.", spatial[ndim - 3]);
+        bool tight = true;
+        for (int d = 2; d < ndim; d++) tight = tight && sizes[d] <= 10;
+        if (ndim > 3) fputs(tight ? " digits" : " comma-separated", stdout);
+    } else {
+        printf("legend: cell = the logical index%s", ndim ? " (i0,i1,...)" : " of a scalar");
+    }
+    if (st->last_used >= 0 && grid_has_channels(ndim)) {
+        const int64_t *ix = slots[st->last_used].idx;
+        grid_cell(cell, sizeof cell, ndim, sizes, ix);
+        printf("; e.g. %s = (", cell);
+        for (int d = 0; d < ndim; d++)
+            printf("%s%c%lld", d ? "," : "", tolower((unsigned char)grid_dim_name(ndim, d)[0]),
+                   (long long)ix[d]);
+        printf(")");
+    }
+    printf("\n");
+    if (rowlen == total || rowdim < 0)
+        printf("        one row = all %lld slot%s (no dim steps past the innermost run)\n",
+               (long long)total, total == 1 ? "" : "s");
+    else {
+        printf("        one row = %lld slots = the stride of %s, ", (long long)rowlen,
+               grid_dim_name(ndim, rowdim));
+        printf("the dim stepping over whole %s runs\n", grid_dim_name(ndim, rundim));
+    }
+    printf("        row label = slot number after the offset%s\n",
+           wrapped ? "; ':' continues a row too wide for one line" : "");
+    if (st->gaps)
+        printf("        .. = gap: no logical element uses this slot (padding; %lld shown)\n",
+               (long long)st->gaps);
+    if (st->shared) {
+        printf("        * = %llu", (unsigned long long)st->min_share);
+        if (st->min_share != st->max_share) printf(" to %llu", (unsigned long long)st->max_share);
+        printf(" logical elements share this slot (stride-0 broadcast or overlapping strides); "
+               "the cell names the first\n");
+    }
+}
+
+/* "channel order: AAAA BBBB CCCC": the channel of each shown slot ('.' for
+ * a gap), a space between channel runs (grid_channel_group). Rank 3-5 with
+ * C <= 26 only. */
+static void grid_print_channel_order(int ndim, const int64_t *sizes, const int64_t *strides,
+                                     const struct grid_slot *slots, int64_t n, int64_t total) {
+    if (!grid_has_channels(ndim)) return;
+    if (sizes[1] > 26) {
+        printf("channel order: (not drawn: more than 26 channels)\n");
+        return;
+    }
+    int64_t group = grid_channel_group(ndim, sizes, strides);
+    printf("channel order: ");
+    for (int64_t s = 0; s < n; s++) {
+        if (s > 0 && group > 0 && s % group == 0) putchar(' ');
+        putchar(slots[s].count ? 'A' + (int)slots[s].idx[1] : '.');
+    }
+    printf(n < total ? " ...\n" : "\n");
+}
+
+/* Prints the picture for t (after mft_tensor_describe's text). */
+static int print_grid(const mft_tensor *t) {
+    int ndim = mft_tensor_ndim(t);
+    const int64_t *sizes = mft_tensor_sizes(t);
+    const int64_t *strides = mft_tensor_strides(t);
+    int64_t offset = mft_tensor_offset(t);
+    int64_t total = 0;
+    if (mft_min_storage_numel(ndim, sizes, strides, &total) != MFT_OK) return -1;
+    printf("memory order (storage slots after the offset, %lld in all):\n", (long long)total);
+    if (offset > 0)
+        printf("  (offset %lld slot%s skipped: storage slots before the first element)\n",
+               (long long)offset, offset == 1 ? "" : "s");
+    if (total == 0) {
+        printf("  (no slots: the tensor has no elements)\n");
+        return 0;
+    }
+    int64_t n = total < GRID_MAX_SLOTS ? total : GRID_MAX_SLOTS;
+    struct grid_slot slots[GRID_MAX_SLOTS];
+    grid_map_slots(ndim, sizes, strides, n, slots);
+
+    int rowdim, rundim;
+    int64_t rowlen = grid_row_len(ndim, sizes, strides, &rowdim, &rundim);
+    if (rowlen <= 0) rowlen = total;
+    int cellw = 2, labelw = snprintf(NULL, 0, "%lld", (long long)(n - 1));
+    for (int64_t s = 0; s < n; s++) {
+        char cell[GRID_CELL_LEN];
+        if (!slots[s].count) continue;
+        grid_cell(cell, sizeof cell, ndim, sizes, slots[s].idx);
+        int w = (int)strlen(cell) + (slots[s].count > 1);
+        if (w > cellw) cellw = w;
+    }
+    bool wrapped = grid_print_rows(ndim, sizes, slots, n, rowlen, cellw, labelw);
+    if (n < total)
+        printf("  ... %lld more slot%s not drawn (the picture stops at %d)\n",
+               (long long)(total - n), total - n == 1 ? "" : "s", GRID_MAX_SLOTS);
+    struct grid_stats st = grid_collect(slots, n);
+    grid_print_legend(ndim, sizes, slots, &st, rowlen, rowdim, rundim, total, wrapped);
+    grid_print_channel_order(ndim, sizes, strides, slots, n, total);
+    return 0;
+}
+
 enum layout_kind { BY_DEFAULT, BY_FORMAT, BY_STRIDES, BY_LETTERS, BY_MINOR_TO_MAJOR };
 enum { OPT_OFFSET = BY_MINOR_TO_MAJOR + 1, OPT_DTYPE };
 
@@ -201,6 +522,7 @@ int main(int argc, char **argv) {
     enum layout_kind kind = BY_DEFAULT;
     const char *offset_arg = NULL;
     mft_dtype dtype = MFT_F32;
+    bool grid = true; /* --grid / --no-grid: the last one wins */
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -212,6 +534,11 @@ int main(int argc, char **argv) {
             printf("mft-explain (mft %s)\n", mft_version());
             return 0;
         }
+        if (!strcmp(a, "--grid") || !strcmp(a, "--no-grid")) {
+            grid = a[2] == 'g';
+            continue;
+        }
+        if (!strcmp(a, "--ascii")) continue; /* the output is always ASCII */
         if (!(a[0] == '-' && a[1] != '\0' && !isdigit((unsigned char)a[1]))) {
             /* not an option (negative numbers and "-" are values): the sizes */
             if (sizes_arg) bad_args("unexpected argument '%s' (sizes already given)", a);
@@ -378,6 +705,10 @@ int main(int argc, char **argv) {
     fputs(text, stdout);
     if (need == 0 || text[need - 1] != '\n') putchar('\n');
     free(text);
+    if (grid && print_grid(t) != 0) {
+        mft_tensor_release(t);
+        lib_error("mft_min_storage_numel");
+    }
     mft_tensor_release(t);
     return 0;
 }
