@@ -37,6 +37,8 @@ typedef struct mft__ag_input {
     mft_dtype dtype;
     int ndim;
     int64_t sizes[MFT_MAX_DIMS];
+    const char *layout;      /* mft__layout_label at record time; NULL: no tensor passed */
+    const char *grad_layout; /* label of the gradient backward delivered, NULL: none */
 } mft__ag_input;
 
 /* One output of a node: the gradient accumulated for it during backward. */
@@ -46,7 +48,24 @@ typedef struct mft__ag_output {
     mft_dtype dtype;
     int ndim;
     int64_t sizes[MFT_MAX_DIMS];
+    const char *layout; /* mft__layout_label at record time */
 } mft__ag_output;
+
+/* What ran for one node in one direction (forward or backward), read from
+ * the thread's event rings (tensor/internal.h) for the stretch of work the
+ * node covers; mft_tape_to_dot (autograd/dot.c) draws it. Counts include
+ * events that already left the rings; the kept records are the first ones. */
+#define MFT__AG_KEEP 4
+typedef struct mft__ag_events {
+    int64_t nkernels;                      /* kernel runs in the stretch */
+    int nkept;                             /* distinct (op, kernel) pairs kept */
+    mft__kernel_rec kernel[MFT__AG_KEEP];
+    int64_t kernel_calls[MFT__AG_KEEP];    /* runs of each kept pair */
+    int64_t nconv, conv_bytes;             /* conversions (bytes of the kept ones) */
+    int nconv_kept;
+    mft__conv_rec conv[MFT__AG_KEEP];
+    int conv_input[MFT__AG_KEEP];          /* the input it belongs to, -1: the op's own */
+} mft__ag_events;
 
 typedef struct mft__ag_node mft__ag_node;
 typedef mft_status (*mft__ag_backward_fn)(const mft__ag_node *n, mft_tensor *const *gout,
@@ -63,6 +82,9 @@ struct mft__ag_node {
     const void *params;           /* a copy of the op's params struct */
     size_t params_size;
     bool released;                /* saved tensors released (node ran) */
+    const char *site_file;        /* the forward call site (MFT_AT), NULL: none */
+    int site_line;
+    mft__ag_events fwd, bwd;      /* kernels and conversions of forward / backward */
 };
 
 /* True when this thread records and at least one of the n inputs (NULL
@@ -97,5 +119,14 @@ void mft__ag_drop_result(mft_tensor *y);
 mft_status mft__ag_record1(const char *fn, const char *name, mft__ag_backward_fn backward,
                            const mft_tensor *x, mft_tensor *y, bool save_input,
                            bool save_output, const void *params, size_t params_size);
+
+/* True while a tape is open on this thread, whatever the grad mode: the
+ * event rings (tensor/events.c) must keep kernels that run inside ops and
+ * backward functions, which turn grad mode off around their internals. */
+bool mft__tape_open(void);
+
+/* This thread's open tape, read-only (autograd/dot.c): sets *nodes and
+ * *len and returns true; false (nothing set) when no tape is open. */
+bool mft__ag_tape_view(mft__ag_node *const **nodes, int64_t *len);
 
 #endif

@@ -1,7 +1,10 @@
 /* autograd/tape.c — the tape (Note [Tape] in mft/autograd.h): requires_grad
  * flags and leaf gradients, per-thread recording and grad mode, the record
- * call ops make, and the backward walk. No op formulas live here: each
- * node's backward function sits beside its forward in ops/. */
+ * call ops make, and the backward walk. Each node also keeps what ran for it
+ * forward and backward (kernels, conversions, layouts, the call site) for
+ * the DOT picture (autograd/dot.c), and backward runs each node at its
+ * forward call site. No op formulas live here: each node's backward
+ * function sits beside its forward in ops/. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +21,9 @@ static atomic_ullong g_next_tape_id = 1;
 static _Thread_local mft__tape *tl_tape = NULL;
 static _Thread_local bool tl_grad_disabled = false;
 static _Thread_local int64_t tl_conversions = 0;
+/* Newest kernel / conversion event already given to a node: a forward node
+ * gets the events after the previous record (or mft_tape_begin). */
+static _Thread_local int64_t tl_kernel_mark = 0, tl_conv_mark = 0;
 
 /* ---------------------------------------------------------------- meta */
 static mft__ag_meta *ag_meta(mft_tensor *t, const char *fn) {
@@ -120,6 +126,7 @@ bool mft_set_grad_enabled(bool enabled) {
 }
 bool mft_grad_enabled(void) { return !tl_grad_disabled; }
 bool mft_tape_recording(void) { return tl_tape && !tl_grad_disabled; }
+bool mft__tape_open(void) { return tl_tape != NULL; }
 int64_t mft_tape_size(void) { return tl_tape ? tl_tape->len : 0; }
 int64_t mft_autograd_conversions(void) { return tl_conversions; }
 void mft_autograd_reset_conversions(void) { tl_conversions = 0; }
@@ -136,7 +143,16 @@ mft_status mft_tape_begin(void) {
     memset(tp, 0, sizeof *tp);
     tp->id = atomic_fetch_add(&g_next_tape_id, 1);
     tl_tape = tp;
+    tl_kernel_mark = mft__kernel_seq();
+    tl_conv_mark = mft__conv_seq();
     return MFT_OK;
+}
+
+bool mft__ag_tape_view(mft__ag_node *const **nodes, int64_t *len) {
+    if (!tl_tape) return false;
+    *nodes = tl_tape->nodes;
+    *len = tl_tape->len;
+    return true;
 }
 
 static void ag_node_release_saved(mft__ag_node *n) {
@@ -171,6 +187,70 @@ mft_status mft_tape_end(void) {
     return MFT_OK;
 }
 
+/* ---------------------------------------------------------------- events */
+static bool ag_same_str(const char *a, const char *b) {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Adds kernel runs (from, to] to e: counts them all and keeps the first
+ * MFT__AG_KEEP distinct (op, kernel) pairs still in the ring. */
+static void ag_note_kernels(mft__ag_events *e, int64_t from, int64_t to) {
+    if (to <= from) return;
+    e->nkernels += to - from;
+    int64_t s = to - from > MFT__EVENT_RING ? to - MFT__EVENT_RING + 1 : from + 1;
+    for (; s <= to; s++) {
+        mft__kernel_rec r;
+        if (!mft__kernel_get(s, &r)) continue;
+        int j = 0;
+        while (j < e->nkept &&
+               !(ag_same_str(e->kernel[j].op, r.op) && ag_same_str(e->kernel[j].kernel, r.kernel)))
+            j++;
+        if (j < e->nkept) {
+            e->kernel_calls[j]++;
+        } else if (j < MFT__AG_KEEP) {
+            e->kernel[j] = r;
+            e->kernel_calls[j] = 1;
+            e->nkept++;
+        }
+    }
+}
+
+/* The input of n a conversion with unknown owner belongs to, by layout
+ * labels. Forward: a copy the op made (fallback, operand, reshape) starts
+ * from an input, so the input laid out as its source; an explicit one was
+ * made by the user before the op, so first the input laid out as its
+ * result. Backward: an input needing grad laid out as the copy's result.
+ * -1 when none fits. */
+static int ag_conv_owner(const mft__ag_node *n, const mft__conv_rec *r, bool backward) {
+    const bool result_first = backward || r->cause == MFT_CAUSE_EXPLICIT;
+    for (int pass = 0; pass < (backward ? 1 : 2); pass++) {
+        const char *want = result_first != (pass == 1) ? r->to : r->from;
+        for (int k = 0; k < n->nin; k++) {
+            const mft__ag_input *in = &n->in[k];
+            if (!in->layout || (backward && !in->needs_grad)) continue;
+            if (ag_same_str(in->layout, want)) return k;
+        }
+    }
+    return -1;
+}
+
+/* Adds conversions (from, to] to e as belonging to input k (-1: unknown,
+ * guessed by ag_conv_owner). */
+static void ag_note_convs(mft__ag_events *e, const mft__ag_node *n, int64_t from, int64_t to,
+                          int k, bool backward) {
+    if (to <= from) return;
+    e->nconv += to - from;
+    int64_t s = to - from > MFT__EVENT_RING ? to - MFT__EVENT_RING + 1 : from + 1;
+    for (; s <= to; s++) {
+        mft__conv_rec r;
+        if (!mft__conv_get(s, &r)) continue;
+        e->conv_bytes += r.bytes;
+        if (e->nconv_kept == MFT__AG_KEEP) continue;
+        e->conv[e->nconv_kept] = r;
+        e->conv_input[e->nconv_kept++] = k >= 0 ? k : ag_conv_owner(n, &r, backward);
+    }
+}
+
 /* ---------------------------------------------------------------- recording */
 bool mft__ag_wants(int n, const mft_tensor *const *inputs) {
     if (!tl_tape || tl_grad_disabled) return false;
@@ -197,6 +277,10 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
                           size_t params_size) {
     mft__tape *tp = tl_tape;
     if (!tp) return MFT_OK;
+    /* this node's stretch of events: everything since the previous record */
+    const int64_t kmark = tl_kernel_mark, cmark = tl_conv_mark;
+    tl_kernel_mark = mft__kernel_seq();
+    tl_conv_mark = mft__conv_seq();
     /* an op that returned one of its inputs (a no-op contiguous, say) adds
      * nothing: the gradient flows through the same object */
     for (int j = 0; j < nout; j++)
@@ -241,6 +325,7 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
         mft__ag_input *in = &n->in[k];
         in->node = -1;
         if (!x) continue;
+        in->layout = mft__layout_label(x);
         in->tag = x->tag;
         in->dtype = x->dtype;
         in->ndim = x->ndim;
@@ -264,6 +349,7 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
         mft_tensor *y = outputs[j];
         mft__ag_output *o = &n->out[j];
         o->tag = y->tag;
+        o->layout = mft__layout_label(y);
         o->dtype = y->dtype;
         o->ndim = y->ndim;
         memcpy(o->sizes, y->sizes, (size_t)y->ndim * sizeof(int64_t));
@@ -273,6 +359,9 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
         y->autograd->node = tp->len;
         y->autograd->out = j;
     }
+    mft__site_get(&n->site_file, &n->site_line);
+    ag_note_kernels(&n->fwd, kmark, tl_kernel_mark);
+    ag_note_convs(&n->fwd, n, cmark, tl_conv_mark, -1, false);
     tp->nodes[tp->len++] = n;
     return MFT_OK;
 }
@@ -307,6 +396,8 @@ typedef struct ag_pending {
 typedef struct ag_walk {
     ag_pending *items;
     int64_t len, cap;
+    const char *site_file; /* the call site of mft_backward, restored at the end */
+    int site_line;
 } ag_walk;
 
 /* a + b into a new tensor; releases both. */
@@ -437,6 +528,11 @@ static mft_status ag_run_node(mft__tape *tp, int64_t i, ag_walk *w) {
     mft_tensor *gout[16] = {0}, *gin[64] = {0};
     mft_tensor **gout_p = gout, **gin_p = gin;
     mft_status st = MFT_OK;
+    /* backward events point at the forward call that recorded the node */
+    if (n->site_file) mft_profile_site(n->site_file, n->site_line);
+    else mft_profile_site(w->site_file, w->site_line);
+    const int64_t kmark = mft__kernel_seq();
+    int64_t cmark = mft__conv_seq();
     if (n->nout > 16 || n->nin > 64) {
         gout_p = mft__alloc_or_err("mft_backward", (size_t)n->nout * sizeof *gout_p, 16);
         gin_p = mft__alloc_or_err("mft_backward", (size_t)n->nin * sizeof *gin_p, 16);
@@ -462,21 +558,26 @@ static mft_status ag_run_node(mft__tape *tp, int64_t i, ag_walk *w) {
         }
     }
     st = n->backward(n, gout_p, gin_p);
+    ag_note_convs(&n->bwd, n, cmark, mft__conv_seq(), -1, true);
+    cmark = mft__conv_seq();
     if (st != MFT_OK) goto done;
     for (int k = 0; k < n->nin && st == MFT_OK; k++) {
         mft_tensor *g = gin_p[k];
         gin_p[k] = NULL;
         if (!g) continue;
-        const mft__ag_input *in = &n->in[k];
+        mft__ag_input *in = &n->in[k];
         if (!in->needs_grad) {
             mft_tensor_release(g);
             continue;
         }
         g = ag_fix_grad(n, k, g);
+        ag_note_convs(&n->bwd, n, cmark, mft__conv_seq(), k, true);
+        cmark = mft__conv_seq();
         if (!g) {
             st = mft_last_error();
             break;
         }
+        in->grad_layout = mft__layout_label(g);
         if (in->node >= 0) {
             mft__ag_output *dst = &tp->nodes[in->node]->out[in->out];
             if (!dst->grad) {
@@ -492,8 +593,10 @@ static mft_status ag_run_node(mft__tape *tp, int64_t i, ag_walk *w) {
         }
     }
 done:
-    for (int j = 0; j < n->nout; j++) mft_tensor_release(gout_p[j]);
-    for (int k = 0; k < n->nin; k++) mft_tensor_release(gin_p[k]);
+    ag_note_kernels(&n->bwd, kmark, mft__kernel_seq());
+    ag_note_convs(&n->bwd, n, cmark, mft__conv_seq(), -1, true);
+    for (int j = 0; gout_p && j < n->nout; j++) mft_tensor_release(gout_p[j]);
+    for (int k = 0; gin_p && k < n->nin; k++) mft_tensor_release(gin_p[k]);
     if (gout_p != gout) mft__free(gout_p);
     if (gin_p != gin) mft__free(gin_p);
     if (st == MFT_OK) ag_node_release_saved(n);
@@ -572,12 +675,13 @@ mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output) {
                        fn, rn->name);
         return MFT_ERR_STALE;
     }
+    ag_walk w = {0};
+    mft__site_get(&w.site_file, &w.site_line);
     mft__scope_suspend();
     bool was_enabled = mft_set_grad_enabled(false);
     seed = grad_output ? mft_to_dtype(grad_output, loss->dtype)
                        : mft_ones(loss->ndim, loss->sizes, loss->dtype, MFT_CONTIGUOUS);
     mft_status st = seed ? MFT_OK : mft_last_error();
-    ag_walk w = {0};
     if (st == MFT_OK) {
         mft__ag_output *o = &rn->out[loss->autograd->out];
         mft_tensor_release(o->grad);
@@ -598,5 +702,8 @@ mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output) {
             }
     mft_set_grad_enabled(was_enabled);
     mft__scope_resume();
+    mft_profile_site(w.site_file, w.site_line);
+    tl_kernel_mark = mft__kernel_seq(); /* a later forward record starts here */
+    tl_conv_mark = mft__conv_seq();
     return st;
 }

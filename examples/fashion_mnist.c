@@ -8,13 +8,16 @@
  *   build/examples/fashion_mnist --batchnorm --optimizer adam --save ck.mft
  *   build/examples/fashion_mnist --load ck.mft --epochs 0   # evaluate only
  *   build/examples/fashion_mnist --epochs 6 --lr-step 2 --lr-gamma 0.5
+ *   build/examples/fashion_mnist --steps 1 --dot tape.dot   # dot -Tpng tape.dot > tape.png
  *
  * Model: conv 1->32 3x3 p1, relu, maxpool 2, conv 32->64 3x3 p1, relu,
  * maxpool 2, flatten, linear 3136->128, relu, linear 128->10 (--batchnorm
  * adds batch_norm after each conv); SGD momentum 0.9, lr 0.01, batch 64.
  * Prints one line per epoch (a progress bar when stderr is a terminal),
  * writes a TSV of per-epoch metrics, and ends with which kernels ran and how
- * many format conversions a training step needed. */
+ * many format conversions a training step needed, per cause (mft/profile.h).
+ * --dot FILE writes the autograd tape of the first training step (forward
+ * and backward, with kernels, layouts and conversions) as Graphviz DOT. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +32,7 @@
 #define MAX_STATE 256
 
 typedef struct options {
-    const char *data_dir, *format, *optimizer, *save, *load, *metrics;
+    const char *data_dir, *format, *optimizer, *save, *load, *metrics, *dot;
     int epochs, threads, batch;
     int64_t limit, test_limit, steps;
     double lr, lr_gamma;
@@ -50,18 +53,24 @@ static int fail(const char *what) {
     return 1;
 }
 
-static void usage(void) {
-    fprintf(stderr,
+static void usage(FILE *to) {
+    fprintf(to,
             "usage: fashion_mnist [--format nhwc|nchw] [--epochs N] [--threads T] [--batch B]\n"
             "                     [--batchnorm] [--optimizer sgd|adam] [--lr LR] [--seed S]\n"
             "                     [--lr-step EPOCHS [--lr-gamma G]]   (StepLR schedule)\n"
             "                     [--save FILE] [--load FILE] [--metrics FILE.tsv]\n"
-            "                     [--data DIR] [--limit N] [--test-limit N] [--steps N] [--quiet]\n");
+            "                     [--data DIR] [--limit N] [--test-limit N] [--steps N] [--quiet]\n"
+            "                     [--dot FILE.dot] [--help]\n"
+            "  --steps N      at most N training steps per epoch\n"
+            "  --limit N      use the first N training images (--test-limit: test images)\n"
+            "  --dot FILE     write the autograd tape of the first training step (forward +\n"
+            "                 backward: ops, kernels, layouts, conversions in red) as Graphviz\n"
+            "                 DOT; render with `dot -Tpng FILE -o tape.png`. Quick: --steps 1\n");
 }
 
 static int parse(int argc, char **argv, options *o) {
     *o = (options){"/usr/share/datasets/fashion-mnist", "nhwc", "sgd", NULL, NULL,
-                   "fashion_mnist_metrics.tsv", 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, 1};
+                   "fashion_mnist_metrics.tsv", NULL, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -82,10 +91,14 @@ static int parse(int argc, char **argv, options *o) {
         else if (OPT("--limit")) o->limit = atoll(v);
         else if (OPT("--test-limit")) o->test_limit = atoll(v);
         else if (OPT("--steps")) o->steps = atoll(v);
+        else if (OPT("--dot")) o->dot = v;
         else if (strcmp(a, "--batchnorm") == 0) o->batchnorm = true;
         else if (strcmp(a, "--quiet") == 0) o->quiet = true;
-        else {
-            usage();
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return -1;
+        } else {
+            usage(stderr);
             return 2;
         }
 #undef OPT
@@ -93,7 +106,7 @@ static int parse(int argc, char **argv, options *o) {
     if ((strcmp(o->format, "nhwc") && strcmp(o->format, "nchw")) ||
         (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "adam")) || o->epochs < 0 ||
         o->batch <= 0 || o->threads < 0 || o->lr_step < 0) {
-        usage();
+        usage(stderr);
         return 2;
     }
     if (o->lr < 0) o->lr = strcmp(o->optimizer, "sgd") == 0 ? 0.01 : 1e-3;
@@ -199,11 +212,50 @@ static int evaluate(mft_layer *model, const mft_tensor *images, const mft_tensor
     return rc;
 }
 
+/* ------------------------------------------------------------------ reports */
+/* The open tape (first training step) as Graphviz DOT into path. */
+static mft_status write_dot(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "fashion_mnist: cannot write %s\n", path);
+        return MFT_ERR_IO;
+    }
+    mft_status st = mft_tape_to_dot(f);
+    if (fclose(f) != 0 && st == MFT_OK) st = MFT_ERR_IO;
+    if (st == MFT_OK)
+        printf("tape of the first training step (%lld ops) written to %s\n",
+               (long long)mft_tape_size(), path);
+    return st;
+}
+
+static void counts_add(mft_conversion_counts *acc, mft_conversion_counts c) {
+    for (int k = 0; k < MFT_CAUSE_COUNT; k++) {
+        acc->count[k] += c.count[k];
+        acc->bytes[k] += c.bytes[k];
+    }
+    acc->hidden += c.hidden;
+    acc->total += c.total;
+}
+
+/* Format conversions per training step (forward + backward + update), per
+ * cause (Note [Conversions and their causes] in mft/profile.h). */
+static void print_conversions(const mft_conversion_counts *c, int64_t steps) {
+    double n = (double)steps, bytes = 0.0;
+    printf("format conversions per training step: %.2f", (double)c->total / n);
+    for (int k = 0; k < MFT_CAUSE_COUNT; k++) {
+        printf("%s%s %.2f", k ? ", " : " (", mft_conversion_cause_name((mft_conversion_cause)k),
+               (double)c->count[k] / n);
+        bytes += (double)c->bytes[k];
+    }
+    printf("), %.2f MB copied; hidden (fallback + gradient + operand): %.2f\n",
+           bytes / n * 1e-6, (double)c->hidden / n);
+}
+
 /* ------------------------------------------------------------------ main */
 int main(int argc, char **argv) {
     options o;
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? 0 : rc; /* -1: --help */
     if (o.threads > 0) mft_set_num_threads(o.threads);
     const mft_format fmt = strcmp(o.format, "nhwc") == 0 ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
     const bool bar = !o.quiet && isatty(STDERR_FILENO);
@@ -253,10 +305,8 @@ int main(int argc, char **argv) {
 
     int64_t *idx = malloc((size_t)ntrain * sizeof *idx);
     int64_t total_steps = 0;
-    int64_t conv_dispatch = 0, conv_autograd = 0;
+    mft_conversion_counts train_conv = {{0}, {0}, 0, 0}; /* training steps only */
     mft_dispatch_stats_reset();
-    mft_dispatch_reset_conversions();
-    mft_autograd_reset_conversions();
     for (int epoch = 1; epoch <= o.epochs && !rc; epoch++) {
         if (o.lr_step > 0) mft_optimizer_set_lr(opt, mft_step_lr(o.lr, o.lr_step, o.lr_gamma, epoch - 1));
         mft_shuffle_indices(idx, ntrain, o.seed * 1000003u + (uint64_t)epoch);
@@ -264,6 +314,7 @@ int main(int argc, char **argv) {
         if (o.steps > 0 && o.steps < nsteps) nsteps = o.steps;
         int64_t nimg = 0;
         double loss_sum = 0.0, t0 = now_s(), last_bar = 0.0;
+        mft_conversion_counts_reset();
         for (int64_t s = 0; s < nsteps; s++) {
             int64_t cnt = ntrain - s * o.batch < o.batch ? ntrain - s * o.batch : o.batch;
             const int64_t *bi = idx + s * o.batch;
@@ -271,9 +322,11 @@ int main(int argc, char **argv) {
             mft_tensor *x = mft_images_to_batch(tr_x, bi, cnt, 1.0 / 255.0, MEAN, STD, fmt, MFT_F32);
             mft_tensor *y = mft_gather_rows(tr_y, bi, cnt);
             mft_tape_begin();
-            mft_tensor *logits = mft_layer_forward(model, x);
-            mft_tensor *loss = mft_cross_entropy(logits, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN);
-            mft_status bst = loss ? mft_backward(loss, NULL) : mft_last_error();
+            mft_tensor *logits = MFT_AT(mft_layer_forward(model, x));
+            mft_tensor *loss =
+                MFT_AT(mft_cross_entropy(logits, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN));
+            mft_status bst = loss ? MFT_AT(mft_backward(loss, NULL)) : mft_last_error();
+            if (bst == MFT_OK && o.dot && total_steps == 0) bst = write_dot(o.dot);
             mft_tape_end();
             if (bst == MFT_OK) bst = mft_optimizer_step(opt);
             mft_optimizer_zero_grad(opt);
@@ -294,8 +347,7 @@ int main(int argc, char **argv) {
         if (rc) break;
         double dt = now_s() - t0;
         if (bar) fprintf(stderr, "\r%*s\r", 110, "");
-        conv_dispatch = mft_dispatch_conversions();
-        conv_autograd = mft_autograd_conversions();
+        counts_add(&train_conv, mft_conversion_counts_get());
         double acc = 0.0;
         if (evaluate(model, te_x, te_y, ntest, fmt, &acc)) {
             rc = 1;
@@ -327,11 +379,7 @@ int main(int argc, char **argv) {
             printf("\nkernels that ran (training and evaluation, this thread):\n%s", buf);
             free(buf);
         }
-        printf("per training step: %.2f operand copies made by dispatch (format fallbacks and "
-               "transposed matmul operands), %.2f gradients converted to their input's format in "
-               "backward\n",
-               (double)conv_dispatch / (double)total_steps,
-               (double)conv_autograd / (double)total_steps);
+        print_conversions(&train_conv, total_steps);
     }
     if (!rc && o.save) {
         if (mft_save_tensors(o.save, st.n, st.ptrs, (const mft_tensor *const *)st.t) != MFT_OK)

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 #include "internal.h"
-#include "mft/autograd.h"
 #include "mft/profile.h"
 
 static const char *const cause_names[MFT_CAUSE_COUNT] = {"explicit", "reshape", "fallback",
@@ -165,7 +164,7 @@ uint64_t mft__now_ns(void) {
 bool mft__hooks_bypass = false;
 
 void mft__kernel_end(uint64_t t0, const mft__kernel_info *k) {
-    if (!t0 && (mft__hooks_bypass || !mft_tape_recording())) return;
+    if (!t0 && (mft__hooks_bypass || !mft__tape_open())) return;
     const char *in = k->nin > 0 ? mft__layout_label(k->in[0]) : "-";
     const char *out = k->nout > 0 ? mft__layout_label(k->out[0]) : "-";
     tl_kernel_ring[++tl_kernel_seq % MFT__EVENT_RING] =

@@ -312,6 +312,9 @@ static inline uint64_t mft__kernel_begin(void) {
     return (mft__tl_profiling || mft_verbose() > 0) ? mft__now_ns() : 0;
 }
 void mft__kernel_end(uint64_t t0, const mft__kernel_info *k);
+/* True while this thread has a tape open, whatever the grad mode
+ * (autograd/tape.c): the kernel ring then feeds the tape's DOT picture. */
+bool mft__tape_open(void);
 /* One verbose log line through the log callback (ops/dispatch.c). */
 void mft__verbose_line(const char *line);
 

@@ -211,14 +211,14 @@ size_t mft_profile_table(char *buf, size_t len) {
         total_ns += e->t1 - e->t0;
     }
     qsort(rows, (size_t)nk, sizeof *rows, prof_by_time);
-    const int width = 128;
-    prof_printf(&o, "%-22s %-30s %-20s %7s %10s %10s %6s %10s %5s\n", "op", "kernel",
+    const int width = 140;
+    prof_printf(&o, "%-22s %-36s %-24s %6s %10s %10s %6s %10s %5s\n", "op", "kernel",
                 "format in -> out", "calls", "total ms", "mean us", "%", "MB moved", "conv");
     prof_rule(&o, width);
     for (int64_t r = 0; r < nk; r++) {
         char fmt[48];
         snprintf(fmt, sizeof fmt, "%s -> %s", rows[r].in, rows[r].out);
-        prof_printf(&o, "%-22.22s %-30.30s %-20.20s %7lld %10.3f %10.2f %6.1f %10.2f %5lld\n",
+        prof_printf(&o, "%-22.22s %-36.36s %-24.24s %6lld %10.3f %10.2f %6.1f %10.2f %5lld\n",
                     rows[r].op, rows[r].kernel, fmt, (long long)rows[r].calls,
                     (double)rows[r].ns * 1e-6, (double)rows[r].ns * 1e-3 / (double)rows[r].calls,
                     total_ns ? 100.0 * (double)rows[r].ns / (double)total_ns : 0.0,
@@ -256,7 +256,7 @@ size_t mft_profile_table(char *buf, size_t len) {
     }
     prof_printf(&o, "  | hidden %lld\n", (long long)hidden);
     if (nc) {
-        prof_printf(&o, "%-9s %-6s %-22s %-20s %7s %10s  %s\n", "cause", "hidden", "op",
+        prof_printf(&o, "%-9s %-6s %-22s %-24s %7s %10s  %s\n", "cause", "hidden", "op",
                     "layout from -> to", "count", "MB", "call site");
         prof_rule(&o, width);
         for (int64_t r = 0; r < nc; r++) {
@@ -264,7 +264,7 @@ size_t mft_profile_table(char *buf, size_t len) {
             snprintf(fmt, sizeof fmt, "%s -> %s", rows[r].in, rows[r].out);
             if (rows[r].site_file)
                 snprintf(site, sizeof site, "%s:%d", rows[r].site_file, rows[r].site_line);
-            prof_printf(&o, "%-9s %-6s %-22.22s %-20.20s %7lld %10.3f  %s\n",
+            prof_printf(&o, "%-9s %-6s %-22.22s %-24.24s %7lld %10.3f  %s\n",
                         mft_conversion_cause_name(rows[r].cause),
                         mft_conversion_cause_hidden(rows[r].cause) ? "yes" : "no", rows[r].op, fmt,
                         (long long)rows[r].calls, (double)rows[r].bytes * 1e-6, site);

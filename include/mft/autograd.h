@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "mft/export.h"
 #include "mft/status.h"
 #include "mft/tensor.h"
@@ -72,6 +73,21 @@ MFT_API mft_status mft_tape_end(void);
 MFT_API bool mft_tape_recording(void);
 /* Number of nodes on this thread's tape (0 without a tape). */
 MFT_API int64_t mft_tape_size(void);
+
+/* Writes this thread's open tape to f as a Graphviz DOT graph (render with
+ * `dot -Tpng`): one box per recorded op (op, the kernels that ran for it,
+ * layout of input 0 -> output 0, call site), one ellipse per leaf (sizes,
+ * dtype, layout) and per constant input, edges in data order; after
+ * mft_backward, a second cluster with one box per op whose backward ran (its
+ * kernels, the layouts of the gradients it produced) and edges in gradient
+ * order. Every conversion (mft/profile.h) made while an op ran is a separate
+ * red node (cause, layouts from -> to, bytes) on the edge where it
+ * happened. Kernels and conversions are read from the thread's recent-event
+ * rings when each node is recorded / runs backward: per op at most 4 distinct
+ * kernels and 4 conversions are drawn, the rest as counts. Errors:
+ * MFT_ERR_NULL (f NULL), MFT_ERR_SCOPE (no tape open on this thread),
+ * MFT_ERR_IO (a write failed). */
+MFT_API mft_status mft_tape_to_dot(FILE *f);
 
 /* Grad mode (PyTorch's no_grad): with it off, ops do not record even under
  * an open tape. Returns the previous setting. Per thread; on by default. */
