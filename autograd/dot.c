@@ -17,7 +17,7 @@
 #include "autograd_internal.h"
 
 #define DOT_GRAD_COLOR "\"#1f5fbf\""
-#define DOT_LABEL 1536
+#define DOT_LABEL      1536
 
 /* ------------------------------------------------------------------ output */
 /* A writer that remembers whether any write failed. */
@@ -50,10 +50,14 @@ static void lbl_put(dot_label *b, const char *piece, size_t n) {
 
 static void lbl_add(dot_label *b, const char *text) {
     for (const char *p = text ? text : "?"; *p; p++) {
-        if (*p == '"' || *p == '\\') lbl_put(b, (const char[]){'\\', *p}, 2);
-        else if (*p == '\n') lbl_put(b, "\\n", 2);
-        else if ((unsigned char)*p < 0x20) lbl_put(b, " ", 1);
-        else lbl_put(b, p, 1);
+        if (*p == '"' || *p == '\\')
+            lbl_put(b, (const char[]){'\\', *p}, 2);
+        else if (*p == '\n')
+            lbl_put(b, "\\n", 2);
+        else if ((unsigned char)*p < 0x20)
+            lbl_put(b, " ", 1);
+        else
+            lbl_put(b, p, 1);
     }
 }
 
@@ -71,9 +75,12 @@ static void lbl_line(dot_label *b) {
 }
 
 static void dot_bytes(char *buf, size_t len, int64_t bytes) {
-    if (bytes < 1024) snprintf(buf, len, "%lld B", (long long)bytes);
-    else if (bytes < 1024 * 1024) snprintf(buf, len, "%.1f KB", (double)bytes / 1024.0);
-    else snprintf(buf, len, "%.1f MB", (double)bytes / (1024.0 * 1024.0));
+    if (bytes < 1024)
+        snprintf(buf, len, "%lld B", (long long)bytes);
+    else if (bytes < 1024 * 1024)
+        snprintf(buf, len, "%.1f KB", (double)bytes / 1024.0);
+    else
+        snprintf(buf, len, "%.1f MB", (double)bytes / (1024.0 * 1024.0));
 }
 
 static const char *dot_basename(const char *path) {
@@ -186,8 +193,9 @@ static void dot_forward_node(dot_w *w, const mft__ag_node *n, int64_t i) {
     lbl_line(&b);
     lbl_addf(&b, "%s -> %s", in0, out0);
     if (n->site_file) lbl_line(&b), lbl_addf(&b, "%s:%d", dot_basename(n->site_file), n->site_line);
-    dot_printf(w, "    f%lld [shape=box, style=\"rounded,filled\", fillcolor=\"#eef3ff\", "
-                  "label=\"%s\"];\n",
+    dot_printf(w,
+               "    f%lld [shape=box, style=\"rounded,filled\", fillcolor=\"#eef3ff\", "
+               "label=\"%s\"];\n",
                (long long)i, b.s);
     dot_conv_nodes(w, n, i, &n->fwd, 'f');
 }
@@ -205,8 +213,9 @@ static void dot_backward_node(dot_w *w, const mft__ag_node *n, int64_t i) {
         any = true;
     }
     if (!any) lbl_add(&b, " none");
-    dot_printf(w, "    b%lld [shape=box, style=\"rounded,filled\", fillcolor=\"#eefaee\", "
-                  "label=\"%s\"];\n",
+    dot_printf(w,
+               "    b%lld [shape=box, style=\"rounded,filled\", fillcolor=\"#eefaee\", "
+               "label=\"%s\"];\n",
                (long long)i, b.s);
     dot_conv_nodes(w, n, i, &n->bwd, 'b');
 }
@@ -334,8 +343,9 @@ static void dot_graph(dot_w *w, const dot_tape *tp) {
     for (int64_t i = tp->len - 1; i >= 0 && !w->failed; i--)
         if (tp->nodes[i]->released) dot_backward_edges(w, tp, i);
     if (root >= 0)
-        dot_printf(w, "  f%lld -> b%lld [style=dashed, color=" DOT_GRAD_COLOR
-                      ", label=\"seed\", constraint=false];\n",
+        dot_printf(w,
+                   "  f%lld -> b%lld [style=dashed, color=" DOT_GRAD_COLOR
+                   ", label=\"seed\", constraint=false];\n",
                    (long long)root, (long long)root);
     dot_printf(w, "}\n");
 }

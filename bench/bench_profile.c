@@ -69,9 +69,8 @@ static int run_step(work *w) {
     mft_scope_begin();
     mft_tape_begin();
     mft_tensor *logits = mft_layer_forward(w->model, w->x);
-    mft_tensor *loss = logits ? mft_cross_entropy(logits, w->y, NULL, -100, 0.0,
-                                                  MFT_REDUCTION_MEAN)
-                              : NULL;
+    mft_tensor *loss =
+        logits ? mft_cross_entropy(logits, w->y, NULL, -100, 0.0, MFT_REDUCTION_MEAN) : NULL;
     mft_status st = loss ? mft_backward(loss, NULL) : MFT_ERR_INVALID;
     mft_tape_end();
     if (st == MFT_OK) st = mft_optimizer_step(w->opt);
@@ -88,11 +87,16 @@ static int case_fn(void *ctx) {
 
 static bool make_step(work *w) {
     const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
-    mft_layer *l[10] = {
-        mft_layer_conv2d(1, 32, k3, one, one, one, 1, true, 1), mft_layer_relu(),
-        mft_layer_max_pool2d(k2, k2), mft_layer_conv2d(32, 64, k3, one, one, one, 1, true, 2),
-        mft_layer_relu(), mft_layer_max_pool2d(k2, k2), mft_layer_flatten(1, 3),
-        mft_layer_linear(3136, 128, true, 3), mft_layer_relu(), mft_layer_linear(128, 10, true, 4)};
+    mft_layer *l[10] = {mft_layer_conv2d(1, 32, k3, one, one, one, 1, true, 1),
+                        mft_layer_relu(),
+                        mft_layer_max_pool2d(k2, k2),
+                        mft_layer_conv2d(32, 64, k3, one, one, one, 1, true, 2),
+                        mft_layer_relu(),
+                        mft_layer_max_pool2d(k2, k2),
+                        mft_layer_flatten(1, 3),
+                        mft_layer_linear(3136, 128, true, 3),
+                        mft_layer_relu(),
+                        mft_layer_linear(128, 10, true, 4)};
     w->model = mft_layer_sequential(10, l);
     if (!w->model || mft_layer_to_format(w->model, MFT_CHANNELS_LAST) != MFT_OK) return false;
     mft_tensor *ps[16];
@@ -145,8 +149,8 @@ int main(int argc, char **argv) {
         if (!samples) return 1;
         for (int m = 0; m < MODE_COUNT; m++) {
             wc[m] = (wcase){&works[k], (mode)m};
-            cases[m] = (bench_case){mode_names[m], mode_names[m], case_fn, &wc[m], 0,
-                                    samples + m * reps, {0}};
+            cases[m] = (bench_case){
+                mode_names[m], mode_names[m], case_fn, &wc[m], 0, samples + m * reps, {0}};
         }
         bench_opts o = bench_default_opts();
         o.reps = reps;

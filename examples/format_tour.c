@@ -99,7 +99,7 @@ static int run(const tour *t, bool profile, const char *trace) {
     mft_tensor *y = mft_zeros(1, ys, MFT_I64, MFT_CONTIGUOUS);
     mft_tensor *params[16];
     int np = mft_layer_parameters(model, params, NULL, 16);
-    warm_up(model, x, y); /* first-touch page faults stay out of the profile */
+    warm_up(model, x, y); /* first-touch page faults mostly stay out of the profile */
     if (profile || trace) mft_profile_begin();
     mft_conversion_counts_reset();
     mft_reorder_budget_begin(0);

@@ -41,7 +41,9 @@ static bool j_str(jr *r, char *out, size_t n) {
         if (c == '\\') {
             char e = *r->p++;
             switch (e) {
-            case '"': case '\\': case '/': c = e; break;
+            case '"':
+            case '\\':
+            case '/': c = e; break;
             case 'n': c = '\n'; break;
             case 't': c = '\t'; break;
             case 'r': c = '\r'; break;
@@ -51,8 +53,9 @@ static bool j_str(jr *r, char *out, size_t n) {
                 unsigned v = 0;
                 for (int i = 0; i < 4; i++) {
                     if (!isxdigit((unsigned char)r->p[i])) return r->ok = false;
-                    v = v * 16 + (unsigned)(isdigit((unsigned char)r->p[i]) ? r->p[i] - '0'
-                                                                          : (r->p[i] | 32) - 'a' + 10);
+                    v = v * 16 + (unsigned)(isdigit((unsigned char)r->p[i])
+                                                ? r->p[i] - '0'
+                                                : (r->p[i] | 32) - 'a' + 10);
                 }
                 r->p += 4;
                 c = v < 0x80 ? (char)v : '?';
@@ -186,9 +189,24 @@ static bool j_value(jr *r, int depth, const char *key, jev *e) {
     case '{': return j_object(r, depth, e, false);
     case '[': return j_array(r, depth, depth == 1 && key && !strcmp(key, "traceEvents"));
     case '"': return j_str(r, NULL, 0);
-    case 't': if (!strncmp(r->p, "true", 4)) { r->p += 4; return true; } return r->ok = false;
-    case 'f': if (!strncmp(r->p, "false", 5)) { r->p += 5; return true; } return r->ok = false;
-    case 'n': if (!strncmp(r->p, "null", 4)) { r->p += 4; return true; } return r->ok = false;
+    case 't':
+        if (!strncmp(r->p, "true", 4)) {
+            r->p += 4;
+            return true;
+        }
+        return r->ok = false;
+    case 'f':
+        if (!strncmp(r->p, "false", 5)) {
+            r->p += 5;
+            return true;
+        }
+        return r->ok = false;
+    case 'n':
+        if (!strncmp(r->p, "null", 4)) {
+            r->p += 4;
+            return true;
+        }
+        return r->ok = false;
     default: return j_num(r, NULL);
     }
 }
@@ -205,9 +223,11 @@ static bool j_parse(const char *text, jr *r) {
 
 static void test_json_reader_rejects(void) {
     /* the reader itself: the trace tests mean nothing if it accepts junk */
-    static const char *const bad[] = {"{\"a\":1,}", "[1 2]", "{\"a\" 1}", "\"x", "01",
-                                      "{\"a\":\"\x01\"}", "[1]]", "{\"a\":tru}", "{\"a\":\"\\q\"}"};
-    static const char *const good[] = {"{}", "[]", "{\"a\":[1,-2.5e3,true,false,null,\"\\u0041\"]}"};
+    static const char *const bad[] = {"{\"a\":1,}", "[1 2]",       "{\"a\" 1}",
+                                      "\"x",        "01",          "{\"a\":\"\x01\"}",
+                                      "[1]]",       "{\"a\":tru}", "{\"a\":\"\\q\"}"};
+    static const char *const good[] = {"{}", "[]",
+                                       "{\"a\":[1,-2.5e3,true,false,null,\"\\u0041\"]}"};
     jr r;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_MSG(!j_parse(bad[i], &r), "accepted %s\n", bad[i]);
@@ -315,7 +335,8 @@ static void test_trace_one_event_per_kernel_run(void) {
             copy += !strcmp(e->name, "copy") && !strcmp(e->in, "NCHW") && !strcmp(e->out, "NHWC");
         } else if (!strcmp(e->ph, "i")) {
             convs++;
-            CHECK(!strcmp(e->cause, "explicit") && !strcmp(e->in, "NCHW") && !strcmp(e->out, "NHWC"));
+            CHECK(!strcmp(e->cause, "explicit") && !strcmp(e->in, "NCHW") &&
+                  !strcmp(e->out, "NHWC"));
             CHECK(!strcmp(e->site, "tests/we\"ird\\name.c:42"));
         }
     }
@@ -389,8 +410,8 @@ static void vlog_cb(const char *line, void *ctx) {
         if (!v->dispatch++) snprintf(v->first_dispatch, sizeof v->first_dispatch, "%s", line);
     }
     if (!strncmp(line, "mft_verbose,exec,", 17)) v->exec++;
-    if (!strncmp(line, "mft_verbose,conversion,explicit,to_format,NCHW->NHWC,bytes=1536,site=v.c:42",
-                 75))
+    if (!strncmp(line,
+                 "mft_verbose,conversion,explicit,to_format,NCHW->NHWC,bytes=1536,site=v.c:42", 75))
         v->conversion++;
 }
 

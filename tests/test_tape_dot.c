@@ -121,7 +121,8 @@ static void cnn_init(cnn *m) {
     m->w2 = mft_randn(2, ls, MFT_F32, MFT_CONTIGUOUS, 2);
     m->b2 = mft_zeros(1, lb, MFT_F32, MFT_CONTIGUOUS);
     mft_tensor *all[4] = {m->w1, m->b1, m->w2, m->b2};
-    for (int i = 0; i < 4; i++) CHECK(all[i] && mft_tensor_set_requires_grad(all[i], true) == MFT_OK);
+    for (int i = 0; i < 4; i++)
+        CHECK(all[i] && mft_tensor_set_requires_grad(all[i], true) == MFT_OK);
 }
 
 static void cnn_free(cnn *m) {
@@ -161,9 +162,9 @@ static void check_picture(const dot_file *d, int64_t nback, const step_names *k,
     CHECK_EQ_I(count_ids(t, "    f"), mft_tape_size());
     CHECK_EQ_I(count_ids(t, "    b"), nback);
     CHECK_EQ_I(count_str(t, "subgraph cluster_backward"), nback > 0);
-    static const char *const ops[] = {"label=\"conv2d\\n", "label=\"relu\\n",
+    static const char *const ops[] = {"label=\"conv2d\\n",     "label=\"relu\\n",
                                       "label=\"max_pool2d\\n", "label=\"flatten\\n",
-                                      "label=\"linear\\n", "label=\"cross_entropy\\n"};
+                                      "label=\"linear\\n",     "label=\"cross_entropy\\n"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         CHECK_MSG(count_lines(t, "    f", ops[i]) == 1, "%s not once in\n%s", ops[i], t);
     CHECK_MSG(strstr(t, k->conv) && strstr(t, k->pool) && strstr(t, k->matmul),
@@ -209,7 +210,7 @@ static void run_step(mft_format xf, int64_t expect_fwd, int64_t expect_all, int6
         CHECK(strstr(d.text, "label=\"flatten backward\\n"));
         CHECK_EQ_I(count_lines(d.text, "    xf", "reshape conversion\\nNHWC -> NCHW"), 1);
         CHECK_EQ_I(count_lines(d.text, "    xb", "reshape conversion\\nNCHW -> NHWC"), 1);
-        CHECK(strstr(d.text, "-> b0 [dir=back")); /* gradients flow into conv2d's backward */
+        CHECK(strstr(d.text, "-> b0 [dir=back"));        /* gradients flow into conv2d's backward */
         CHECK(strstr(d.text, "f5 -> b5 [style=dashed")); /* the seed at the loss */
     }
     dot_drop(&d);
