@@ -160,16 +160,25 @@ static bool opt_same_dense(int nops, mft_tensor *const *ops) {
 static mft_status opt_run(const char *fn, opt_ctx *c, mft_tensor *const *ops) {
     mft_tensor *p = ops[0];
     if (p->numel == 0) return MFT_OK;
+    uint64_t t0 = mft__kernel_begin();
+    const char *kernel = "optimizer.flat";
     if (opt_same_dense(c->nops, ops)) {
         c->esize = mft__elem_size(p->dtype);
         for (int k = 0; k < c->nops; k++) c->base[k] = mft__tensor_ptr(ops[k]);
         mft__parallel_for(0, p->numel, OPT_GRAIN, opt_flat_range, c);
-        return MFT_OK;
+    } else {
+        mft__iter it;
+        if (mft__iter_build(fn, &it, c->nops, ops, p->ndim, p->sizes) != MFT_OK)
+            return mft_last_error();
+        mft__iter_run(&it, c->loop, c, OPT_GRAIN);
+        kernel = "optimizer.iter";
     }
-    mft__iter it;
-    if (mft__iter_build(fn, &it, c->nops, ops, p->ndim, p->sizes) != MFT_OK)
-        return mft_last_error();
-    mft__iter_run(&it, c->loop, c, OPT_GRAIN);
+    /* operands: the grad and the state tensors are read, the parameter
+     * (and the state) written */
+    const mft_tensor *in[3] = {ops[1], ops[2], ops[3]}, *out[1] = {p};
+    mft__kernel_end(t0, &(mft__kernel_info){c->nops == 4 ? "adam_step" : "sgd_step", kernel,
+                                            MFT_FORMAT_COUNT, MFT_FORMAT_COUNT, p->dtype,
+                                            c->nops - 1, 1, in, out, 0, false});
     return MFT_OK;
 }
 

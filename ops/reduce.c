@@ -228,6 +228,7 @@ static void reduce_chunk(void *vctx, int64_t begin, int64_t end) {
 static bool reduce_run(const reduce_plan *p, mft_tensor *acc, int nextra, mft_tensor *const *extra,
                        const mft_tensor *x, mft__loop2d loop, reduce_kind kind, double identity) {
     mft_tensor *ops[4];
+    uint64_t t0 = mft__kernel_begin();
     mft__scope_suspend();
     ops[0] = mft_expand(acc, x->ndim, x->sizes);
     mft__scope_resume();
@@ -264,6 +265,10 @@ static bool reduce_run(const reduce_plan *p, mft_tensor *acc, int nextra, mft_te
                        acc->numel);
     mft__free(job.partials);
     atomic_fetch_add(&acc->storage->version, 1);
+    const mft_tensor *in[1] = {x}, *out[1] = {acc};
+    mft__kernel_end(t0, &(mft__kernel_info){strncmp(p->fn, "mft_", 4) ? p->fn : p->fn + 4,
+                                            "reduce.iter", MFT_FORMAT_COUNT, MFT_FORMAT_COUNT,
+                                            x->dtype, 1, 1, in, out, 0, false});
     return true;
 }
 

@@ -283,7 +283,8 @@ bool mft__conv_get(int64_t seq, mft__conv_rec *r);
 bool mft__kernel_get(int64_t seq, mft__kernel_rec *r);
 
 /* ------------------------------------------------------------ kernel events
- * Every kernel run (dispatch, elementwise engine, copies) reports itself:
+ * Every kernel run (dispatch, elementwise engine, reductions, optimizer
+ * updates, copies) reports itself:
  *     uint64_t t0 = mft__kernel_begin();
  *     ... run ...
  *     mft__kernel_end(t0, &(mft__kernel_info){...});

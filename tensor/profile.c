@@ -1,6 +1,6 @@
 /* tensor/profile.c — the profiler (mft/profile.h): a per-thread buffer of
- * kernel events (dispatched ops, the elementwise engine, copies) and
- * conversion events filled through the hooks in tensor/events.c, and its two
+ * kernel events (dispatched ops, elementwise, reductions, optimizer,
+ * copies) and conversion events filled through the hooks in tensor/events.c, and its two
  * outputs: a key_averages-style table with format, kernel and conversion
  * columns, and Chrome trace JSON. Nothing here runs unless the calling
  * thread is recording (mft__tl_profiling). */
@@ -210,7 +210,7 @@ size_t mft_profile_table(char *buf, size_t len) {
         rows[r].ns += e->t1 - e->t0;
         total_ns += e->t1 - e->t0;
     }
-    qsort(rows, (size_t)nk, sizeof *rows, prof_by_time);
+    if (nk > 1) qsort(rows, (size_t)nk, sizeof *rows, prof_by_time);
     const int width = 140;
     prof_printf(&o, "%-22s %-36s %-24s %6s %10s %10s %6s %10s %5s\n", "op", "kernel",
                 "format in -> out", "calls", "total ms", "mean us", "%", "MB moved", "conv");
@@ -244,7 +244,7 @@ size_t mft_profile_table(char *buf, size_t len) {
         rows[r].calls++;
         rows[r].bytes += e->bytes;
     }
-    qsort(rows, (size_t)nc, sizeof *rows, prof_by_count);
+    if (nc > 1) qsort(rows, (size_t)nc, sizeof *rows, prof_by_count);
     prof_printf(&o, "\nconversions: %lld", (long long)nconv);
     int64_t hidden = 0;
     for (int c = 0; c < MFT_CAUSE_COUNT; c++) {

@@ -75,11 +75,12 @@ MFT_API void mft_profile_site(const char *file, int line);
 /* -------------------------------------------------------------- profiler
  * mft_profile_begin starts recording on the calling thread (clearing any
  * previous recording); mft_profile_end stops it and keeps the events for
- * the outputs below. Recorded: every dispatch (dispatched ops, the
- * elementwise engine, copies), with op, kernel, input and output formats,
- * dtype, wall time, bytes read + written and the call site; every
- * conversion with its cause, bytes, source and target format, op and call
- * site. When not recording the cost is one thread-local load per dispatch.
+ * the outputs below. Recorded: every kernel run (dispatched ops, the
+ * elementwise engine, reductions, optimizer updates, copies), with op,
+ * kernel, input and output formats, dtype, wall time, bytes read +
+ * written and the call site; every conversion with its cause, bytes, source
+ * and target format, op and call site. When not recording the cost is two
+ * thread-local loads per kernel run (bench/bench_profile.c).
  * Errors: MFT_ERR_NOMEM when the event buffer cannot grow (recording
  * stops, events so far are kept). */
 MFT_API mft_status mft_profile_begin(void);
