@@ -80,9 +80,17 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define CF_AVX2 1
+#if defined(__AVX512F__)
+/* the 6x16 micro-kernels in 16-lane registers; the rest stays AVX2 */
+#define CF_AVX512 1
+#define CF_SFX  "avx512_6x16"
+#else
+#define CF_AVX512 0
 #define CF_SFX  "avx2_6x16"
+#endif
 #else
 #define CF_AVX2 0
+#define CF_AVX512 0
 #define CF_SFX  "c6x16"
 #endif
 

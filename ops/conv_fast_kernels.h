@@ -1,7 +1,7 @@
 /* ops/conv_fast_kernels.h — the inner kernels of ops/conv_fast.c (included
  * by it once, after its tile constants and mode switch): the 6x16
- * indirect-convolution and backward_weight micro-kernels (AVX2/FMA and
- * portable C of the same tiling), the depthwise per-pixel kernel, and the
+ * indirect-convolution and backward_weight micro-kernels (AVX-512, AVX2/FMA
+ * and portable C of the same tiling), the depthwise per-pixel kernel, and the
  * blocked 8x8 transpose used by the NCHW kernels. Not a public or shared
  * header. */
 #ifndef MFT_CONV_FAST_KERNELS_H
@@ -57,7 +57,7 @@ static void bw_micro_c(int64_t nq, const int64_t *xo, const int64_t *go, int64_t
     }
 }
 
-#if CF_AVX2
+#if CF_AVX2 && !CF_AVX512
 static void ind_micro_avx(int64_t nu, const int32_t *taps, int64_t K, const float *const *ptrs,
                           const float *wg, const float *b16, float *out, int64_t ldo) {
     __m256 c00 = _mm256_loadu_ps(b16), c01 = _mm256_loadu_ps(b16 + 8);
@@ -154,14 +154,90 @@ static void bw_micro_avx(int64_t nq, const int64_t *xo, const int64_t *go, int64
 }
 #endif
 
+#if CF_AVX512
+/* The same 6x16 tiles with one 16-lane register per row. Six accumulators
+ * would leave the two FMA pipes waiting on latency, so even and odd k (or
+ * r) accumulate into separate registers (12 chains), summed at the end. */
+#define CF512_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static void ind_micro_avx512(int64_t nu, const int32_t *taps, int64_t K,
+                             const float *const *ptrs, const float *wg, const float *b16,
+                             float *out, int64_t ldo) {
+    const __m512 zero = _mm512_setzero_ps(), bias = _mm512_loadu_ps(b16);
+#define DECL(i) __m512 c##i = bias, d##i = zero;
+    CF512_ROWS(DECL)
+#undef DECL
+    for (int64_t u = 0; u < nu; u++) {
+        const float *a0 = ptrs[6 * u], *a1 = ptrs[6 * u + 1], *a2 = ptrs[6 * u + 2],
+                    *a3 = ptrs[6 * u + 3], *a4 = ptrs[6 * u + 4], *a5 = ptrs[6 * u + 5];
+        const float *w = wg + (int64_t)taps[u] * K * TILE_N;
+        int64_t k = 0;
+        for (; k + 2 <= K; k += 2, w += 2 * TILE_N) {
+            const __m512 b0 = _mm512_loadu_ps(w), b1 = _mm512_loadu_ps(w + TILE_N);
+#define STEP(i)                                                                                    \
+    c##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[k]), b0, c##i);                                     \
+    d##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[k + 1]), b1, d##i);
+            CF512_ROWS(STEP)
+#undef STEP
+        }
+        if (k < K) {
+            const __m512 b0 = _mm512_loadu_ps(w);
+#define STEP(i) c##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[k]), b0, c##i);
+            CF512_ROWS(STEP)
+#undef STEP
+        }
+    }
+#define STORE(i) _mm512_storeu_ps(out + i * ldo, _mm512_add_ps(c##i, d##i));
+    CF512_ROWS(STORE)
+#undef STORE
+}
+
+static void bw_micro_avx512(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
+                            const float *const *xr, int64_t xs, const float *gp0, int64_t gs,
+                            float *acc) {
+    const __m512 zero = _mm512_setzero_ps();
+#define DECL(i) __m512 c##i = _mm512_loadu_ps(acc + i * TILE_N), d##i = zero;
+    CF512_ROWS(DECL)
+#undef DECL
+    for (int64_t q = 0; q < nq; q++) {
+        const int64_t x0 = xo ? xo[q] : 0;
+        const float *a0 = xr[0] + x0, *a1 = xr[1] + x0, *a2 = xr[2] + x0, *a3 = xr[3] + x0,
+                    *a4 = xr[4] + x0, *a5 = xr[5] + x0;
+        const float *gp = gp0 + (go ? go[q] : 0);
+        int64_t r = 0, o = 0;
+        for (; r + 2 <= n; r += 2, o += 2 * xs, gp += 2 * gs) {
+            const __m512 b0 = _mm512_loadu_ps(gp), b1 = _mm512_loadu_ps(gp + gs);
+#define STEP(i)                                                                                    \
+    c##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o]), b0, c##i);                                     \
+    d##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o + xs]), b1, d##i);
+            CF512_ROWS(STEP)
+#undef STEP
+        }
+        if (r < n) {
+            const __m512 b0 = _mm512_loadu_ps(gp);
+#define STEP(i) c##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o]), b0, c##i);
+            CF512_ROWS(STEP)
+#undef STEP
+        }
+    }
+#define STORE(i) _mm512_storeu_ps(acc + i * TILE_N, _mm512_add_ps(c##i, d##i));
+    CF512_ROWS(STORE)
+#undef STORE
+}
+#undef CF512_ROWS
+#endif
+
 static ind_micro_fn pick_ind_micro(void) {
-#if CF_AVX2
+#if CF_AVX512
+    if (cf_mode != 1) return ind_micro_avx512;
+#elif CF_AVX2
     if (cf_mode != 1) return ind_micro_avx;
 #endif
     return ind_micro_c;
 }
 static bw_micro_fn pick_bw_micro(void) {
-#if CF_AVX2
+#if CF_AVX512
+    if (cf_mode != 1) return bw_micro_avx512;
+#elif CF_AVX2
     if (cf_mode != 1) return bw_micro_avx;
 #endif
     return bw_micro_c;
