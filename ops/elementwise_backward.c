@@ -197,16 +197,20 @@ static mft_tensor *bw_run(const mft__ag_input *in, const mft__ew_op *op,
 }
 
 /* g passed through (add, sub's a, ...): g itself when it already has the
- * input's sizes, dtype and format, else one copy into the input's layout. */
-static mft_tensor *bw_identity(const mft__ag_input *in, mft_tensor *g) {
+ * input's sizes, dtype and format, else one copy into the input's layout.
+ * A copy that changes the layout is a gradient conversion of op (Note
+ * [Conversions and their causes]); a pure dtype cast is not. */
+static mft_tensor *bw_identity(const char *op, const mft__ag_input *in, mft_tensor *g) {
     if (!bw_same_sizes(in, g)) return bw_finish(in, mft_tensor_retain(g));
-    if (g->dtype == in->dtype && mft_tensor_is_contiguous(g, bw_target(in)))
-        return mft_tensor_retain(g);
-    mft_tensor *out = mft_empty(in->ndim, in->sizes, in->dtype, bw_target(in));
+    const mft_format f = bw_target(in);
+    const bool layout_ok = mft_tensor_is_contiguous(g, f);
+    if (g->dtype == in->dtype && layout_ok) return mft_tensor_retain(g);
+    mft_tensor *out = mft_empty(in->ndim, in->sizes, in->dtype, f);
     if (out && mft_copy_(out, g) != MFT_OK) {
         mft_tensor_release(out);
         return NULL;
     }
+    if (out && !layout_ok) mft__note_conversion_as(MFT_CAUSE_GRADIENT, op, g, out);
     return out;
 }
 
@@ -306,7 +310,7 @@ static mft_status agew_unary_bw(const mft__ag_node *n, mft_tensor *const *gout,
     case K_RECIPROCAL: r = bw2(in, &bw_recip, g, s, 0, 0); break;
     case K_ZERO: r = bw_zeros(in); break;
     case K_ADD_S:
-    case K_SUB_S: r = bw_identity(in, g); break;
+    case K_SUB_S: r = bw_identity(n->name, in, g); break;
     case K_RSUB_S: r = bw1(in, &bw_scale, g, -1, 0); break;
     case K_MUL_S: r = bw1(in, &bw_scale, g, p->p0, 0); break;
     case K_DIV_S: r = bw1(in, &bw_divs, g, p->p0, 0); break;
@@ -353,9 +357,9 @@ static mft_status agew_binary_bw(const mft__ag_node *n, mft_tensor *const *gout,
         if (!in->needs_grad) continue;
         mft_tensor *r = NULL;
         switch (p->kind) {
-        case K_ADD: r = bw_identity(in, g); break;
-        case K_SUB: r = k == 0 ? bw_identity(in, g) : bw1(in, &bw_scale, g, -1, 0); break;
-        case K_ADD_ALPHA: r = k == 0 ? bw_identity(in, g) : bw1(in, &bw_scale, g, p->p0, 0); break;
+        case K_ADD: r = bw_identity(n->name, in, g); break;
+        case K_SUB: r = k == 0 ? bw_identity(n->name, in, g) : bw1(in, &bw_scale, g, -1, 0); break;
+        case K_ADD_ALPHA: r = k == 0 ? bw_identity(n->name, in, g) : bw1(in, &bw_scale, g, p->p0, 0); break;
         case K_MUL: r = bw2(in, &bw_mul, g, k == 0 ? b : a, 0, 0); break;
         case K_DIV: r = k == 0 ? bw2(in, &bw_div, g, b, 0, 0) : bw3(in, &bw_divb, g, a, b); break;
         case K_MAX: r = bw3(in, k == 0 ? &bw_maxa : &bw_maxb, g, a, b); break;
@@ -434,7 +438,7 @@ static mft_status agew_ternary_bw(const mft__ag_node *n, mft_tensor *const *gout
             r = bw_where(in, g, s[0], k == 1);
             break;
         case K_ADDCMUL:
-            r = k == 0 ? bw_identity(in, g) : bw2(in, &bw_mulp, g, k == 1 ? s[1] : s[0], p->p0, 0);
+            r = k == 0 ? bw_identity(n->name, in, g) : bw2(in, &bw_mulp, g, k == 1 ? s[1] : s[0], p->p0, 0);
             break;
         case K_LERP:
             r = k == 0   ? bw2(in, &bw_lerps, g, s[2], 0, 0)

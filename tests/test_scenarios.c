@@ -9,7 +9,9 @@
  *   - reorder budgets: a zero budget holds around the NHWC step and fails
  *     with MFT_ERR_BUDGET (naming the op) around the mixed one;
  *   - the profiler attributes each mixed-model copy to the op that made it
- *     and to the user's call site (MFT_AT).
+ *     and to the user's call site (MFT_AT);
+ *   - the two hidden causes the models do not produce: a dispatch fallback
+ *     (F64 NHWC pooling) and a gradient conversion (x + y in mixed formats).
  * CTest runs this file at 1 and 2 threads: the counts must not depend on it.
  * The expected counts are derived in the comments from SPEC §4-§5 and the
  * dispatch rules, not read off a run. */
@@ -252,8 +254,8 @@ static void test_profile_attribution(void) {
     CHECK(t && mft_profile_table(t, need + 1) == need);
     if (t) {
         CHECK_MSG(scn_table_rows(t, "operand", "conv2d", "scenario.c:7") == 1, "%s", t);
-        CHECK_MSG(scn_table_rows(t, "operand", "conv2d_backward_weight", "scenario.c:7") == 1,
-                  "%s", t);
+        CHECK_MSG(scn_table_rows(t, "operand", "conv2d_backward_weight", "scenario.c:7") == 1, "%s",
+                  t);
         CHECK_MSG(scn_table_rows(t, "reshape", "flatten", NULL) >= 1, "%s", t);
         CHECK(strstr(t, "conversions: 4  reshape 2") && strstr(t, "operand 2"));
         CHECK(strstr(t, "| hidden 2\n"));
@@ -263,6 +265,82 @@ static void test_profile_attribution(void) {
 out:
     mft_optimizer_free(opt);
     mft_layer_free(m);
+}
+
+/* FALLBACK: F64 pooling has only CONTIGUOUS kernels built in, so an NHWC F64
+ * avg_pool2d converts its input to NCHW and its result back to NHWC (SPEC
+ * §4: pool output follows the input): 2 fallback conversions, both hidden,
+ * both on avg_pool2d; a budget of 1 catches them. */
+static void test_fallback_counted(void) {
+    const int64_t sz[4] = {2, 3, 6, 6}, k[2] = {2, 2}, pad[2] = {0, 0};
+    mft_tensor *x = mft_rand(4, sz, MFT_F64, MFT_CHANNELS_LAST, 5);
+    mft_conversion_counts_reset();
+    CHECK_EQ_I(mft_reorder_budget_begin(1), MFT_OK);
+    CHECK_EQ_I(mft_profile_begin(), MFT_OK);
+    mft_tensor *y = MFT_AT(mft_avg_pool2d(x, k, NULL, pad, false, true, 0));
+    mft_profile_site(NULL, 0);
+    CHECK_EQ_I(mft_profile_end(), MFT_OK);
+    CHECK(y && mft_tensor_is_contiguous(y, MFT_CHANNELS_LAST));
+    mft_conversion_counts c = mft_conversion_counts_get();
+    const int64_t want[MFT_CAUSE_COUNT] = {[MFT_CAUSE_FALLBACK] = 2};
+    scn_counts got;
+    for (int i = 0; i < MFT_CAUSE_COUNT; i++) got.count[i] = c.count[i];
+    check_counts(&got, want, "f64 nhwc avg_pool2d");
+    CHECK_EQ_I(c.hidden, 2);
+    CHECK_EQ_I(mft_reorder_budget_end(), MFT_ERR_BUDGET);
+    CHECK(strstr(mft_last_error_message(), "fallback conversion by avg_pool2d (NCHW -> NHWC"));
+    mft_clear_error();
+    size_t need = mft_profile_table(NULL, 0);
+    char *t = malloc(need + 1);
+    if (t) {
+        mft_profile_table(t, need + 1);
+        CHECK_MSG(scn_table_rows(t, "fallback", "avg_pool2d", "test_scenarios.c:") == 2, "%s", t);
+    }
+    free(t);
+    mft_profile_clear();
+    mft_tensor_release(y);
+    mft_tensor_release(x);
+}
+
+/* GRADIENT: z = x + y with x NHWC and y NCHW (C = 3, so the layouts
+ * differ): the result follows x (NHWC, SPEC §4 binary rule), nothing is
+ * copied forward. Backward with an NHWC grad_output: add passes it through
+ * to both inputs; x's gradient already has x's format, y's is converted to
+ * NCHW (SPEC §5): exactly 1 gradient conversion, attributed to add. */
+static void test_gradient_counted(void) {
+    const int64_t sz[4] = {2, 3, 4, 4};
+    mft_scope_begin();
+    mft_tensor *x = mft_rand(4, sz, MFT_F32, MFT_CHANNELS_LAST, 1);
+    mft_tensor *y = mft_rand(4, sz, MFT_F32, MFT_CONTIGUOUS, 2);
+    mft_tensor *go = mft_ones(4, sz, MFT_F32, MFT_CHANNELS_LAST);
+    mft_tensor_set_requires_grad(x, true);
+    mft_tensor_set_requires_grad(y, true);
+    mft_conversion_counts_reset();
+    mft_tape_begin();
+    mft_tensor *z = mft_add(x, y);
+    CHECK(z && mft_tensor_format(z) == MFT_CHANNELS_LAST);
+    CHECK_EQ_I(mft_conversion_counts_get().total, 0);
+    CHECK_EQ_I(mft_profile_begin(), MFT_OK);
+    CHECK_EQ_I(mft_backward(z, go), MFT_OK);
+    CHECK_EQ_I(mft_profile_end(), MFT_OK);
+    mft_tape_end();
+    mft_conversion_counts c = mft_conversion_counts_get();
+    const int64_t want[MFT_CAUSE_COUNT] = {[MFT_CAUSE_GRADIENT] = 1};
+    scn_counts got;
+    for (int i = 0; i < MFT_CAUSE_COUNT; i++) got.count[i] = c.count[i];
+    check_counts(&got, want, "add backward, mixed formats");
+    const mft_tensor *gx = mft_tensor_grad(x), *gy = mft_tensor_grad(y);
+    CHECK(gx && mft_tensor_is_contiguous(gx, MFT_CHANNELS_LAST));
+    CHECK(gy && mft_tensor_is_contiguous(gy, MFT_CONTIGUOUS));
+    size_t need = mft_profile_table(NULL, 0);
+    char *t = malloc(need + 1);
+    if (t) {
+        mft_profile_table(t, need + 1);
+        CHECK_MSG(scn_table_rows(t, "gradient", "add", NULL) == 1, "%s", t);
+    }
+    free(t);
+    mft_profile_clear();
+    mft_scope_end();
 }
 
 int main(void) {
@@ -275,5 +353,7 @@ int main(void) {
     RUN(test_budget_mixed);
     RUN(test_budget_misuse);
     RUN(test_profile_attribution);
+    RUN(test_fallback_counted);
+    RUN(test_gradient_counted);
     TEST_MAIN_END();
 }
