@@ -467,9 +467,19 @@ static void cls_ctx_init(cls_ctx *c, const cls_geom *g, const mft_tensor *x,
 }
 
 /* Forward of a validated call: a new tensor (not in any scope) or NULL. */
+/* The kernel event of a class-loss pass (profiler, verbose log, tape
+ * picture): op = fn without "mft_", operand x, result y (may be NULL). */
+static void cls_report(uint64_t t0, const char *fn, const mft_tensor *x, const mft_tensor *y) {
+    const mft_tensor *in[1] = {x}, *out[1] = {y};
+    mft__kernel_end(t0, &(mft__kernel_info){fn + 4, "loss.rows", MFT_FORMAT_COUNT,
+                                            MFT_FORMAT_COUNT, x->dtype, 1, y ? 1 : 0, in, out,
+                                            0, false});
+}
+
 static mft_tensor *cls_forward(const char *fn, const cls_geom *g, const mft_tensor *x,
                                const mft_tensor *target, const mft_tensor *weight,
                                int64_t ignore, double eps, mft_reduction red) {
+    const uint64_t t0 = mft__kernel_begin();
     cls_ctx c;
     cls_ctx_init(&c, g, x, target, weight, ignore, eps);
     mft_tensor *out = red == MFT_REDUCTION_NONE
@@ -511,6 +521,7 @@ static mft_tensor *cls_forward(const char *fn, const cls_geom *g, const mft_tens
         }
         mft__store(x->dtype, c.out, v);
     }
+    cls_report(t0, fn, x, out);
     return out;
 }
 
@@ -520,6 +531,7 @@ static mft_status cls_backward(const char *fn, const cls_geom *g, const mft_tens
                                const mft_tensor *x, const mft_tensor *target,
                                const mft_tensor *weight, int64_t ignore, double eps,
                                mft_reduction red, mft_tensor **gx_out, mft_tensor **gt_out) {
+    const uint64_t t0 = mft__kernel_begin();
     cls_ctx c;
     cls_ctx_init(&c, g, x, target, weight, ignore, eps);
     mft_tensor *gx = gx_out ? loss_alloc_like(fn, x) : NULL;
@@ -558,6 +570,7 @@ static mft_status cls_backward(const char *fn, const cls_geom *g, const mft_tens
                         x->dtype == MFT_F32 ? cls_bwd_F32 : cls_bwd_F64, &c);
     if (gx_out) *gx_out = gx;
     if (gt_out) *gt_out = gt;
+    cls_report(t0, fn, x, gx);
     return MFT_OK;
 }
 
