@@ -120,11 +120,6 @@ mft_status mft__ag_record1(const char *fn, const char *name, mft__ag_backward_fn
                            const mft_tensor *x, mft_tensor *y, bool save_input,
                            bool save_output, const void *params, size_t params_size);
 
-/* True while a tape is open on this thread, whatever the grad mode: the
- * event rings (tensor/events.c) must keep kernels that run inside ops and
- * backward functions, which turn grad mode off around their internals. */
-bool mft__tape_open(void);
-
 /* This thread's open tape, read-only (autograd/dot.c): sets *nodes and
  * *len and returns true; false (nothing set) when no tape is open. */
 bool mft__ag_tape_view(mft__ag_node *const **nodes, int64_t *len);

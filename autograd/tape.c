@@ -126,7 +126,6 @@ bool mft_set_grad_enabled(bool enabled) {
 }
 bool mft_grad_enabled(void) { return !tl_grad_disabled; }
 bool mft_tape_recording(void) { return tl_tape && !tl_grad_disabled; }
-bool mft__tape_open(void) { return tl_tape != NULL; }
 int64_t mft_tape_size(void) { return tl_tape ? tl_tape->len : 0; }
 int64_t mft_autograd_conversions(void) { return tl_conversions; }
 void mft_autograd_reset_conversions(void) { tl_conversions = 0; }
@@ -143,6 +142,7 @@ mft_status mft_tape_begin(void) {
     memset(tp, 0, sizeof *tp);
     tp->id = atomic_fetch_add(&g_next_tape_id, 1);
     tl_tape = tp;
+    mft__tl_tape_open = true;
     tl_kernel_mark = mft__kernel_seq();
     tl_conv_mark = mft__conv_seq();
     return MFT_OK;
@@ -181,6 +181,7 @@ mft_status mft_tape_end(void) {
     }
     mft__tape *tp = tl_tape;
     tl_tape = NULL; /* outputs stop resolving to nodes from here on */
+    mft__tl_tape_open = false;
     for (int64_t i = tp->len - 1; i >= 0; i--) ag_node_free(tp->nodes[i]);
     mft__free(tp->nodes);
     mft__free(tp);

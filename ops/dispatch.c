@@ -147,7 +147,7 @@ static _Thread_local mft_dispatch_info tl_last = {"",      "", MFT_CONTIGUOUS, M
                                                   MFT_F32, 0,  false,          0};
 static _Thread_local int64_t tl_conversions = 0;
 static atomic_bool g_strict = false;
-static int g_verbose = -1; /* -1: read MFT_VERBOSE on first use */
+int mft__g_verbose = -1; /* -1: read MFT_VERBOSE on first use (tensor/internal.h) */
 static void (*g_log)(const char *, void *) = NULL;
 static void *g_log_ctx = NULL;
 
@@ -157,13 +157,13 @@ void mft_dispatch_reset_conversions(void) { tl_conversions = 0; }
 void mft_dispatch_set_strict(bool strict) { atomic_store(&g_strict, strict); }
 bool mft_dispatch_strict(void) { return atomic_load(&g_strict); }
 
-void mft_set_verbose(int level) { g_verbose = level < 0 ? 0 : level; }
+void mft_set_verbose(int level) { mft__g_verbose = level < 0 ? 0 : level; }
 int mft_verbose(void) {
-    if (g_verbose < 0) {
+    if (mft__g_verbose < 0) {
         const char *env = getenv("MFT_VERBOSE");
-        g_verbose = env ? atoi(env) : 0;
+        mft__g_verbose = env ? atoi(env) : 0;
     }
-    return g_verbose;
+    return mft__g_verbose;
 }
 void mft_set_log_callback(void (*cb)(const char *line, void *ctx), void *ctx) {
     g_log = cb;

@@ -141,7 +141,7 @@ void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_t
     tl_conv_ring[++tl_conv_seq % MFT__EVENT_RING] = r;
     if (hidden && tl_budget_open && ++tl_budget_seen == tl_budget_max + 1) tl_budget_first = r;
     if (mft__tl_profiling) mft__profile_conversion(&r);
-    if (mft_verbose() > 0) {
+    if (mft__verbose_on()) {
         char line[320];
         int n = snprintf(line, sizeof line, "mft_verbose,conversion,%s,%s,%s->%s,bytes=%lld%s",
                          mft_conversion_cause_name(c), op ? op : "?", r.from, r.to,
@@ -162,9 +162,9 @@ uint64_t mft__now_ns(void) {
 }
 
 bool mft__hooks_bypass = false;
+_Thread_local bool mft__tl_tape_open = false;
 
-void mft__kernel_end(uint64_t t0, const mft__kernel_info *k) {
-    if (!t0 && (mft__hooks_bypass || !mft__tape_open())) return;
+void mft__kernel_end_slow(uint64_t t0, const mft__kernel_info *k) {
     const char *in = k->nin > 0 ? mft__layout_label(k->in[0]) : "-";
     const char *out = k->nout > 0 ? mft__layout_label(k->out[0]) : "-";
     tl_kernel_ring[++tl_kernel_seq % MFT__EVENT_RING] =
@@ -177,7 +177,7 @@ void mft__kernel_end(uint64_t t0, const mft__kernel_info *k) {
     for (int i = 0; i < k->nout; i++)
         if (k->out[i]) bytes += k->out[i]->numel * (int64_t)mft_dtype_size(k->out[i]->dtype);
     if (mft__tl_profiling) mft__profile_kernel(t0, t1, k, bytes);
-    if (mft_verbose() > 0) {
+    if (mft__verbose_on()) {
         char line[320];
         int n =
             snprintf(line, sizeof line, "mft_verbose,%s,%s,%s,%s,%s,%s,%s->%s,conversions=%d,",

@@ -291,8 +291,8 @@ bool mft__kernel_get(int64_t seq, mft__kernel_rec *r);
  * mft__kernel_begin reads the clock only when the profiler records or
  * MFT_VERBOSE is on (else returns 0); mft__kernel_end updates the kernel
  * ring while a tape records (the DOT picture reads it) and hands the event
- * to the profiler and the verbose log when they are on. Off, the pair costs
- * two thread-local loads and two calls (bench/bench_profile.c). */
+ * to the profiler and the verbose log when they are on. Off, the pair is
+ * inline: a few loads and no call (bench/bench_profile.c). */
 typedef struct mft__kernel_info {
     const char *op, *kernel;
     mft_format asked, kernel_format; /* MFT_FORMAT_COUNT: not a format op */
@@ -304,18 +304,27 @@ typedef struct mft__kernel_info {
     bool user;       /* a user-registered kernel */
 } mft__kernel_info;
 extern _Thread_local bool mft__tl_profiling; /* this thread's profiler records */
+/* True while this thread has a tape open, whatever the grad mode (set by
+ * autograd/tape.c): the kernel ring then feeds the tape's DOT picture. */
+extern _Thread_local bool mft__tl_tape_open;
+/* The MFT_VERBOSE level, -1 until first read (ops/dispatch.c). */
+extern int mft__g_verbose;
 /* Set only by bench/bench_profile.c to measure what the hooks cost when
  * everything is off (it then compares runs with and without them). */
 extern bool mft__hooks_bypass;
 uint64_t mft__now_ns(void);
+static inline bool mft__verbose_on(void) {
+    const int v = mft__g_verbose;
+    return v > 0 || (v < 0 && mft_verbose() > 0);
+}
 static inline uint64_t mft__kernel_begin(void) {
     if (mft__hooks_bypass) return 0;
-    return (mft__tl_profiling || mft_verbose() > 0) ? mft__now_ns() : 0;
+    return (mft__tl_profiling || mft__verbose_on()) ? mft__now_ns() : 0;
 }
-void mft__kernel_end(uint64_t t0, const mft__kernel_info *k);
-/* True while this thread has a tape open, whatever the grad mode
- * (autograd/tape.c): the kernel ring then feeds the tape's DOT picture. */
-bool mft__tape_open(void);
+void mft__kernel_end_slow(uint64_t t0, const mft__kernel_info *k);
+static inline void mft__kernel_end(uint64_t t0, const mft__kernel_info *k) {
+    if (t0 || (mft__tl_tape_open && !mft__hooks_bypass)) mft__kernel_end_slow(t0, k);
+}
 /* One verbose log line through the log callback (ops/dispatch.c). */
 void mft__verbose_line(const char *line);
 

@@ -79,8 +79,9 @@ MFT_API void mft_profile_site(const char *file, int line);
  * elementwise engine, reductions, optimizer updates, copies), with op,
  * kernel, input and output formats, dtype, wall time, bytes read +
  * written and the call site; every conversion with its cause, bytes, source
- * and target format, op and call site. When not recording the cost is two
- * thread-local loads per kernel run (bench/bench_profile.c).
+ * and target format, op and call site. When not recording (and with no
+ * MFT_VERBOSE and no tape) the cost is a few inline loads per kernel run
+ * (bench/bench_profile.c).
  * Errors: MFT_ERR_NOMEM when the event buffer cannot grow (recording
  * stops, events so far are kept). */
 MFT_API mft_status mft_profile_begin(void);
