@@ -348,8 +348,8 @@ static inline double bench_stream_sum_f32(const float *restrict b, size_t n, int
 }
 
 /* FMA peak reference: `iters` iterations of 12 independent F32 FMA chains
- * (8 lanes each when compiled with AVX2+FMA; enough chains to cover the FMA
- * latency on two pipes) on every thread. Returns the FLOPs done (2 per FMA
+ * (16 lanes each when compiled with AVX-512F, else 8 with AVX2+FMA; enough
+ * chains to cover the FMA latency on two pipes) on every thread. Returns the FLOPs done (2 per FMA
  * lane); divide by the elapsed time for the machine's F32 FMA peak at that
  * thread count, the denominator of the conv benchmarks' "of peak" ratios.
  * Without AVX2+FMA it runs the same loop on scalars (a portable lower
@@ -364,7 +364,25 @@ static inline double bench_fma_peak_flops(long iters, int threads) {
 #pragma omp parallel num_threads(threads) reduction(+ : chk)
 #endif
     {
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+        const __m512 b = _mm512_set1_ps(0.9999f), c = _mm512_set1_ps(1e-4f);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+        for (long i = 0; i < iters; i++) {
+            a0 = _mm512_fmadd_ps(a0, b, c); a1 = _mm512_fmadd_ps(a1, b, c);
+            a2 = _mm512_fmadd_ps(a2, b, c); a3 = _mm512_fmadd_ps(a3, b, c);
+            a4 = _mm512_fmadd_ps(a4, b, c); a5 = _mm512_fmadd_ps(a5, b, c);
+            a6 = _mm512_fmadd_ps(a6, b, c); a7 = _mm512_fmadd_ps(a7, b, c);
+            a8 = _mm512_fmadd_ps(a8, b, c); a9 = _mm512_fmadd_ps(a9, b, c);
+            a10 = _mm512_fmadd_ps(a10, b, c); a11 = _mm512_fmadd_ps(a11, b, c);
+            __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5),
+                             "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+        }
+        __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                 _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+        s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+        chk += (double)_mm512_reduce_add_ps(s);
+#elif defined(__AVX2__) && defined(__FMA__)
         const __m256 b = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-4f);
         __m256 a0 = _mm256_set1_ps(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
                a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
@@ -396,7 +414,9 @@ static inline double bench_fma_peak_flops(long iters, int threads) {
 #ifdef _OPENMP
     nt = threads;
 #endif
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+    return (double)iters * 12.0 * 32.0 * nt;
+#elif defined(__AVX2__) && defined(__FMA__)
     return (double)iters * 12.0 * 16.0 * nt;
 #else
     return (double)iters * 12.0 * 2.0 * nt;
