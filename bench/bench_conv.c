@@ -23,7 +23,7 @@ typedef struct conv_case {
     char key[96];
     int64_t N, C, H, W, K, k, groups;
     mft_format fmt;
-    bool bwd;
+    int bwd; /* 0 forward, 1 forward + both backwards, 2 backward_input, 3 backward_weight */
     mft_tensor *x, *w, *gy;
     double flops, bytes;
 } conv_case;
@@ -31,13 +31,17 @@ typedef struct conv_case {
 static int run_conv(void *ctx) {
     conv_case *c = ctx;
     const int64_t st[2] = {1, 1}, pd[2] = {c->k / 2, c->k / 2}, dl[2] = {1, 1};
-    mft_tensor *y = mft_conv2d(c->x, c->w, NULL, st, pd, dl, c->groups);
-    if (!y) return 1;
-    bench_escape(mft_tensor_data(y));
+    mft_tensor *y = NULL;
+    if (c->bwd <= 1) {
+        y = mft_conv2d(c->x, c->w, NULL, st, pd, dl, c->groups);
+        if (!y) return 1;
+        bench_escape(mft_tensor_data(y));
+    }
     int rc = 0;
     if (c->bwd) {
         mft_tensor *gx = NULL, *gw = NULL;
-        if (mft_conv2d_backward(c->gy, c->x, c->w, st, pd, dl, c->groups, &gx, &gw, NULL) != MFT_OK)
+        if (mft_conv2d_backward(c->gy, c->x, c->w, st, pd, dl, c->groups, c->bwd != 3 ? &gx : NULL,
+                                c->bwd != 2 ? &gw : NULL, NULL) != MFT_OK)
             rc = 1;
         mft_tensor_release(gx);
         mft_tensor_release(gw);
@@ -53,12 +57,12 @@ static mft_tensor *filled(int nd, const int64_t *s, mft_format fmt, uint32_t see
 }
 
 static int setup(conv_case *c, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t k,
-                 int64_t groups, mft_format fmt, bool bwd) {
+                 int64_t groups, mft_format fmt, int bwd) {
     c->N = N, c->C = C, c->H = H, c->W = W, c->K = K, c->k = k, c->groups = groups;
     c->fmt = fmt;
     c->bwd = bwd;
     snprintf(c->key, sizeof c->key, "%s_%s_%lldx%lldx%lldx%lld_%s%lld_%lldx%lld",
-             bwd ? "fwdbwd" : "fwd", fmt == MFT_CHANNELS_LAST ? "nhwc" : "nchw", (long long)N,
+             (const char *[]){"fwd", "fwdbwd", "bwdin", "bwdw"}[bwd], fmt == MFT_CHANNELS_LAST ? "nhwc" : "nchw", (long long)N,
              (long long)C, (long long)H, (long long)W, groups > 1 ? "dw" : "k",
              (long long)(groups > 1 ? 0 : K), (long long)k, (long long)k);
     if (groups > 1) { /* "..._dw_3x3" */
@@ -74,13 +78,18 @@ static int setup(conv_case *c, int64_t N, int64_t C, int64_t H, int64_t W, int64
     const double xb = 4.0 * N * C * H * W, yb = 4.0 * N * K * H * W,
                  wb = 4.0 * K * (C / groups) * k * k;
     /* depthwise is memory-bound: no FLOPs credited (compared with STREAM) */
-    c->flops = groups > 1 ? 0 : 2 * macs * (bwd ? 3 : 1);
-    c->bytes = xb + wb + yb + (bwd ? (2 * yb + wb + xb + xb + wb + xb) : 0);
+    c->flops = groups > 1 ? 0 : 2 * macs * (bwd == 1 ? 3 : 1);
+    c->bytes = bwd == 0   ? xb + wb + yb
+               : bwd == 1 ? xb + wb + yb + (2 * yb + wb + xb + xb + wb + xb)
+               : bwd == 2 ? yb + wb + xb
+                          : yb + xb + wb;
     return 0;
 }
 
 int main(int argc, char **argv) {
-    int threads[4] = {1, 2}, nth = 2, reps = 15, json = 0;
+    int threads[4] = {1, 2}, nth = 2, reps = 15, json = 0, split = 0;
+    int64_t user[8][7];
+    int nuser = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             nth = bench_parse_int_list(argv[++i], threads, 4);
@@ -89,29 +98,43 @@ int main(int argc, char **argv) {
             if (bench_parse_int(argv[++i], &reps) || reps < 1) return 2;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--split")) {
+            split = 1;
+        } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nuser < 8) {
+            long long v[7];
+            if (sscanf(argv[++i], "%lld,%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1], &v[2], &v[3],
+                       &v[4], &v[5], &v[6]) != 7)
+                return fprintf(stderr, "bench_conv: --shape wants N,C,H,W,K,k,groups\n"), 2;
+            for (int j = 0; j < 7; j++) user[nuser][j] = v[j];
+            nuser++;
         } else {
-            fprintf(stderr, "usage: bench_conv [--threads 1,2] [--reps 15] [--json]\n");
+            fprintf(stderr, "usage: bench_conv [--threads 1,2] [--reps 15] [--json] [--split]\n"
+                            "                  [--shape N,C,H,W,K,k,groups]...  (up to 8)\n"
+                            "  --split   also time backward_input and backward_weight alone\n");
             return 2;
         }
     }
     bench_env_warnings("bench_conv", threads, nth);
-    static const int64_t shapes[][7] = {
+    /* issue 4's anchor shapes, then the Fashion-MNIST CNN's second conv (issue 5) */
+    static const int64_t anchors[][7] = {
         {8, 64, 56, 56, 64, 3, 1},  {8, 128, 28, 28, 128, 3, 1}, {8, 256, 14, 14, 256, 3, 1},
         {32, 32, 28, 28, 64, 3, 1}, {8, 64, 56, 56, 64, 1, 1},   {64, 1, 28, 28, 32, 3, 1},
-        {8, 64, 56, 56, 64, 3, 64},
+        {8, 64, 56, 56, 64, 3, 64}, {64, 32, 14, 14, 64, 3, 1},
     };
-    enum { NS = sizeof shapes / sizeof shapes[0], NC = NS * 4 };
+    const int64_t(*shapes)[7] = nuser ? (const int64_t(*)[7])user : anchors;
+    const int NS = nuser ? nuser : (int)(sizeof anchors / sizeof anchors[0]);
+    const int NB = split ? 4 : 2, NC = NS * NB * 2;
     conv_case *cs = calloc(NC, sizeof *cs);
     bench_case *bc = calloc(NC, sizeof *bc);
     double *samples = calloc((size_t)NC * (size_t)reps, sizeof(double));
     if (!cs || !bc || !samples) return 1;
     int n = 0;
     for (int s = 0; s < NS; s++)
-        for (int b = 0; b < 2; b++)
+        for (int b = 0; b < NB; b++)
             for (int f = 0; f < 2; f++) {
                 const int64_t *v = shapes[s];
                 if (setup(&cs[n], v[0], v[1], v[2], v[3], v[4], v[5], v[6],
-                          f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST, b == 1)) {
+                          f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST, b)) {
                     fprintf(stderr, "bench_conv: setup failed: %s\n", mft_last_error_message());
                     return 1;
                 }

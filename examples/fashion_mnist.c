@@ -37,7 +37,7 @@ typedef struct options {
     int64_t limit, test_limit, steps;
     double lr, lr_gamma;
     int64_t lr_step;
-    bool batchnorm, quiet;
+    bool batchnorm, quiet, profile;
     uint64_t seed;
 } options;
 
@@ -60,8 +60,10 @@ static void usage(FILE *to) {
             "                     [--lr-step EPOCHS [--lr-gamma G]]   (StepLR schedule)\n"
             "                     [--save FILE] [--load FILE] [--metrics FILE.tsv]\n"
             "                     [--data DIR] [--limit N] [--test-limit N] [--steps N] [--quiet]\n"
-            "                     [--dot FILE.dot] [--help]\n"
+            "                     [--dot FILE.dot] [--profile] [--help]\n"
             "  --steps N      at most N training steps per epoch\n"
+            "  --profile      time every kernel of the first epoch's training steps\n"
+            "                 after the first (op, kernel, formats, calls, ms, MB)\n"
             "  --limit N      use the first N training images (--test-limit: test images)\n"
             "  --dot FILE     write the autograd tape of the first training step (forward +\n"
             "                 backward: ops, kernels, layouts, conversions in red) as Graphviz\n"
@@ -70,7 +72,7 @@ static void usage(FILE *to) {
 
 static int parse(int argc, char **argv, options *o) {
     *o = (options){"/usr/share/datasets/fashion-mnist", "nhwc", "sgd", NULL, NULL,
-                   "fashion_mnist_metrics.tsv", NULL, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, 1};
+                   "fashion_mnist_metrics.tsv", NULL, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, false, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -94,6 +96,7 @@ static int parse(int argc, char **argv, options *o) {
         else if (OPT("--dot")) o->dot = v;
         else if (strcmp(a, "--batchnorm") == 0) o->batchnorm = true;
         else if (strcmp(a, "--quiet") == 0) o->quiet = true;
+        else if (strcmp(a, "--profile") == 0) o->profile = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return -1;
@@ -338,6 +341,8 @@ int main(int argc, char **argv) {
             }
             nimg += cnt;
             total_steps++;
+            /* The first step warms caches and the block pool; profile the rest. */
+            if (o.profile && total_steps == 1) mft_profile_begin();
             if (bar && now_s() - last_bar > 0.1) {
                 last_bar = now_s();
                 progress(nimg, nsteps * o.batch < ntrain ? nsteps * o.batch : ntrain, t0,
@@ -348,6 +353,8 @@ int main(int argc, char **argv) {
         double dt = now_s() - t0;
         if (bar) fprintf(stderr, "\r%*s\r", 110, "");
         counts_add(&train_conv, mft_conversion_counts_get());
+        bool profiled = o.profile && mft_profile_active();
+        if (profiled) mft_profile_end(); /* training steps of the first epoch only */
         double acc = 0.0;
         if (evaluate(model, te_x, te_y, ntest, fmt, &acc)) {
             rc = 1;
@@ -370,6 +377,15 @@ int main(int argc, char **argv) {
     if (tsv) {
         fclose(tsv);
         printf("metrics written to %s\n", o.metrics);
+    }
+    if (!rc && o.profile && mft_profile_event_count() > 0) {
+        size_t need = mft_profile_table(NULL, 0);
+        char *buf = malloc(need + 1);
+        if (buf) {
+            mft_profile_table(buf, need + 1);
+            printf("\nprofile of the first epoch's training steps after the first:\n%s", buf);
+            free(buf);
+        }
     }
     if (!rc && total_steps > 0) {
         size_t need = mft_dispatch_stats(NULL, 0);

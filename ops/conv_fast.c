@@ -81,9 +81,9 @@
 #include <immintrin.h>
 #define CF_AVX2 1
 #if defined(__AVX512F__)
-/* the 6x16 micro-kernels in 16-lane registers; the rest stays AVX2 */
+/* 6x32 and 6x16 micro-kernels in 16-lane registers; the rest stays AVX2 */
 #define CF_AVX512 1
-#define CF_SFX  "avx512_6x16"
+#define CF_SFX  "avx512_6x32"
 #else
 #define CF_AVX512 0
 #define CF_SFX  "avx2_6x16"
@@ -192,6 +192,7 @@ typedef struct ind_job {
     int64_t sD, sH, sW, dD, dH, dW;
     int64_t P, ntiles, nitems;
     ind_micro_fn micro;
+    ind_micro2_fn micro2; /* NULL: 6x16 tiles only */
     bool identity; /* every dst pixel reads the same src pixel, one tap */
     bool onchw; /* dst is NCHW (N, dstC, dS): items go through a pixel-major buffer */
     int64_t dS;
@@ -245,7 +246,7 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
         pix = NULL;
         ibuf = NULL;
     }
-    float tmp[TILE_M * TILE_N];
+    float tmp[TILE_M * 2 * TILE_N];
     for (int64_t it = begin; it < end; it++) {
         const int64_t t0 = it * TILES_PER_ITEM;
         const int64_t t1 = t0 + TILES_PER_ITEM < j->ntiles ? t0 + TILES_PER_ITEM : j->ntiles;
@@ -343,10 +344,13 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                 for (int64_t k = 0; k < nu[li] * TILE_M; k++)
                     pt[k] = px[k] >= 0 ? j->src + px[k] * j->srcC + gg * K : j->zero;
             }
-            for (int64_t cb = 0; cb < j->nb; cb++) {
+            /* column blocks in pairs (6x32 tiles) where a 6x32 kernel exists */
+            for (int64_t cb = 0; cb < j->nb;) {
+                const bool two = j->micro2 && cb + 1 < j->nb;
+                const int64_t width = two ? 2 * TILE_N : TILE_N;
                 const float *wg = j->wp + (gg * j->nb + cb) * T * K * TILE_N;
                 const float *b16 = j->bpad + (gg * j->nb + cb) * TILE_N;
-                const int64_t cols = j->M - cb * TILE_N < TILE_N ? j->M - cb * TILE_N : TILE_N;
+                const int64_t cols = j->M - cb * TILE_N < width ? j->M - cb * TILE_N : width;
                 for (int64_t tl = t0; tl < t1; tl++) {
                     const int64_t li = tl - t0;
                     const int64_t q0 = tl * TILE_M;
@@ -355,15 +359,19 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                         (ibuf ? ibuf + (q0 - t0 * TILE_M) * j->dstC : j->dst + q0 * j->dstC) +
                         gg * j->M + cb * TILE_N;
                     const float *const *pt = ptrs + li * T * TILE_M;
-                    if (rows == TILE_M && cols == TILE_N) {
-                        j->micro(nu[li], taps + li * T, K, pt, wg, b16, out, j->dstC);
-                    } else {
-                        j->micro(nu[li], taps + li * T, K, pt, wg, b16, tmp, TILE_N);
+                    const bool direct = rows == TILE_M && cols == width;
+                    float *o = direct ? out : tmp;
+                    const int64_t ldo = direct ? j->dstC : width;
+                    if (two)
+                        j->micro2(nu[li], taps + li * T, K, pt, wg, T * K * TILE_N, b16, o, ldo);
+                    else
+                        j->micro(nu[li], taps + li * T, K, pt, wg, b16, o, ldo);
+                    if (!direct)
                         for (int64_t i = 0; i < rows; i++)
-                            memcpy(out + i * j->dstC, tmp + i * TILE_N,
+                            memcpy(out + i * j->dstC, tmp + i * width,
                                    (size_t)cols * sizeof(float));
-                    }
                 }
+                cb += two ? 2 : 1;
             }
         }
         if (ibuf) { /* pixel-major item buffer -> NCHW, one run per image */
@@ -501,6 +509,7 @@ static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, boo
     j.ntiles = cdiv(j.P, TILE_M);
     j.nitems = cdiv(j.ntiles, TILES_PER_ITEM);
     j.micro = pick_ind_micro();
+    j.micro2 = pick_ind_micro2();
     j.onchw = onchw;
     j.dS = j.dD * j.dH * j.dW;
     j.identity = g->T == 1 && j.sD == j.dD && j.sH == j.dH && j.sW == j.dW;
@@ -548,20 +557,23 @@ typedef struct bw_job {
     float *gw;
     const int64_t *gws; /* grad_w strides (co, ci, kd, kh, kw) */
     bw_micro_fn micro;
+    bw_micro2_fn micro2; /* NULL: 6x16 tiles only */
 } bw_job;
 
 static void bw_range(void *ctx, int64_t begin, int64_t end) {
     const bw_job *j = ctx;
     const cgeom *g = j->g;
-    const int64_t T = g->T, nbi = j->nbi;
-    const size_t accn = (size_t)(T * nbi * TILE_M * TILE_N);
-    float *acc = mft__alloc(accn * sizeof(float), 64);
+    const int64_t T = g->T, nbi = j->nbi, bpi = j->micro2 ? 2 : 1; /* c_out blocks per item */
+    const int64_t blk = T * nbi * TILE_M * TILE_N; /* one block's accumulators */
+    float *acc = mft__alloc((size_t)(bpi * blk) * sizeof(float), 64);
+    const int64_t nit = cdiv(j->nbo, bpi);
     for (int64_t it = begin; it < end; it++) {
-        const int64_t gg = it / j->nbo, cb = it % j->nbo;
-        const int64_t cols = g->Cgo - cb * TILE_N < TILE_N ? g->Cgo - cb * TILE_N : TILE_N;
+        const int64_t gg = it / nit, cb0 = (it % nit) * bpi;
+        const int64_t nblk = j->nbo - cb0 < bpi ? j->nbo - cb0 : bpi;
+        const int64_t c1 = g->Cgo < (cb0 + nblk) * TILE_N ? g->Cgo : (cb0 + nblk) * TILE_N;
         if (!acc) {
             /* direct fallback for this slice */
-            for (int64_t jj = 0; jj < cols; jj++)
+            for (int64_t co = cb0 * TILE_N; co < c1; co++)
                 for (int64_t ci = 0; ci < g->Cgi; ci++)
                     for (int64_t t = 0; t < T; t++) {
                         const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
@@ -582,21 +594,21 @@ static void bw_range(void *ctx, int64_t begin, int64_t end) {
                                         s += j->gy[op * j->gs +
                                                    gg * (j->gs == g->Cout ? g->Cgo
                                                                           : j->nbo * TILE_N) +
-                                                   cb * TILE_N + jj] *
+                                                   co] *
                                              j->x[ip * g->Cin + gg * g->Cgi + ci];
                                     }
-                        j->gw[(gg * g->Cgo + cb * TILE_N + jj) * j->gws[0] + ci * j->gws[1] +
+                        j->gw[(gg * g->Cgo + co) * j->gws[0] + ci * j->gws[1] +
                               kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] = s;
                     }
             continue;
         }
-        memset(acc, 0, accn * sizeof(float));
+        memset(acc, 0, (size_t)(nblk * blk) * sizeof(float));
         const int64_t goff = j->gs == g->Cout ? gg * g->Cgo : gg * j->nbo * TILE_N;
         for (int64_t n = 0; n < g->N; n++)
             for (int64_t od = 0; od < g->OD; od++)
                 for (int64_t oh = 0; oh < g->OH; oh++) {
                     const float *gyr = j->gy + ((n * g->OD + od) * g->OH + oh) * g->OW * j->gs +
-                                       goff + cb * TILE_N;
+                                       goff + cb0 * TILE_N;
                     for (int64_t t = 0; t < T; t++) {
                         const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
                                       kd = t / (g->K[2] * g->K[1]);
@@ -617,19 +629,27 @@ static void bw_range(void *ctx, int64_t begin, int64_t end) {
                                 if (ci >= g->Cgi) ci = g->Cgi - 1;
                                 rows[i] = xr + ci;
                             }
-                            j->micro(1, NULL, NULL, hi - lo, rows, xs, gyr + lo * j->gs, j->gs,
-                                     acc + (t * nbi + ib) * TILE_M * TILE_N);
+                            float *a0 = acc + (t * nbi + ib) * TILE_M * TILE_N;
+                            if (nblk == 2)
+                                j->micro2(1, NULL, NULL, hi - lo, rows, xs, gyr + lo * j->gs,
+                                          j->gs, a0, a0 + blk);
+                            else
+                                j->micro(1, NULL, NULL, hi - lo, rows, xs, gyr + lo * j->gs,
+                                         j->gs, a0);
                         }
                     }
                 }
-        for (int64_t t = 0; t < T; t++) {
-            const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
-                          kd = t / (g->K[2] * g->K[1]);
-            for (int64_t ci = 0; ci < g->Cgi; ci++)
-                for (int64_t jj = 0; jj < cols; jj++)
-                    j->gw[(gg * g->Cgo + cb * TILE_N + jj) * j->gws[0] + ci * j->gws[1] +
-                          kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] =
-                        acc[((t * nbi + ci / TILE_M) * TILE_M + ci % TILE_M) * TILE_N + jj];
+        for (int64_t co = cb0 * TILE_N; co < c1; co++) {
+            const float *ab = acc + (co / TILE_N - cb0) * blk;
+            const int64_t jj = co % TILE_N;
+            for (int64_t t = 0; t < T; t++) {
+                const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                              kd = t / (g->K[2] * g->K[1]);
+                for (int64_t ci = 0; ci < g->Cgi; ci++)
+                    j->gw[(gg * g->Cgo + co) * j->gws[0] + ci * j->gws[1] + kd * j->gws[2] +
+                          kh * j->gws[3] + kw * j->gws[4]] =
+                        ab[((t * nbi + ci / TILE_M) * TILE_M + ci % TILE_M) * TILE_N + jj];
+            }
         }
     }
     mft__free(acc);
@@ -707,9 +727,18 @@ static void bwc_range(void *ctx, int64_t begin, int64_t end) {
                         if (ci >= g->Cgi) ci = g->Cgi - 1;
                         xrows[i] = j->x + gg * g->Cgi + ci;
                     }
-                    for (int64_t cb = 0; cb < nbo; cb++)
-                        j->micro(nq, xo, go, hi - lo, xrows, xs, j->gy + goff + cb * TILE_N,
-                                 j->gs, acc + ((cb * T + t) * nbi + ib) * TILE_M * TILE_N);
+                    for (int64_t cb = 0; cb < nbo;) {
+                        float *a0 = acc + ((cb * T + t) * nbi + ib) * TILE_M * TILE_N;
+                        const float *gp = j->gy + goff + cb * TILE_N;
+                        if (j->micro2 && cb + 1 < nbo) { /* two c_out blocks, 6x32 */
+                            j->micro2(nq, xo, go, hi - lo, xrows, xs, gp, j->gs, a0,
+                                      a0 + T * nbi * TILE_M * TILE_N);
+                            cb += 2;
+                        } else {
+                            j->micro(nq, xo, go, hi - lo, xrows, xs, gp, j->gs, a0);
+                            cb++;
+                        }
+                    }
                 }
             }
         }
@@ -751,6 +780,7 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
     j.gw = gw;
     j.gws = gws;
     j.micro = pick_bw_micro();
+    j.micro2 = pick_bw_micro2();
     if (cf_mode == 2) {
         direct_nhwc(g, 2, gy, x, gw, gws);
         return;
@@ -786,7 +816,7 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
         mft__parallel_for(0, g->G * j.nbo, 1, bwc_reduce, &c);
         mft__free(c.part);
     } else {
-        mft__parallel_for(0, g->G * j.nbo, 1, bw_range, &j);
+        mft__parallel_for(0, g->G * cdiv(j.nbo, j.micro2 ? 2 : 1), 1, bw_range, &j);
     }
     mft__free(pad);
 }

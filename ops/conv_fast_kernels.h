@@ -223,8 +223,93 @@ static void bw_micro_avx512(int64_t nq, const int64_t *xo, const int64_t *go, in
     CF512_ROWS(STORE)
 #undef STORE
 }
+
+/* 6x32 tiles over two adjacent 16-wide column blocks, for machines whose
+ * load ports, not FMA pipes, limit the 6x16 tile (it needs 7 loads per 6
+ * FMAs; this one 8 per 12). The blocks keep the 6x16 packing: block 1's
+ * weights start ws floats after block 0's (ind2), block 1's grad_y columns
+ * 16 floats after block 0's and its accumulators at acc1 (bw2). The sums
+ * run in (u, k) / (q, r) order in one chain per register. */
+static void ind_micro2_avx512(int64_t nu, const int32_t *taps, int64_t K,
+                              const float *const *ptrs, const float *wg, int64_t ws,
+                              const float *b32, float *out, int64_t ldo) {
+    const __m512 bias0 = _mm512_loadu_ps(b32), bias1 = _mm512_loadu_ps(b32 + TILE_N);
+#define DECL(i) __m512 c##i = bias0, d##i = bias1;
+    CF512_ROWS(DECL)
+#undef DECL
+    for (int64_t u = 0; u < nu; u++) {
+        const float *a0 = ptrs[6 * u], *a1 = ptrs[6 * u + 1], *a2 = ptrs[6 * u + 2],
+                    *a3 = ptrs[6 * u + 3], *a4 = ptrs[6 * u + 4], *a5 = ptrs[6 * u + 5];
+        const float *w = wg + (int64_t)taps[u] * K * TILE_N;
+        for (int64_t k = 0; k < K; k++, w += TILE_N) {
+            const __m512 b0 = _mm512_loadu_ps(w), b1 = _mm512_loadu_ps(w + ws);
+            __m512 av;
+#define STEP(i)                                                                                    \
+    av = _mm512_set1_ps(a##i[k]);                                                                  \
+    c##i = _mm512_fmadd_ps(av, b0, c##i);                                                          \
+    d##i = _mm512_fmadd_ps(av, b1, d##i);
+            CF512_ROWS(STEP)
+#undef STEP
+        }
+    }
+#define STORE(i)                                                                                   \
+    _mm512_storeu_ps(out + i * ldo, c##i);                                                         \
+    _mm512_storeu_ps(out + i * ldo + TILE_N, d##i);
+    CF512_ROWS(STORE)
+#undef STORE
+}
+
+static void bw_micro2_avx512(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
+                             const float *const *xr, int64_t xs, const float *gp0, int64_t gs,
+                             float *acc0, float *acc1) {
+#define DECL(i)                                                                                    \
+    __m512 c##i = _mm512_loadu_ps(acc0 + i * TILE_N), d##i = _mm512_loadu_ps(acc1 + i * TILE_N);
+    CF512_ROWS(DECL)
+#undef DECL
+    for (int64_t q = 0; q < nq; q++) {
+        const int64_t x0 = xo ? xo[q] : 0;
+        const float *a0 = xr[0] + x0, *a1 = xr[1] + x0, *a2 = xr[2] + x0, *a3 = xr[3] + x0,
+                    *a4 = xr[4] + x0, *a5 = xr[5] + x0;
+        const float *gp = gp0 + (go ? go[q] : 0);
+        for (int64_t r = 0, o = 0; r < n; r++, o += xs, gp += gs) {
+            const __m512 b0 = _mm512_loadu_ps(gp), b1 = _mm512_loadu_ps(gp + TILE_N);
+            __m512 av;
+#define STEP(i)                                                                                    \
+    av = _mm512_set1_ps(a##i[o]);                                                                  \
+    c##i = _mm512_fmadd_ps(av, b0, c##i);                                                          \
+    d##i = _mm512_fmadd_ps(av, b1, d##i);
+            CF512_ROWS(STEP)
+#undef STEP
+        }
+    }
+#define STORE(i)                                                                                   \
+    _mm512_storeu_ps(acc0 + i * TILE_N, c##i);                                                     \
+    _mm512_storeu_ps(acc1 + i * TILE_N, d##i);
+    CF512_ROWS(STORE)
+#undef STORE
+}
 #undef CF512_ROWS
 #endif
+
+/* The 6x32 kernels, or NULL where the 6x16 ones run alone. */
+typedef void (*ind_micro2_fn)(int64_t nu, const int32_t *taps, int64_t K,
+                              const float *const *ptrs, const float *wg, int64_t ws,
+                              const float *b32, float *out, int64_t ldo);
+typedef void (*bw_micro2_fn)(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
+                             const float *const *xr, int64_t xs, const float *gp0, int64_t gs,
+                             float *acc0, float *acc1);
+static ind_micro2_fn pick_ind_micro2(void) {
+#if CF_AVX512
+    if (cf_mode == 0) return ind_micro2_avx512;
+#endif
+    return NULL;
+}
+static bw_micro2_fn pick_bw_micro2(void) {
+#if CF_AVX512
+    if (cf_mode == 0) return bw_micro2_avx512;
+#endif
+    return NULL;
+}
 
 static ind_micro_fn pick_ind_micro(void) {
 #if CF_AVX512
