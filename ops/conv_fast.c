@@ -1587,7 +1587,20 @@ static void gw_strides_of(const mft_tensor *gw, int ns, int64_t *s) {
 #define FPTR(t) ((float *)(void *)mft__tensor_ptr(t))
 
 /* src NHWC; dst NHWC or (onchw) NCHW; false: nothing written (onchw only). */
+/* The single-input-channel kernels' geometry (ops/conv_plane.c), or false. */
+static bool plane_geom(const cgeom *g, mft__plane_geom *pg) {
+    if (g->Cin != 1 || g->G != 1 || g->D != 1 || g->OD != 1 || g->K[0] != 1 || cf_mode != 0)
+        return false;
+    *pg = (mft__plane_geom){g->N,   g->H,    g->W,    g->OH,   g->OW,   g->Cout, g->K[1],
+                            g->K[2], g->s[1], g->s[2], g->p[1], g->p[2], g->d[1], g->d[2],
+                            g->w,   {g->ws[0], g->ws[1], g->ws[3], g->ws[4]},
+                            g->bias, g->bstride};
+    return mft__conv_plane_applies(pg);
+}
+
 static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
+    mft__plane_geom pg;
+    if (!onchw && plane_geom(g, &pg) && mft__conv_plane_forward(&pg, x, y)) return true;
     if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 0, x, NULL, y, NULL, onchw);
     return ind_conv(g, false, x, y, onchw, false);
 }
@@ -1597,8 +1610,11 @@ static bool run_bwd_in(const cgeom *g, const float *gy, float *gx, bool onchw) {
 }
 static void run_bwd_w(const cgeom *g, const float *gy, const float *x, float *gw,
                       const int64_t *gws) {
+    mft__plane_geom pg;
     if (cf_mode == 2) {
         direct_nhwc(g, 2, gy, x, gw, gws);
+    } else if (plane_geom(g, &pg) && mft__conv_plane_backward_weight(&pg, gy, x, gw, gws)) {
+        return;
     } else if (is_depthwise(g)) {
         dw_conv(g, 2, gy, x, gw, gws, false);
     } else {

@@ -215,4 +215,23 @@ mft_tensor *mft__agew_ternary(const char *op, const mft_tensor *x, const mft_ten
 mft_status mft__agew_check_into(const char *fn, const mft_tensor *out, int n,
                                 const mft_tensor *const *inputs);
 
+/* ---------------------------------------------------------------- conv_plane.c
+ * F32 NHWC convolution with one input channel (C_in = 1, groups = 1, 2-D;
+ * Note [Single-channel planes]). Sizes as in PyTorch; ws: weight strides
+ * (co, ci, kh, kw); bias NULL or element 0 with stride bstride; gws: grad_w
+ * strides (co, ci, kd, kh, kw). The kernels return false, having written
+ * nothing, when they do not apply (no AVX-512, C_out % 16 != 0) or a scratch
+ * allocation fails; the caller then runs another kernel. */
+typedef struct mft__plane_geom {
+    int64_t N, H, W, OH, OW, Cout, KH, KW, sh, sw, ph, pw, dh, dw;
+    const float *w;
+    int64_t ws[4];
+    const float *bias;
+    int64_t bstride;
+} mft__plane_geom;
+bool mft__conv_plane_applies(const mft__plane_geom *g);
+bool mft__conv_plane_forward(const mft__plane_geom *g, const float *x, float *y);
+bool mft__conv_plane_backward_weight(const mft__plane_geom *g, const float *gy, const float *x,
+                                     float *gw, const int64_t *gws);
+
 #endif

@@ -303,6 +303,12 @@ static void sweep(bool threads) {
         mk2(3, 2, 2, 2, 7, 9, 5, 1, 3, 1, false),   mk2(2, 5, 5, 5, 1, 11, 1, 1, 0, 1, true),
         mk2(2, 3, 6, 3, 1, 1, 3, 1, 1, 1, true),    mk2(2, 4, 4, 4, 9, 8, 3, 2, 1, 1, true),
         mk2(1, 2, 2, 2, 6, 40, 3, 1, 0, 3, false),  mk2(2, 1, 3, 1, 5, 9, 3, 1, 1, 1, true),
+        /* one input channel, C_out % 16 == 0 (ops/conv_plane.c on AVX-512): one and
+         * three 16-blocks, stride, dilation, padding wider than the kernel's reach,
+         * 5x5 (taps in groups of 6 with a remainder), a 1x1 output, width < 6 */
+        mk2(2, 1, 16, 1, 9, 7, 3, 2, 1, 1, true),   mk2(1, 1, 48, 1, 8, 11, 3, 1, 2, 2, false),
+        mk2(2, 1, 32, 1, 9, 10, 5, 2, 0, 1, true),  mk2(3, 1, 32, 1, 3, 3, 3, 1, 0, 1, true),
+        mk2(1, 1, 64, 1, 7, 4, 3, 1, 3, 1, true),   mk2(2, 1, 16, 1, 12, 13, 2, 3, 1, 2, false),
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (int f = 0; f < 2; f++) run_case(&cs[i], fmts[f], fmts[(i + (size_t)f) % 2], threads);
