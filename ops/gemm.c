@@ -56,8 +56,14 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define GEMM_AVX2 1
+#if defined(__AVX512F__)
+#define GEMM_AVX512 1
+#else
+#define GEMM_AVX512 0
+#endif
 #else
 #define GEMM_AVX2 0
+#define GEMM_AVX512 0
 #endif
 
 /* For tests (ops_internal.h is shared; declared here): the reference kernel
@@ -809,6 +815,41 @@ static void micro_f32avx(int64_t kc, const float *restrict ap, const float *rest
 #undef GEMM_STORE_ROW
 }
 
+#if GEMM_AVX512
+/* F32 6 x 32 over two packed 16-wide B strips, one 16-lane register per
+ * row and strip: 8 loads per 12 FMAs (the 6x16 AVX2 kernel: 8 per 12 at
+ * half the width). Each accumulator sees its FMAs in ascending p from zero,
+ * as in micro_f32avx, so both give bit-identical C elements. */
+static void micro2_f32avx512(int64_t kc, const float *restrict ap, const float *restrict bp0,
+                             const float *restrict bp1, float *restrict c, int64_t ldc,
+                             bool acc) {
+#define G512_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define DECL(i) __m512 c##i = _mm512_setzero_ps(), d##i = c##i;
+    G512_ROWS(DECL)
+#undef DECL
+    for (int64_t p = 0; p < kc; p++, ap += 6, bp0 += 16, bp1 += 16) {
+        const __m512 b0 = _mm512_loadu_ps(bp0), b1 = _mm512_loadu_ps(bp1);
+        __m512 av;
+#define STEP(i)                                                                               \
+    av = _mm512_set1_ps(ap[i]);                                                               \
+    c##i = _mm512_fmadd_ps(av, b0, c##i);                                                     \
+    d##i = _mm512_fmadd_ps(av, b1, d##i);
+        G512_ROWS(STEP)
+#undef STEP
+    }
+#define STORE(i)                                                                              \
+    if (acc) {                                                                                \
+        c##i = _mm512_add_ps(_mm512_loadu_ps(c + i * ldc), c##i);                             \
+        d##i = _mm512_add_ps(_mm512_loadu_ps(c + i * ldc + 16), d##i);                        \
+    }                                                                                         \
+    _mm512_storeu_ps(c + i * ldc, c##i);                                                      \
+    _mm512_storeu_ps(c + i * ldc + 16, d##i);
+    G512_ROWS(STORE)
+#undef STORE
+#undef G512_ROWS
+}
+#endif
+
 /* F64: 6 rows x 8 columns = 12 accumulators of 4 doubles. */
 static void micro_f64avx(int64_t kc, const double *restrict ap, const double *restrict bp,
                          double *restrict c, int64_t ldc, bool acc) {
@@ -957,6 +998,9 @@ static void gemm_pack_a6_rows_f32(const float *src, int64_t lds, int64_t kc, flo
 
 #define GEMM_DRIVER(T, S, MR, NR, KC, MC, NC, F32)                                            \
     typedef void (*micro_fn_##S)(int64_t, const T *, const T *, T *, int64_t, bool);          \
+    /* MR x 2NR over two packed B strips (NULL: none) */                                      \
+    typedef void (*micro2_fn_##S)(int64_t, const T *, const T *, const T *, T *, int64_t,     \
+                                  bool);                                                      \
     typedef struct gemm_job_##S {                                                             \
         const T *A, *B;                                                                       \
         T *C;                                                                                 \
@@ -964,6 +1008,7 @@ static void gemm_pack_a6_rows_f32(const float *src, int64_t lds, int64_t kc, flo
         int64_t nitems;                                                                       \
         bool split_n;                                                                         \
         micro_fn_##S micro;                                                                   \
+        micro2_fn_##S micro2;                                                                 \
     } gemm_job_##S;                                                                           \
     /* plain loop for rows [i0, i1) x cols [n0, n1) (allocation failures only) */            \
     static void gemm_plain_##S(const gemm_job_##S *j, int64_t i0, int64_t i1, int64_t n0,     \
@@ -1029,25 +1074,36 @@ static void gemm_pack_a6_rows_f32(const float *src, int64_t lds, int64_t kc, flo
                 for (int64_t ic = i0; ic < i1; ic += MC) {                                    \
                     const int64_t m = i1 - ic < MC ? i1 - ic : MC;                            \
                     gemm_pack_a_##S(j, ic, m, k0, kc, Ap);                                    \
-                    for (int64_t jr = 0; jr < nw; jr += NR) {                                 \
-                        const int64_t nr = nw - jr < NR ? nw - jr : NR;                       \
-                        const T *bs = Bp + jr * kc;                                           \
+                    for (int64_t jr = 0; jr < nw;) {                                          \
+                        /* two full strips side by side: the MR x 2NR kernel if any */        \
+                        const bool two = j->micro2 && nw - jr >= 2 * NR;                      \
                         for (int64_t ir = 0; ir < m; ir += MR) {                              \
                             const int64_t mr = m - ir < MR ? m - ir : MR;                     \
                             const T *as = Ap + ir * kc;                                       \
                             T *cp = j->C + (ic + ir) * j->N + nc0 + jr;                       \
-                            if (mr == MR && nr == NR) {                                       \
-                                j->micro(kc, as, bs, cp, j->N, acc);                          \
-                            } else {                                                          \
+                            if (two && mr == MR) {                                            \
+                                j->micro2(kc, as, Bp + jr * kc, Bp + (jr + NR) * kc, cp,      \
+                                          j->N, acc);                                         \
+                                continue;                                                     \
+                            }                                                                 \
+                            for (int64_t h = 0; h < (two ? 2 : 1); h++) {                     \
+                                const int64_t js = jr + h * NR;                               \
+                                const int64_t nr = nw - js < NR ? nw - js : NR;               \
+                                const T *bs = Bp + js * kc;                                   \
+                                if (mr == MR && nr == NR) {                                   \
+                                    j->micro(kc, as, bs, cp + h * NR, j->N, acc);             \
+                                    continue;                                                 \
+                                }                                                             \
                                 T tile[MR * NR];                                              \
                                 j->micro(kc, as, bs, tile, NR, false);                        \
                                 for (int64_t i = 0; i < mr; i++)                              \
-                                    for (int64_t c = 0; c < nr; c++)                          \
-                                        cp[i * j->N + c] = acc ? cp[i * j->N + c] +           \
-                                                                     tile[i * NR + c]         \
-                                                               : tile[i * NR + c];            \
+                                    for (int64_t c = 0; c < nr; c++) {                        \
+                                        T *d = cp + h * NR + i * j->N + c;                    \
+                                        *d = acc ? *d + tile[i * NR + c] : tile[i * NR + c];  \
+                                    }                                                         \
                             }                                                                 \
                         }                                                                     \
+                        jr += two ? 2 * NR : NR;                                              \
                     }                                                                         \
                 }                                                                             \
             }                                                                                 \
@@ -1096,6 +1152,7 @@ static void gemm_pack_a6_rows_f32(const float *src, int64_t lds, int64_t kc, flo
     typedef struct gemm_batch_##S {                                                           \
         gemm_shape g;                                                                         \
         micro_fn_##S micro;                                                                   \
+        micro2_fn_##S micro2;                                                                 \
     } gemm_batch_##S;                                                                         \
     static void gemm_job_init_##S(const gemm_batch_##S *b, int64_t bi, gemm_job_##S *j) {     \
         int64_t ao, bo;                                                                       \
@@ -1107,6 +1164,7 @@ static void gemm_pack_a6_rows_f32(const float *src, int64_t lds, int64_t kc, flo
         j->M = b->g.M, j->N = b->g.N, j->K = b->g.K;                                          \
         j->ars = b->g.ars, j->acs = b->g.acs, j->bks = b->g.bks, j->bns = b->g.bns;           \
         j->micro = b->micro;                                                                  \
+        j->micro2 = b->micro2;                                                                \
     }                                                                                         \
     static void gemm_batch_range_##S(void *ctx, int64_t begin, int64_t end) {                 \
         const gemm_batch_##S *b = ctx;                                                        \
@@ -1116,10 +1174,12 @@ static void gemm_pack_a6_rows_f32(const float *src, int64_t lds, int64_t kc, flo
             gemm_matrix_##S(&j, false);                                                       \
         }                                                                                     \
     }                                                                                         \
-    static void gemm_run_##S(const mft_kernel_args *a, micro_fn_##S micro) {                  \
+    static void gemm_run_##S(const mft_kernel_args *a, micro_fn_##S micro,                    \
+                             micro2_fn_##S micro2) {                                          \
         gemm_batch_##S b;                                                                     \
         gemm_shape_init(a, &b.g);                                                             \
         b.micro = micro;                                                                      \
+        b.micro2 = micro2;                                                                    \
         if (b.g.batch == 1) {                                                                 \
             gemm_job_##S j;                                                                   \
             gemm_job_init_##S(&b, 0, &j);                                                     \
@@ -1134,23 +1194,28 @@ GEMM_DRIVER(float, f32, 6, 16, 256, 72, 256, 1)
 GEMM_DRIVER(double, f64, 6, 8, 256, 72, 128, 0)
 
 static void matmul_f32(const mft_kernel_args *a) {
-#if GEMM_AVX2
+#if GEMM_AVX512
     if (!gemm_portable) {
-        gemm_run_f32(a, micro_f32avx);
+        gemm_run_f32(a, micro_f32avx, micro2_f32avx512);
+        return;
+    }
+#elif GEMM_AVX2
+    if (!gemm_portable) {
+        gemm_run_f32(a, micro_f32avx, NULL);
         return;
     }
 #endif
-    gemm_run_f32(a, micro_f32c);
+    gemm_run_f32(a, micro_f32c, NULL);
 }
 
 static void matmul_f64(const mft_kernel_args *a) {
 #if GEMM_AVX2
     if (!gemm_portable) {
-        gemm_run_f64(a, micro_f64avx);
+        gemm_run_f64(a, micro_f64avx, NULL);
         return;
     }
 #endif
-    gemm_run_f64(a, micro_f64c);
+    gemm_run_f64(a, micro_f64c, NULL);
 }
 
 /* ---------------------------------------------------------------- kernel table
@@ -1158,7 +1223,10 @@ static void matmul_f64(const mft_kernel_args *a) {
  * CONTIGUOUS result; the reference kernels are reached through
  * mft__gemm_reference. */
 const mft__kernel_def mft__kernels_gemm[] = {
-#if GEMM_AVX2
+#if GEMM_AVX512
+    {MFT__OP_MATMUL, MFT_CONTIGUOUS, MFT_F32, "matmul.f32.packed.avx512", matmul_f32},
+    {MFT__OP_MATMUL, MFT_CONTIGUOUS, MFT_F64, "matmul.f64.packed.avx2", matmul_f64},
+#elif GEMM_AVX2
     {MFT__OP_MATMUL, MFT_CONTIGUOUS, MFT_F32, "matmul.f32.packed.avx2", matmul_f32},
     {MFT__OP_MATMUL, MFT_CONTIGUOUS, MFT_F64, "matmul.f64.packed.avx2", matmul_f64},
 #else
