@@ -23,13 +23,16 @@ atomic_llong mft__live_storage_count = 0;
  * from the top of the heap and gives them back to the OS on free (munmap,
  * trim), so every iteration of a training loop page-faulted its activations
  * in again: measured 1537 faults and 7.6 ms for a depthwise conv whose
- * kernel needs 1.3 ms. Large sizes are rounded up to 64 KiB so that slightly
- * different sizes share blocks. Eviction: the oldest entry. A spin lock
- * guards the table (held for a scan of 32 entries, never during malloc/free
- * of a block that is not evicted). */
-#define CACHE_MIN ((size_t)256 << 10)
-#define CACHE_ROUND ((size_t)64 << 10)
-#define CACHE_SLOTS 32
+ * kernel needs 1.3 ms. The threshold is 64 KiB, below glibc's 128 KiB mmap
+ * threshold: kernels' mid-sized scratch buffers (a 230 KB padded input of a
+ * first conv layer) page-faulted on every call with a 256 KiB one. Large
+ * sizes are rounded up to 16 KiB so that slightly different sizes share
+ * blocks. Eviction: the oldest entry. A spin lock guards the table (held for
+ * a scan of 64 entries, never during malloc/free of a block that is not
+ * evicted). */
+#define CACHE_MIN ((size_t)64 << 10)
+#define CACHE_ROUND ((size_t)16 << 10)
+#define CACHE_SLOTS 64
 
 typedef struct raw_head {
     void *raw;
