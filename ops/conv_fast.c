@@ -227,6 +227,69 @@ static inline int64_t ind_src_pixel(const ind_job *j, int64_t q, int64_t t) {
     return ((n * j->sD + sp[0]) * j->sH + sp[1]) * j->sW + sp[2];
 }
 
+/* The source pixels of tile tl (dst pixels tl*6 ..): px[u*6 + i] for its
+ * u-th tap with any source pixel inside (-1: padding, or a backward tap that
+ * no strided grad_y pixel reaches), those taps' indices in tp; returns how
+ * many. Positions are stepped, not divided, from the tile's first pixel;
+ * forward and unit-stride backward need one unsigned compare per dim. */
+static int64_t ind_tile(const ind_job *j, int64_t tl, int64_t *px, int32_t *tp) {
+    const cgeom *g = j->g;
+    const int64_t ssz[3] = {j->sD, j->sH, j->sW};
+    const bool unit = !j->bwd || (g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1);
+    int64_t b[TILE_M][3], nb[TILE_M];
+    bool pv[TILE_M];
+    const int64_t q0 = tl * TILE_M;
+    int64_t r = q0 / j->dW, c = q0 % j->dW;
+    int64_t h = r % j->dH, a = (r / j->dH) % j->dD, n = r / (j->dH * j->dD);
+    for (int i = 0; i < TILE_M; i++) {
+        pv[i] = q0 + i < j->P;
+        const int64_t pos[3] = {a, h, c};
+        for (int dd = 0; dd < 3; dd++)
+            b[i][dd] = j->bwd ? pos[dd] + g->p[dd] : pos[dd] * g->s[dd] - g->p[dd];
+        nb[i] = n * j->sD;
+        if (++c == j->dW) {
+            c = 0;
+            if (++h == j->dH) {
+                h = 0;
+                if (++a == j->dD) {
+                    a = 0;
+                    n++;
+                }
+            }
+        }
+    }
+    const int64_t sgn = j->bwd ? -1 : 1;
+    int64_t u = 0, kk[3] = {0, 0, 0};
+    for (int64_t t = 0; t < g->T; t++) {
+        const int64_t o[3] = {sgn * kk[0] * g->d[0], sgn * kk[1] * g->d[1], sgn * kk[2] * g->d[2]};
+        bool any = false;
+        for (int i = 0; i < TILE_M; i++) {
+            int64_t sp = -1, v[3] = {b[i][0] + o[0], b[i][1] + o[1], b[i][2] + o[2]};
+            bool ok = pv[i];
+            if (ok && !unit)
+                for (int dd = 0; dd < 3; dd++)
+                    if (g->s[dd] != 1) {
+                        if (v[dd] < 0 || v[dd] % g->s[dd]) ok = false;
+                        v[dd] /= g->s[dd];
+                    }
+            ok = ok && (uint64_t)v[0] < (uint64_t)ssz[0] && (uint64_t)v[1] < (uint64_t)ssz[1] &&
+                 (uint64_t)v[2] < (uint64_t)ssz[2];
+            if (ok) sp = ((nb[i] + v[0]) * j->sH + v[1]) * j->sW + v[2];
+            px[u * TILE_M + i] = sp;
+            any |= ok;
+        }
+        if (any) tp[u++] = (int32_t)t;
+        if (++kk[2] == g->K[2]) {
+            kk[2] = 0;
+            if (++kk[1] == g->K[1]) {
+                kk[1] = 0;
+                kk[0]++;
+            }
+        }
+    }
+    return u;
+}
+
 static void ind_range(void *ctx, int64_t begin, int64_t end) {
     const ind_job *j = ctx;
     const cgeom *g = j->g;
@@ -270,7 +333,6 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
             continue;
         }
         int64_t nu[TILES_PER_ITEM];
-        const int64_t ssz[3] = {j->sD, j->sH, j->sW};
         for (int64_t tl = t0; tl < t1; tl++) {
             const int64_t li = tl - t0;
             int64_t *px = pix + li * T * TILE_M;
@@ -284,57 +346,7 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                 nu[li] = 1;
                 continue;
             }
-            /* the tile's pixels: image base and (d, h, w) positions */
-            int64_t base[TILE_M], pos[TILE_M][3];
-            bool pv[TILE_M];
-            for (int i = 0; i < TILE_M; i++) {
-                const int64_t q = tl * TILE_M + i;
-                pv[i] = q < j->P;
-                int64_t r = q, c = r % j->dW;
-                r /= j->dW;
-                int64_t b = r % j->dH;
-                r /= j->dH;
-                pos[i][0] = r % j->dD;
-                pos[i][1] = b;
-                pos[i][2] = c;
-                base[i] = (r / j->dD) * j->sD;
-            }
-            int64_t u = 0, kk[3] = {0, 0, 0};
-            for (int64_t t = 0; t < T; t++) {
-                bool any = false;
-                for (int i = 0; i < TILE_M; i++) {
-                    int64_t sp = -1;
-                    if (pv[i]) {
-                        int64_t v[3];
-                        bool ok = true;
-                        for (int dd = 0; dd < 3; dd++) {
-                            if (!j->bwd) {
-                                v[dd] = pos[i][dd] * g->s[dd] - g->p[dd] + kk[dd] * g->d[dd];
-                            } else {
-                                int64_t w = pos[i][dd] + g->p[dd] - kk[dd] * g->d[dd];
-                                if (g->s[dd] != 1) {
-                                    if (w < 0 || w % g->s[dd]) ok = false;
-                                    w /= g->s[dd];
-                                }
-                                v[dd] = w;
-                            }
-                            ok &= v[dd] >= 0 && v[dd] < ssz[dd];
-                        }
-                        if (ok) sp = ((base[i] + v[0]) * j->sH + v[1]) * j->sW + v[2];
-                    }
-                    px[u * TILE_M + i] = sp;
-                    any |= sp >= 0;
-                }
-                if (any) tp[u++] = (int32_t)t;
-                if (++kk[2] == g->K[2]) {
-                    kk[2] = 0;
-                    if (++kk[1] == g->K[1]) {
-                        kk[1] = 0;
-                        kk[0]++;
-                    }
-                }
-            }
-            nu[li] = u;
+            nu[li] = ind_tile(j, tl, px, tp);
         }
         for (int64_t gg = 0; gg < g->G; gg++) {
             for (int64_t tl = t0; tl < t1; tl++) {
