@@ -32,7 +32,6 @@ Exit status: 0 ok, 1 a C benchmark failed, 2 usage / PyTorch missing.
 """
 
 import argparse
-import glob
 import importlib.util
 import json
 import os
@@ -65,11 +64,12 @@ def load_peer(fam: str):
 
 
 def find_binary(fam: str) -> Optional[str]:
-    for d in sorted(glob.glob(os.path.join(REPO, "build*", "bench"))):
-        p = os.path.join(d, "bench_%s" % fam)
-        if os.access(p, os.X_OK):
-            return p
-    return None
+    """build/bench/bench_<fam>, else the newest optimised build without
+    sanitizers (compare_pytorch.find_binary: a plain sorted glob picked
+    build-asan/ first, and timed AddressSanitizer code)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import compare_pytorch  # noqa: E402 (the shared chooser, imported on use)
+    return compare_pytorch.find_binary("bench_%s" % fam, None)
 
 
 def run_c(binary: str, threads: int, reps: int) -> Dict[str, dict]:
