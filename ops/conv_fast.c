@@ -1860,17 +1860,22 @@ typedef struct pwb_job {
     const int64_t *gws;
     int64_t nbi;
     bw_micro_fn micro;
+    bw_micro2_fn micro2; /* NULL: 16 input channels per call only */
 } pwb_job;
 
 static void pwb_range(void *ctx, int64_t begin, int64_t end) {
     const pwb_job *j = ctx;
     const cgeom *g = j->g;
     const int64_t T = g->T, Mp = cdiv(g->Cgo, TILE_M) * TILE_M, So = g->OD * g->OH * g->OW;
-    float *acc = mft__alloc((size_t)(T * Mp * TILE_N) * sizeof(float), 64);
+    const int64_t bpi = j->micro2 ? 2 : 1, nit = cdiv(j->nbi, bpi); /* c_in blocks per item */
+    const int64_t blk = T * Mp * TILE_N;
+    float *acc = mft__alloc((size_t)(bpi * blk) * sizeof(float), 64);
     for (int64_t it = begin; it < end; it++) {
-        const int64_t gg = it / j->nbi, cb = it % j->nbi;
+        const int64_t gg = it / nit, cb = (it % nit) * bpi;
+        const int64_t nblk = j->nbi - cb < bpi ? j->nbi - cb : bpi;
         const int64_t ci0 = gg * g->Cgi + cb * TILE_N;
-        const int64_t cols = g->Cgi - cb * TILE_N < TILE_N ? g->Cgi - cb * TILE_N : TILE_N;
+        const int64_t cols = g->Cgi - cb * TILE_N < nblk * TILE_N ? g->Cgi - cb * TILE_N
+                                                                  : nblk * TILE_N;
         if (!acc) { /* out of memory: plain loops */
             for (int64_t co = 0; co < g->Cgo; co++)
                 for (int64_t c = 0; c < cols; c++)
@@ -1899,7 +1904,7 @@ static void pwb_range(void *ctx, int64_t begin, int64_t end) {
                     }
             continue;
         }
-        memset(acc, 0, (size_t)(T * Mp * TILE_N) * sizeof(float));
+        memset(acc, 0, (size_t)(nblk * blk) * sizeof(float));
         const int64_t xs = g->s[2] * g->Cin;
         for (int64_t n = 0; n < g->N; n++)
             for (int64_t od = 0; od < g->OD; od++)
@@ -1924,8 +1929,11 @@ static void pwb_range(void *ctx, int64_t begin, int64_t end) {
                                 const int64_t co = m0 + i < g->Cgo ? m0 + i : g->Cgo - 1;
                                 rows[i] = gyr + co * So + lo;
                             }
-                            j->micro(1, NULL, NULL, hi - lo, rows, 1, xr, xs,
-                                     acc + (t * Mp + m0) * TILE_N);
+                            float *a0 = acc + (t * Mp + m0) * TILE_N;
+                            if (nblk == 2)
+                                j->micro2(1, NULL, NULL, hi - lo, rows, 1, xr, xs, a0, a0 + blk);
+                            else
+                                j->micro(1, NULL, NULL, hi - lo, rows, 1, xr, xs, a0);
                         }
                     }
                 }
@@ -1936,7 +1944,7 @@ static void pwb_range(void *ctx, int64_t begin, int64_t end) {
                                   kd = t / (g->K[2] * g->K[1]);
                     j->gw[(gg * g->Cgo + co) * j->gws[0] + (cb * TILE_N + c) * j->gws[1] +
                           kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] =
-                        acc[(t * Mp + co) * TILE_N + c];
+                        acc[(c / TILE_N) * blk + (t * Mp + co) * TILE_N + c % TILE_N];
                 }
     }
     mft__free(acc);
@@ -1983,9 +1991,17 @@ static void pwbc_range(void *ctx, int64_t begin, int64_t end) {
                         const int64_t co = m0 + i < g->Cgo ? m0 + i : g->Cgo - 1;
                         rows[i] = gyr + co * So + lo;
                     }
-                    for (int64_t cb = 0; cb < j->nbi; cb++)
-                        j->micro(1, NULL, NULL, hi - lo, rows, 1, xr0 + cb * TILE_N, xs,
-                                 acc + ((cb * T + t) * Mp + m0) * TILE_N);
+                    for (int64_t cb = 0; cb < j->nbi;) {
+                        float *a0 = acc + ((cb * T + t) * Mp + m0) * TILE_N;
+                        if (j->micro2 && cb + 1 < j->nbi) { /* 32 input channels */
+                            j->micro2(1, NULL, NULL, hi - lo, rows, 1, xr0 + cb * TILE_N, xs, a0,
+                                      a0 + T * Mp * TILE_N);
+                            cb += 2;
+                        } else {
+                            j->micro(1, NULL, NULL, hi - lo, rows, 1, xr0 + cb * TILE_N, xs, a0);
+                            cb++;
+                        }
+                    }
                 }
             }
         }
@@ -2063,7 +2079,7 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
         if (xt) {
             transpose(FPTR(a->inputs[1]), xt, g.N, g.Cin, Si, true);
             pwb_job pj = {&g, FPTR(a->inputs[0]), xt, FPTR(a->outputs[0]), gws,
-                          cdiv(g.Cgi, TILE_N), pick_bw_micro()};
+                          cdiv(g.Cgi, TILE_N), pick_bw_micro(), pick_bw_micro2()};
             pwbc_job c;
             c.b = &pj;
             c.rows = g.N * g.OD * g.OH;
@@ -2078,7 +2094,7 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
                 mft__parallel_for(0, g.G * pj.nbi, 1, pwbc_reduce, &c);
                 mft__free(c.part);
             } else {
-                mft__parallel_for(0, g.G * pj.nbi, 1, pwb_range, &pj);
+                mft__parallel_for(0, g.G * cdiv(pj.nbi, pj.micro2 ? 2 : 1), 1, pwb_range, &pj);
             }
             mft__free(xt);
             return;
