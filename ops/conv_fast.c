@@ -1607,12 +1607,14 @@ static bool plane_geom(const cgeom *g, mft__plane_geom *pg) {
                             g->K[2], g->s[1], g->s[2], g->p[1], g->p[2], g->d[1], g->d[2],
                             g->w,   {g->ws[0], g->ws[1], g->ws[3], g->ws[4]},
                             g->bias, g->bstride};
-    return mft__conv_plane_applies(pg);
+    return true;
 }
 
 static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
     mft__plane_geom pg;
-    if (!onchw && plane_geom(g, &pg) && mft__conv_plane_forward(&pg, x, y)) return true;
+    if (!onchw && plane_geom(g, &pg) && mft__conv_plane_applies(&pg) &&
+        mft__conv_plane_forward(&pg, x, y))
+        return true;
     if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 0, x, NULL, y, NULL, onchw);
     return ind_conv(g, false, x, y, onchw, false);
 }
@@ -1625,7 +1627,8 @@ static void run_bwd_w(const cgeom *g, const float *gy, const float *x, float *gw
     mft__plane_geom pg;
     if (cf_mode == 2) {
         direct_nhwc(g, 2, gy, x, gw, gws);
-    } else if (plane_geom(g, &pg) && mft__conv_plane_backward_weight(&pg, gy, x, gw, gws)) {
+    } else if (plane_geom(g, &pg) && mft__conv_plane_applies(&pg) &&
+               mft__conv_plane_backward_weight(&pg, gy, x, gw, gws)) {
         return;
     } else if (is_depthwise(g)) {
         dw_conv(g, 2, gy, x, gw, gws, false);
@@ -2040,6 +2043,8 @@ static void conv_nchw_run(const mft_kernel_args *a, bool bwd) {
                   : geom_of(a, a->inputs[0], a->outputs[0], a->inputs[1]);
     const float *src = FPTR(a->inputs[0]);
     float *dst = FPTR(a->outputs[0]);
+    mft__plane_geom pg; /* one input channel: ops/conv_plane.c */
+    if (!bwd && plane_geom(&g, &pg) && mft__conv_plane_forward_nchw(&pg, src, dst)) return;
     if (dwn_conv(&g, kind, src, NULL, dst, NULL)) return;
     if (cf_mode != 2 && is_pointwise(&g) && !is_depthwise(&g) && pw_conv(&g, bwd, src, dst))
         return;
@@ -2068,6 +2073,11 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
     g.bias = NULL;
     int64_t gws[5];
     gw_strides_of(a->outputs[0], ((const mft_conv_params *)a->params)->nspatial, gws);
+    mft__plane_geom pg; /* one input channel: ops/conv_plane.c */
+    if (plane_geom(&g, &pg) && mft__conv_plane_backward_weight_nchw(&pg, FPTR(a->inputs[0]),
+                                                                     FPTR(a->inputs[1]),
+                                                                     FPTR(a->outputs[0]), gws))
+        return;
     if (dwn_conv(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws))
         return;
     const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;

@@ -1,6 +1,6 @@
-/* ops/conv_plane.c — F32 NHWC convolution kernels for one input channel
- * (C_in = 1, groups = 1, 2-D: the first layer of a grayscale CNN), forward
- * and backward_weight, for AVX-512 builds. ops/conv_fast.c calls them
+/* ops/conv_plane.c — F32 convolution kernels for one input channel (C_in =
+ * 1, groups = 1, 2-D: the first layer of a grayscale CNN), forward and
+ * backward_weight, NHWC and NCHW outputs, for AVX-512 builds. ops/conv_fast.c calls them
  * before its depthwise kernels (which cover C_in = 1 too, as groups ==
  * C_in, but run load-bound there: one broadcast and one weight load per
  * FMA).
@@ -59,14 +59,17 @@ static void cp_pad_range(void *ctx, int64_t begin, int64_t end) {
             if (r >= p->PH) break;
             const int64_t c0 = g->pw, len = g->W < p->PW - c0 ? g->W : p->PW - c0;
             if (len > 0)
-                memcpy(o + r * p->PW + c0, p->x + (n * g->H + h) * g->W, (size_t)len * sizeof(float));
+                memcpy(o + r * p->PW + c0, p->x + (n * g->H + h) * g->W,
+                       (size_t)len * sizeof(float));
         }
     }
 }
 
-/* Pads x into a new scratch buffer; NULL when out of memory. */
-static float *cp_planes(const mft__plane_geom *g, const float *x, int64_t *PH, int64_t *PW) {
-    const int64_t owr = cp_cdiv(g->OW, CP_ROWS) * CP_ROWS;
+/* Pads x into a new scratch buffer whose rows cover OW rounded up to a
+ * multiple of `round` output columns; NULL when out of memory. */
+static float *cp_planes(const mft__plane_geom *g, const float *x, int64_t round, int64_t *PH,
+                        int64_t *PW) {
+    const int64_t owr = cp_cdiv(g->OW, round) * round;
     *PH = (g->OH - 1) * g->sh + (g->KH - 1) * g->dh + 1;
     *PW = (owr - 1) * g->sw + (g->KW - 1) * g->dw + 1;
     if (*PH < g->H + g->ph) *PH = g->H + g->ph;
@@ -86,8 +89,8 @@ typedef struct cp_job {
     const float *wp;     /* forward: [Cout/16][T][16] */
     const float *bias;   /* forward: [Cout] */
     float *y;
-    const float *gy;     /* backward_weight */
-    float *part;         /* backward_weight: [CP_CHUNKS][T][Cout] */
+    const float *gy; /* backward_weight */
+    float *part;     /* backward_weight: [CP_CHUNKS][T][Cout] */
     int64_t nch, rows;
 } cp_job;
 
@@ -228,6 +231,160 @@ static int64_t *cp_taps(const mft__plane_geom *g, int64_t PW) {
         for (int64_t kw = 0; kw < g->KW; kw++) toff[kh * g->KW + kw] = kh * g->dh * PW + kw * g->dw;
     return toff;
 }
+/* ---------------------------------------------------------------- NCHW
+ * Unit W stride only: 16 output columns of one channel per register, so a
+ * tap's inputs are one unaligned load from the padded row. Forward: per
+ * output row, 4 output channels at a time (4 FMA chains) over the taps,
+ * each tap's input vector loaded once per 4 channels and its weights
+ * broadcast. backward_weight: per chunk of output rows and per output
+ * channel, up to CP_TAPS taps' accumulators stay in registers over the
+ * chunk's rows (grad_y row vector loaded once per tap group); the lanes are
+ * summed in a fixed order at the end. */
+#define CP_TAPS 9 /* the accumulators of CP_T */
+
+static void cp_fwd_nchw_range(void *ctx, int64_t begin, int64_t end) {
+    const cp_job *j = ctx;
+    const mft__plane_geom *g = j->g;
+    const int64_t T = j->T, S = g->OH * g->OW;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / g->OH, oh = r % g->OH;
+        const float *row = j->pb + n * j->PH * j->PW + oh * g->sh * j->PW;
+        float *yr = j->y + n * g->Cout * S + oh * g->OW;
+        for (int64_t ow = 0; ow < g->OW; ow += 16) {
+            const int64_t nv = g->OW - ow < 16 ? g->OW - ow : 16;
+            const __mmask16 m = (__mmask16)((1u << nv) - 1u);
+            for (int64_t co = 0; co < g->Cout; co += 4) {
+                const float *w = j->wp + co * T; /* [Cout rounded to 4][T] */
+                __m512 a0 = _mm512_set1_ps(j->bias[co]), a1 = _mm512_set1_ps(j->bias[co + 1]),
+                       a2 = _mm512_set1_ps(j->bias[co + 2]), a3 = _mm512_set1_ps(j->bias[co + 3]);
+                for (int64_t t = 0; t < T; t++) {
+                    const __m512 xv = _mm512_loadu_ps(row + j->toff[t] + ow);
+                    a0 = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[t]), a0);
+                    a1 = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[T + t]), a1);
+                    a2 = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[2 * T + t]), a2);
+                    a3 = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[3 * T + t]), a3);
+                }
+                float *o = yr + co * S + ow;
+                _mm512_mask_storeu_ps(o, m, a0);
+                if (co + 1 < g->Cout) _mm512_mask_storeu_ps(o + S, m, a1);
+                if (co + 2 < g->Cout) _mm512_mask_storeu_ps(o + 2 * S, m, a2);
+                if (co + 3 < g->Cout) _mm512_mask_storeu_ps(o + 3 * S, m, a3);
+            }
+        }
+    }
+}
+
+static void cp_bw_nchw_range(void *ctx, int64_t begin, int64_t end) {
+    const cp_job *j = ctx;
+    const mft__plane_geom *g = j->g;
+    const int64_t T = j->T, S = g->OH * g->OW;
+#define CP_T(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
+    for (int64_t ch = begin; ch < end; ch++) {
+        float *part = j->part + ch * g->Cout * T * 16; /* [Cout][T][16] */
+        memset(part, 0, (size_t)(g->Cout * T * 16) * sizeof(float));
+        const int64_t c0 = ch * j->rows / j->nch, c1 = (ch + 1) * j->rows / j->nch;
+        /* the chunk's rows image by image, so that grad_y is read in memory
+         * order (channel planes of an image are adjacent) */
+        for (int64_t r0 = c0, r1; r0 < c1; r0 = r1) {
+            r1 = (r0 / g->OH + 1) * g->OH < c1 ? (r0 / g->OH + 1) * g->OH : c1;
+            for (int64_t co = 0; co < g->Cout; co++)
+                for (int64_t t0 = 0; t0 < T; t0 += CP_TAPS) {
+                    const int64_t nt = T - t0 < CP_TAPS ? T - t0 : CP_TAPS;
+                    /* taps >= nt reuse the group's first offset; their sums are dropped */
+                    const int64_t *tf = j->toff + t0;
+                    float *pp = part + (co * T + t0) * 16;
+#define DECL(i)                                                                                    \
+    __m512 acc##i = i < nt ? _mm512_loadu_ps(pp + i * 16) : _mm512_setzero_ps();                   \
+    const int64_t o##i = tf[i < nt ? i : 0];
+                    CP_T(DECL)
+#undef DECL
+                    for (int64_t r = r0; r < r1; r++) {
+                        const int64_t n = r / g->OH, oh = r % g->OH;
+                        const float *row = j->pb + n * j->PH * j->PW + oh * g->sh * j->PW;
+                        const float *gr = j->gy + (n * g->Cout + co) * S + oh * g->OW;
+                        for (int64_t ow = 0; ow < g->OW; ow += 16) {
+                            const int64_t nv = g->OW - ow < 16 ? g->OW - ow : 16;
+                            const __m512 gv =
+                                _mm512_maskz_loadu_ps((__mmask16)((1u << nv) - 1u), gr + ow);
+                            const float *p = row + ow;
+#define STEP(i) acc##i = _mm512_fmadd_ps(gv, _mm512_loadu_ps(p + o##i), acc##i);
+                            CP_T(STEP)
+#undef STEP
+                        }
+                    }
+#define STORE(i)                                                                                   \
+    if (i < nt) _mm512_storeu_ps(pp + i * 16, acc##i);
+                    CP_T(STORE)
+#undef STORE
+                }
+        }
+    }
+#undef CP_T
+}
+#undef CP_TAPS
+
+bool mft__conv_plane_forward_nchw(const mft__plane_geom *g, const float *x, float *y) {
+    if (g->sw != 1 || g->Cout <= 0 || g->N <= 0 || g->OH <= 0 || g->OW <= 0) return false;
+    const int64_t T = g->KH * g->KW, Cr = cp_cdiv(g->Cout, 4) * 4;
+    int64_t PH, PW;
+    float *wp = mft__alloc((size_t)(Cr * T + Cr) * sizeof(float) + 64, 64);
+    if (!wp) return false;
+    float *bias = wp + Cr * T;
+    float *pb = cp_planes(g, x, 16, &PH, &PW);
+    int64_t *toff = pb ? cp_taps(g, PW) : NULL;
+    if (!pb || !toff) {
+        mft__free(wp);
+        mft__free(pb);
+        return false;
+    }
+    for (int64_t co = 0; co < Cr; co++) {
+        for (int64_t t = 0; t < T; t++)
+            wp[co * T + t] =
+                co < g->Cout ? g->w[co * g->ws[0] + (t / g->KW) * g->ws[2] + (t % g->KW) * g->ws[3]]
+                             : 0.0f;
+        bias[co] = co < g->Cout && g->bias ? g->bias[co * g->bstride] : 0.0f;
+    }
+    cp_job j = {g, pb, PH, PW, T, toff, wp, bias, y, NULL, NULL, 0, 0};
+    mft__parallel_for(0, g->N * g->OH, 4, cp_fwd_nchw_range, &j);
+    mft__free(toff);
+    mft__free(pb);
+    mft__free(wp);
+    return true;
+}
+
+bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float *gy, const float *x,
+                                          float *gw, const int64_t *gws) {
+    if (g->sw != 1 || g->Cout <= 0 || g->N <= 0 || g->OH <= 0 || g->OW <= 0) return false;
+    const int64_t T = g->KH * g->KW, rows = g->N * g->OH;
+    const int64_t nch = rows < CP_CHUNKS ? rows : CP_CHUNKS;
+    int64_t PH, PW;
+    float *part = mft__alloc((size_t)(nch * g->Cout * T * 16) * sizeof(float) + 64, 64);
+    if (!part) return false;
+    float *pb = cp_planes(g, x, 16, &PH, &PW);
+    int64_t *toff = pb ? cp_taps(g, PW) : NULL;
+    if (!pb || !toff) {
+        mft__free(part);
+        mft__free(pb);
+        return false;
+    }
+    cp_job j = {g, pb, PH, PW, T, toff, NULL, NULL, NULL, gy, part, nch, rows};
+    mft__parallel_for(0, nch, 1, cp_bw_nchw_range, &j);
+    for (int64_t co = 0; co < g->Cout; co++)
+        for (int64_t t = 0; t < T; t++) {
+            float s = 0.0f;
+            for (int64_t c = 0; c < nch; c++) {
+                const float *v = part + ((c * g->Cout + co) * T + t) * 16;
+                float l = 0.0f;
+                for (int k = 0; k < 16; k++) l += v[k];
+                s += l;
+            }
+            gw[co * gws[0] + (t / g->KW) * gws[3] + (t % g->KW) * gws[4]] = s;
+        }
+    mft__free(toff);
+    mft__free(pb);
+    mft__free(part);
+    return true;
+}
 #endif
 
 bool mft__conv_plane_forward(const mft__plane_geom *g, const float *x, float *y) {
@@ -238,7 +395,7 @@ bool mft__conv_plane_forward(const mft__plane_geom *g, const float *x, float *y)
     float *wp = mft__alloc((size_t)(T * g->Cout + g->Cout) * sizeof(float) + 64, 64);
     if (!wp) return false;
     float *bias = wp + T * g->Cout;
-    float *pb = cp_planes(g, x, &PH, &PW);
+    float *pb = cp_planes(g, x, CP_ROWS, &PH, &PW);
     int64_t *toff = pb ? cp_taps(g, PW) : NULL;
     if (!pb || !toff) {
         mft__free(wp);
@@ -273,7 +430,7 @@ bool mft__conv_plane_backward_weight(const mft__plane_geom *g, const float *gy, 
     int64_t PH, PW;
     float *part = mft__alloc((size_t)(nch * T * g->Cout) * sizeof(float) + 64, 64);
     if (!part) return false;
-    float *pb = cp_planes(g, x, &PH, &PW);
+    float *pb = cp_planes(g, x, CP_ROWS, &PH, &PW);
     int64_t *toff = pb ? cp_taps(g, PW) : NULL;
     if (!pb || !toff) {
         mft__free(part);
@@ -297,3 +454,15 @@ bool mft__conv_plane_backward_weight(const mft__plane_geom *g, const float *gy, 
     return false;
 #endif
 }
+
+#if !CP_AVX512
+bool mft__conv_plane_forward_nchw(const mft__plane_geom *g, const float *x, float *y) {
+    (void)g, (void)x, (void)y;
+    return false;
+}
+bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float *gy, const float *x,
+                                          float *gw, const int64_t *gws) {
+    (void)g, (void)gy, (void)x, (void)gw, (void)gws;
+    return false;
+}
+#endif

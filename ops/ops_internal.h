@@ -220,8 +220,9 @@ mft_status mft__agew_check_into(const char *fn, const mft_tensor *out, int n,
  * Note [Single-channel planes]). Sizes as in PyTorch; ws: weight strides
  * (co, ci, kh, kw); bias NULL or element 0 with stride bstride; gws: grad_w
  * strides (co, ci, kd, kh, kw). The kernels return false, having written
- * nothing, when they do not apply (no AVX-512, C_out % 16 != 0) or a scratch
- * allocation fails; the caller then runs another kernel. */
+ * nothing, when they do not apply (no AVX-512; NHWC: C_out % 16 != 0; NCHW:
+ * W stride != 1) or a scratch allocation fails; the caller then runs
+ * another kernel. */
 typedef struct mft__plane_geom {
     int64_t N, H, W, OH, OW, Cout, KH, KW, sh, sw, ph, pw, dh, dw;
     const float *w;
@@ -233,5 +234,10 @@ bool mft__conv_plane_applies(const mft__plane_geom *g);
 bool mft__conv_plane_forward(const mft__plane_geom *g, const float *x, float *y);
 bool mft__conv_plane_backward_weight(const mft__plane_geom *g, const float *gy, const float *x,
                                      float *gw, const int64_t *gws);
+/* The same with NCHW y / grad_y (x is one plane either way); unit W stride
+ * only, any C_out. */
+bool mft__conv_plane_forward_nchw(const mft__plane_geom *g, const float *x, float *y);
+bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float *gy,
+                                          const float *x, float *gw, const int64_t *gws);
 
 #endif
