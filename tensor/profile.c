@@ -211,14 +211,14 @@ size_t mft_profile_table(char *buf, size_t len) {
         total_ns += e->t1 - e->t0;
     }
     if (nk > 1) qsort(rows, (size_t)nk, sizeof *rows, prof_by_time);
-    const int width = 148;
-    prof_printf(&o, "%-22s %-44s %-24s %6s %10s %10s %6s %10s %5s\n", "op", "kernel",
+    const int width = 156;
+    prof_printf(&o, "%-22s %-52s %-24s %6s %10s %10s %6s %10s %5s\n", "op", "kernel",
                 "format in -> out", "calls", "total ms", "mean us", "%", "MB moved", "conv");
     prof_rule(&o, width);
     for (int64_t r = 0; r < nk; r++) {
         char fmt[48];
         snprintf(fmt, sizeof fmt, "%s -> %s", rows[r].in, rows[r].out);
-        prof_printf(&o, "%-22.22s %-44.44s %-24.24s %6lld %10.3f %10.2f %6.1f %10.2f %5lld\n",
+        prof_printf(&o, "%-22.22s %-52.52s %-24.24s %6lld %10.3f %10.2f %6.1f %10.2f %5lld\n",
                     rows[r].op, rows[r].kernel, fmt, (long long)rows[r].calls,
                     (double)rows[r].ns * 1e-6, (double)rows[r].ns * 1e-3 / (double)rows[r].calls,
                     total_ns ? 100.0 * (double)rows[r].ns / (double)total_ns : 0.0,
