@@ -5,8 +5,9 @@
  * (mft/conv.h). Everything runs on a 3-D geometry (2-D: D = OD = KD = 1).
  *
  * Structure (top to bottom): geometry, the inner kernels (included from
- * ops/conv_fast_kernels.h: 6x16 micro-kernels, AVX2/FMA and portable C of the
- * same tiling; depthwise pixel kernels; 8x8 transpose), the
+ * ops/conv_fast_kernels.h: 6x16 micro-kernels, AVX-512, AVX2/FMA and
+ * portable C of the same tiling, and AVX-512 6x32 ones; depthwise pixel
+ * kernels; 8x8 transpose), the
  * indirect-convolution driver shared by
  * forward and backward_input, the backward_weight driver, depthwise kernels,
  * plain direct loops (the fallback when a scratch allocation fails), the
@@ -20,8 +21,14 @@
  * padding are dropped. The micro-kernel then runs, for each 16-wide block of
  * output channels, over (tap, c_in): broadcast 6 inputs, load 16 packed
  * weights (packed [group][co block][tap][ci][16], zero padded in co), 12
- * FMAs into 12 ymm accumulators initialised with the bias. Edge tiles (fewer
- * than 6 pixels or 16 channels) are written to a scratch tile and copied.
+ * FMAs into 12 ymm accumulators initialised with the bias. With AVX-512,
+ * two adjacent 16-wide blocks run together as one 6x32 tile (same packing:
+ * the second block's weights are one block further; 2 weight loads and 6
+ * broadcasts per 12 FMAs into 12 zmm accumulators, where the 6x16 tile in
+ * zmm registers is load-port bound); a last odd block runs the 6x16 kernel.
+ * Each tile's (tap, pixel) sources are found by stepping the pixel
+ * positions and one unsigned compare per dim (ind_tile). Edge tiles (fewer
+ * than 6 pixels or 16/32 channels) are written to a scratch tile and copied.
  * backward_input is the same kernel with the roles swapped: for each grad_x
  * pixel and tap, the grad_y pixel that read it (or the zero vector), weights
  * packed [group][ci block][tap][co][16].
@@ -29,7 +36,8 @@
  * element is computed by the same instruction sequence at any thread count.
  *
  * Note [backward_weight]
- * Work items are (group, 16-wide block of c_out); an item owns its slice of
+ * Work items are (group, 16-wide block of c_out; with AVX-512 two blocks,
+ * run by the 6x32 backward micro-kernel); an item owns its slice of
  * grad_w (accumulated in a scratch buffer [tap][ci block of 6][6][16]) and
  * sums over every (n, output row) in order: for each tap, the contiguous run
  * of output columns whose input column is inside the image is one call of a
@@ -59,6 +67,10 @@
  * pwb_range); work items are (group, 16 input channels). This is the
  * kernels' internal choice (the dispatcher does no conversion and counts
  * none).
+ *
+ * One input channel (C_in = 1, groups = 1, 2-D), forward and
+ * backward_weight, NHWC and NCHW: ops/conv_plane.c on AVX-512 builds (Note
+ * [Single-channel planes]), else the depthwise kernels below.
  *
  * Note [Depthwise kernels]
  * groups == C_in (one input channel per group, any multiplier; this also

@@ -1,7 +1,8 @@
 /* ops/conv_fast_kernels.h — the inner kernels of ops/conv_fast.c (included
  * by it once, after its tile constants and mode switch): the 6x16
  * indirect-convolution and backward_weight micro-kernels (AVX-512, AVX2/FMA
- * and portable C of the same tiling), the depthwise per-pixel kernel, and the
+ * and portable C of the same tiling) and their AVX-512 6x32 variants over two
+ * column blocks, the depthwise per-pixel kernel, and the
  * blocked 8x8 transpose used by the NCHW kernels. Not a public or shared
  * header. */
 #ifndef MFT_CONV_FAST_KERNELS_H
