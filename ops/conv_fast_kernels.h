@@ -331,6 +331,85 @@ static bw_micro_fn pick_bw_micro(void) {
 
 /* ---------------------------------------------------------------- depthwise pixel */
 #define DW_CHUNK 32
+#if CF_AVX512
+/* Plain depthwise (one input channel per output channel): 64 channels of
+ * one dst pixel (dw512_one) or of two (dw512_two, sharing the weight loads)
+ * in 16-lane registers; even and odd taps in separate accumulators in
+ * dw512_one (8 chains). Streaming stores only where a line is 64-byte
+ * aligned. Return the channels done (a multiple of 64). */
+static inline void dw512_st(float *p, __m512 v, bool nt) {
+    if (nt && ((uintptr_t)p & 63) == 0)
+        _mm512_stream_ps(p, v);
+    else
+        _mm512_storeu_ps(p, v);
+}
+static int64_t dw512_one(float *o, const float *b, const float *const *a, int64_t sh,
+                         const float *const *w, int64_t nu, int64_t dC, bool nt) {
+    int64_t c = 0;
+    for (; c + 64 <= dC; c += 64) {
+        __m512 s0 = _mm512_loadu_ps(b + c), s1 = _mm512_loadu_ps(b + c + 16),
+               s2 = _mm512_loadu_ps(b + c + 32), s3 = _mm512_loadu_ps(b + c + 48);
+        __m512 t0 = _mm512_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+        int64_t u = 0;
+        for (; u + 2 <= nu; u += 2) {
+            const float *p = a[u] + sh + c, *q = a[u + 1] + sh + c, *wp = w[u] + c,
+                        *wq = w[u + 1] + c;
+            s0 = _mm512_fmadd_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(wp), s0);
+            s1 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(wp + 16), s1);
+            s2 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 32), _mm512_loadu_ps(wp + 32), s2);
+            s3 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 48), _mm512_loadu_ps(wp + 48), s3);
+            t0 = _mm512_fmadd_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(wq), t0);
+            t1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16), _mm512_loadu_ps(wq + 16), t1);
+            t2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 32), _mm512_loadu_ps(wq + 32), t2);
+            t3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 48), _mm512_loadu_ps(wq + 48), t3);
+        }
+        if (u < nu) {
+            const float *p = a[u] + sh + c, *wp = w[u] + c;
+            s0 = _mm512_fmadd_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(wp), s0);
+            s1 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(wp + 16), s1);
+            s2 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 32), _mm512_loadu_ps(wp + 32), s2);
+            s3 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 48), _mm512_loadu_ps(wp + 48), s3);
+        }
+        dw512_st(o + c, _mm512_add_ps(s0, t0), nt);
+        dw512_st(o + c + 16, _mm512_add_ps(s1, t1), nt);
+        dw512_st(o + c + 32, _mm512_add_ps(s2, t2), nt);
+        dw512_st(o + c + 48, _mm512_add_ps(s3, t3), nt);
+    }
+    return c;
+}
+static int64_t dw512_two(float *o0, float *o1, const float *b, const float *const *a,
+                         int64_t sh0, int64_t sh1, const float *const *w, int64_t nu, int64_t dC,
+                         bool nt) {
+    int64_t c = 0;
+    for (; c + 64 <= dC; c += 64) {
+        __m512 s0 = _mm512_loadu_ps(b + c), s1 = _mm512_loadu_ps(b + c + 16),
+               s2 = _mm512_loadu_ps(b + c + 32), s3 = _mm512_loadu_ps(b + c + 48);
+        __m512 t0 = s0, t1 = s1, t2 = s2, t3 = s3;
+        for (int64_t u = 0; u < nu; u++) {
+            const float *p = a[u] + sh0 + c, *q = a[u] + sh1 + c, *wu = w[u] + c;
+            const __m512 w0 = _mm512_loadu_ps(wu), w1 = _mm512_loadu_ps(wu + 16),
+                         w2 = _mm512_loadu_ps(wu + 32), w3 = _mm512_loadu_ps(wu + 48);
+            s0 = _mm512_fmadd_ps(_mm512_loadu_ps(p), w0, s0);
+            s1 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16), w1, s1);
+            s2 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 32), w2, s2);
+            s3 = _mm512_fmadd_ps(_mm512_loadu_ps(p + 48), w3, s3);
+            t0 = _mm512_fmadd_ps(_mm512_loadu_ps(q), w0, t0);
+            t1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16), w1, t1);
+            t2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 32), w2, t2);
+            t3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 48), w3, t3);
+        }
+        dw512_st(o0 + c, s0, nt);
+        dw512_st(o0 + c + 16, s1, nt);
+        dw512_st(o0 + c + 32, s2, nt);
+        dw512_st(o0 + c + 48, s3, nt);
+        dw512_st(o1 + c, t0, nt);
+        dw512_st(o1 + c + 16, t1, nt);
+        dw512_st(o1 + c + 32, t2, nt);
+        dw512_st(o1 + c + 48, t3, nt);
+    }
+    return c;
+}
+#endif
 /* One dst pixel (dC channels) of a depthwise conv over nu taps (source
  * pixel a[u], packed weights w[u] of Cout): forward o[c] = b[c] + sum_u
  * a_u[c / mult] * w_u[c]; backward_input o[c] = b[c] + sum_u sum_m
@@ -344,6 +423,9 @@ static void dw_pixel(float *o, const float *b, const float *const *a, int64_t sh
 #define DW_ST(p, v) (nt ? _mm256_stream_ps((p), (v)) : _mm256_storeu_ps((p), (v)))
     if (cf_mode != 1 && (mult == 1 || (!bwd && mult % 8 == 0))) {
         const bool bc = mult != 1;
+#if CF_AVX512
+        if (!bc) c = dw512_one(o, b, a, sh, w, nu, dC, nt); /* then the AVX2 tail */
+#endif
         /* bc: the input channel of the 8-block at c is ci = c / mult
          * (mult % 8 == 0), tracked without divisions */
         int64_t ci = 0, rem = 0;
@@ -468,6 +550,9 @@ static bool dw_pixel2(float *o0, float *o1, const float *b, const float *const *
     if (cf_mode == 1 || !(mult == 1 || (!bwd && mult % 8 == 0))) return false;
     const bool bc = mult != 1;
     int64_t c = 0, ci = 0, rem = 0;
+#if CF_AVX512
+    if (!bc) c = dw512_two(o0, o1, b, a, sh0, sh1, w, nu, dC, nt); /* then the AVX2 tail */
+#endif
 #define DW2_ST(p, v)      (nt ? _mm256_stream_ps((p), (v)) : _mm256_storeu_ps((p), (v)))
 #define DW2_X(au, cc, ii) (bc ? _mm256_broadcast_ss((au) + (ii)) : _mm256_loadu_ps((au) + (cc)))
     for (; c + 32 <= dC; c += 32) {

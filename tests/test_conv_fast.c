@@ -309,6 +309,10 @@ static void sweep(bool threads) {
         mk2(2, 1, 16, 1, 9, 7, 3, 2, 1, 1, true),   mk2(1, 1, 48, 1, 8, 11, 3, 1, 2, 2, false),
         mk2(2, 1, 32, 1, 9, 10, 5, 2, 0, 1, true),  mk2(3, 1, 32, 1, 3, 3, 3, 1, 0, 1, true),
         mk2(1, 1, 64, 1, 7, 4, 3, 1, 3, 1, true),   mk2(2, 1, 16, 1, 12, 13, 2, 3, 1, 2, false),
+        /* depthwise with 64-channel blocks (AVX-512 pixel kernels) and a 16-channel tail;
+         * stride and dilation */
+        mk2(2, 64, 64, 64, 7, 9, 3, 1, 1, 1, true), mk2(1, 80, 80, 80, 6, 5, 3, 1, 1, 1, false),
+        mk2(2, 64, 64, 64, 9, 8, 3, 2, 1, 2, true),
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (int f = 0; f < 2; f++) run_case(&cs[i], fmts[f], fmts[(i + (size_t)f) % 2], threads);
