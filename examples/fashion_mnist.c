@@ -240,6 +240,18 @@ static void counts_add(mft_conversion_counts *acc, mft_conversion_counts c) {
     acc->total += c.total;
 }
 
+/* A report of the library's that prints into a caller's buffer (size_t
+ * fn(char *buf, size_t len), returning the length needed): measure, fill,
+ * print under a title. */
+static void print_report(const char *title, size_t (*fn)(char *, size_t)) {
+    size_t need = fn(NULL, 0);
+    char *buf = malloc(need + 1);
+    if (!buf) return;
+    fn(buf, need + 1);
+    printf("\n%s:\n%s", title, buf);
+    free(buf);
+}
+
 /* Format conversions per training step (forward + backward + update), per
  * cause (Note [Conversions and their causes] in mft/profile.h). */
 static void print_conversions(const mft_conversion_counts *c, int64_t steps) {
@@ -378,23 +390,11 @@ int main(int argc, char **argv) {
         fclose(tsv);
         printf("metrics written to %s\n", o.metrics);
     }
-    if (!rc && o.profile && mft_profile_event_count() > 0) {
-        size_t need = mft_profile_table(NULL, 0);
-        char *buf = malloc(need + 1);
-        if (buf) {
-            mft_profile_table(buf, need + 1);
-            printf("\nprofile of the first epoch's training steps after the first:\n%s", buf);
-            free(buf);
-        }
-    }
+    if (!rc && o.profile && mft_profile_event_count() > 0)
+        print_report("profile of the first epoch's training steps after the first",
+                     mft_profile_table);
     if (!rc && total_steps > 0) {
-        size_t need = mft_dispatch_stats(NULL, 0);
-        char *buf = malloc(need + 1);
-        if (buf) {
-            mft_dispatch_stats(buf, need + 1);
-            printf("\nkernels that ran (training and evaluation, this thread):\n%s", buf);
-            free(buf);
-        }
+        print_report("kernels that ran (training and evaluation, this thread)", mft_dispatch_stats);
         print_conversions(&train_conv, total_steps);
     }
     if (!rc && o.save) {

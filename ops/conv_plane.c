@@ -83,16 +83,48 @@ static float *cp_planes(const mft__plane_geom *g, const float *x, int64_t round,
 
 typedef struct cp_job {
     const mft__plane_geom *g;
-    const float *pb; /* padded planes */
+    float *pb; /* padded planes */
     int64_t PH, PW, T;
-    const int64_t *toff; /* [T] tap offsets in a plane */
-    const float *wp;     /* forward: [Cout/16][T][16] */
-    const float *bias;   /* forward: [Cout] */
+    int64_t *toff;     /* [T] tap offsets in a plane */
+    float *buf;        /* scratch: the packed weights and bias, or the partials */
+    const float *wp;   /* forward: NHWC [Cout/16][T][16], NCHW [Cout rounded to 4][T] */
+    const float *bias; /* forward: [Cout (rounded to 4)] */
     float *y;
     const float *gy; /* backward_weight */
-    float *part;     /* backward_weight: [CP_CHUNKS][T][Cout] */
+    float *part;     /* backward_weight: NHWC [chunk][T][Cout], NCHW [chunk][Cout][T][16] */
     int64_t nch, rows;
 } cp_job;
+
+/* toff[t] for every tap (a new scratch array); NULL when out of memory. */
+static int64_t *cp_taps(const mft__plane_geom *g, int64_t PW) {
+    const int64_t T = g->KH * g->KW;
+    int64_t *toff = mft__alloc((size_t)T * sizeof(int64_t), 64);
+    if (!toff) return NULL;
+    for (int64_t kh = 0; kh < g->KH; kh++)
+        for (int64_t kw = 0; kw < g->KW; kw++) toff[kh * g->KW + kw] = kh * g->dh * PW + kw * g->dw;
+    return toff;
+}
+
+static void cp_close(cp_job *j) {
+    mft__free(j->toff);
+    mft__free(j->pb);
+    mft__free(j->buf);
+}
+
+/* A job on x's padded planes (rows covering OW rounded up to `round`) with
+ * `scratch` floats of scratch in j->buf; false, nothing left allocated, when
+ * out of memory. */
+static bool cp_open(cp_job *j, const mft__plane_geom *g, const float *x, int64_t round,
+                    int64_t scratch) {
+    memset(j, 0, sizeof *j);
+    j->g = g;
+    j->T = g->KH * g->KW;
+    j->buf = mft__alloc((size_t)scratch * sizeof(float) + 64, 64);
+    j->pb = j->buf ? cp_planes(g, x, round, &j->PH, &j->PW) : NULL;
+    j->toff = j->pb ? cp_taps(g, j->PW) : NULL;
+    if (!j->toff) cp_close(j);
+    return j->toff != NULL;
+}
 
 #define CP_R(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
@@ -222,15 +254,6 @@ static void cp_bw_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-/* toff[t] for every tap (a new scratch array); NULL when out of memory. */
-static int64_t *cp_taps(const mft__plane_geom *g, int64_t PW) {
-    const int64_t T = g->KH * g->KW;
-    int64_t *toff = mft__alloc((size_t)T * sizeof(int64_t), 64);
-    if (!toff) return NULL;
-    for (int64_t kh = 0; kh < g->KH; kh++)
-        for (int64_t kw = 0; kw < g->KW; kw++) toff[kh * g->KW + kw] = kh * g->dh * PW + kw * g->dw;
-    return toff;
-}
 /* ---------------------------------------------------------------- NCHW
  * Unit W stride only: 16 output columns of one channel per register, so a
  * tap's inputs are one unaligned load from the padded row. Forward: per
@@ -326,17 +349,9 @@ static void cp_bw_nchw_range(void *ctx, int64_t begin, int64_t end) {
 bool mft__conv_plane_forward_nchw(const mft__plane_geom *g, const float *x, float *y) {
     if (g->sw != 1 || g->Cout <= 0 || g->N <= 0 || g->OH <= 0 || g->OW <= 0) return false;
     const int64_t T = g->KH * g->KW, Cr = cp_cdiv(g->Cout, 4) * 4;
-    int64_t PH, PW;
-    float *wp = mft__alloc((size_t)(Cr * T + Cr) * sizeof(float) + 64, 64);
-    if (!wp) return false;
-    float *bias = wp + Cr * T;
-    float *pb = cp_planes(g, x, 16, &PH, &PW);
-    int64_t *toff = pb ? cp_taps(g, PW) : NULL;
-    if (!pb || !toff) {
-        mft__free(wp);
-        mft__free(pb);
-        return false;
-    }
+    cp_job j;
+    if (!cp_open(&j, g, x, 16, Cr * T + Cr)) return false;
+    float *wp = j.buf, *bias = wp + Cr * T;
     for (int64_t co = 0; co < Cr; co++) {
         for (int64_t t = 0; t < T; t++)
             wp[co * T + t] =
@@ -344,11 +359,9 @@ bool mft__conv_plane_forward_nchw(const mft__plane_geom *g, const float *x, floa
                              : 0.0f;
         bias[co] = co < g->Cout && g->bias ? g->bias[co * g->bstride] : 0.0f;
     }
-    cp_job j = {g, pb, PH, PW, T, toff, wp, bias, y, NULL, NULL, 0, 0};
+    j.wp = wp, j.bias = bias, j.y = y;
     mft__parallel_for(0, g->N * g->OH, 4, cp_fwd_nchw_range, &j);
-    mft__free(toff);
-    mft__free(pb);
-    mft__free(wp);
+    cp_close(&j);
     return true;
 }
 
@@ -357,17 +370,10 @@ bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float 
     if (g->sw != 1 || g->Cout <= 0 || g->N <= 0 || g->OH <= 0 || g->OW <= 0) return false;
     const int64_t T = g->KH * g->KW, rows = g->N * g->OH;
     const int64_t nch = rows < CP_CHUNKS ? rows : CP_CHUNKS;
-    int64_t PH, PW;
-    float *part = mft__alloc((size_t)(nch * g->Cout * T * 16) * sizeof(float) + 64, 64);
-    if (!part) return false;
-    float *pb = cp_planes(g, x, 16, &PH, &PW);
-    int64_t *toff = pb ? cp_taps(g, PW) : NULL;
-    if (!pb || !toff) {
-        mft__free(part);
-        mft__free(pb);
-        return false;
-    }
-    cp_job j = {g, pb, PH, PW, T, toff, NULL, NULL, NULL, gy, part, nch, rows};
+    cp_job j;
+    if (!cp_open(&j, g, x, 16, nch * g->Cout * T * 16)) return false;
+    const float *part = j.part = j.buf;
+    j.gy = gy, j.nch = nch, j.rows = rows;
     mft__parallel_for(0, nch, 1, cp_bw_nchw_range, &j);
     for (int64_t co = 0; co < g->Cout; co++)
         for (int64_t t = 0; t < T; t++) {
@@ -380,9 +386,7 @@ bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float 
             }
             gw[co * gws[0] + (t / g->KW) * gws[3] + (t % g->KW) * gws[4]] = s;
         }
-    mft__free(toff);
-    mft__free(pb);
-    mft__free(part);
+    cp_close(&j);
     return true;
 }
 #endif
@@ -391,29 +395,19 @@ bool mft__conv_plane_forward(const mft__plane_geom *g, const float *x, float *y)
 #if CP_AVX512
     if (!mft__conv_plane_applies(g)) return false;
     const int64_t T = g->KH * g->KW, nb = g->Cout / 16;
-    int64_t PH, PW;
-    float *wp = mft__alloc((size_t)(T * g->Cout + g->Cout) * sizeof(float) + 64, 64);
-    if (!wp) return false;
-    float *bias = wp + T * g->Cout;
-    float *pb = cp_planes(g, x, CP_ROWS, &PH, &PW);
-    int64_t *toff = pb ? cp_taps(g, PW) : NULL;
-    if (!pb || !toff) {
-        mft__free(wp);
-        mft__free(pb);
-        return false;
-    }
+    cp_job j;
+    if (!cp_open(&j, g, x, CP_ROWS, T * g->Cout + g->Cout)) return false;
+    float *wp = j.buf, *bias = wp + T * g->Cout;
     for (int64_t cb = 0; cb < nb; cb++)
         for (int64_t t = 0; t < T; t++)
-            for (int64_t j = 0; j < 16; j++) {
-                const int64_t co = cb * 16 + j, kh = t / g->KW, kw = t % g->KW;
-                wp[(cb * T + t) * 16 + j] = g->w[co * g->ws[0] + kh * g->ws[2] + kw * g->ws[3]];
+            for (int64_t l = 0; l < 16; l++) {
+                const int64_t co = cb * 16 + l, kh = t / g->KW, kw = t % g->KW;
+                wp[(cb * T + t) * 16 + l] = g->w[co * g->ws[0] + kh * g->ws[2] + kw * g->ws[3]];
             }
     for (int64_t co = 0; co < g->Cout; co++) bias[co] = g->bias ? g->bias[co * g->bstride] : 0.0f;
-    cp_job j = {g, pb, PH, PW, T, toff, wp, bias, y, NULL, NULL, 0, 0};
+    j.wp = wp, j.bias = bias, j.y = y;
     mft__parallel_for(0, g->N * g->OH, 4, cp_fwd_range, &j);
-    mft__free(toff);
-    mft__free(pb);
-    mft__free(wp);
+    cp_close(&j);
     return true;
 #else
     (void)g, (void)x, (void)y;
@@ -427,17 +421,10 @@ bool mft__conv_plane_backward_weight(const mft__plane_geom *g, const float *gy, 
     if (!mft__conv_plane_applies(g)) return false;
     const int64_t T = g->KH * g->KW, rows = g->N * g->OH;
     const int64_t nch = rows < CP_CHUNKS ? rows : CP_CHUNKS;
-    int64_t PH, PW;
-    float *part = mft__alloc((size_t)(nch * T * g->Cout) * sizeof(float) + 64, 64);
-    if (!part) return false;
-    float *pb = cp_planes(g, x, CP_ROWS, &PH, &PW);
-    int64_t *toff = pb ? cp_taps(g, PW) : NULL;
-    if (!pb || !toff) {
-        mft__free(part);
-        mft__free(pb);
-        return false;
-    }
-    cp_job j = {g, pb, PH, PW, T, toff, NULL, NULL, NULL, gy, part, nch, rows};
+    cp_job j;
+    if (!cp_open(&j, g, x, CP_ROWS, nch * T * g->Cout)) return false;
+    const float *part = j.part = j.buf;
+    j.gy = gy, j.nch = nch, j.rows = rows;
     mft__parallel_for(0, nch, 1, cp_bw_range, &j);
     for (int64_t co = 0; co < g->Cout; co++)
         for (int64_t t = 0; t < T; t++) {
@@ -445,9 +432,7 @@ bool mft__conv_plane_backward_weight(const mft__plane_geom *g, const float *gy, 
             for (int64_t c = 1; c < nch; c++) s += part[(c * T + t) * g->Cout + co];
             gw[co * gws[0] + (t / g->KW) * gws[3] + (t % g->KW) * gws[4]] = s;
         }
-    mft__free(toff);
-    mft__free(pb);
-    mft__free(part);
+    cp_close(&j);
     return true;
 #else
     (void)g, (void)gy, (void)x, (void)gw, (void)gws;
