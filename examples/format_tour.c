@@ -53,11 +53,15 @@ static void conv_summary(char *buf, size_t n) {
 }
 
 /* One silent training step (no update), so the step shown runs on warm
- * memory like every later step of a training loop. */
-static void warm_up(mft_layer *model, mft_tensor *x, mft_tensor *y) {
+ * memory like every later step of a training loop. It runs the layers one
+ * by one and keeps every output until the end, as the step shown does: the
+ * block cache (tensor/alloc.c) then holds as many blocks of each size as
+ * that step needs at once. */
+static void warm_up(mft_layer *const *l, int n, mft_layer *model, mft_tensor *x, mft_tensor *y) {
     mft_scope_begin();
     mft_tape_begin();
-    mft_tensor *h = mft_layer_forward(model, x);
+    mft_tensor *h = x;
+    for (int i = 0; i < n && h; i++) h = mft_layer_forward(l[i], h);
     mft_tensor *loss = h ? mft_cross_entropy(h, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN) : NULL;
     if (loss) mft_backward(loss, NULL);
     mft_tape_end();
@@ -99,7 +103,7 @@ static int run(const tour *t, bool profile, const char *trace) {
     mft_tensor *y = mft_zeros(1, ys, MFT_I64, MFT_CONTIGUOUS);
     mft_tensor *params[16];
     int np = mft_layer_parameters(model, params, NULL, 16);
-    warm_up(model, x, y); /* first-touch page faults mostly stay out of the profile */
+    warm_up(l, NLAYERS, model, x, y); /* first-touch page faults stay out of the profile */
     if (profile || trace) mft_profile_begin();
     mft_conversion_counts_reset();
     mft_reorder_budget_begin(0);
