@@ -57,6 +57,16 @@ typedef enum reduce_kind { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_VAR, R_STD } reduce_
             } else if (st[0] == (int64_t)sizeof(A) && st[1] == (int64_t)sizeof(T)) {           \
                 A *ar = (A *)(void *)a;                                                        \
                 const T *xr = (const T *)(const void *)x;                                      \
+                if (st[2] == 0 && j + 4 <= n1) {                                               \
+                    /* 4 rows into the same accumulator row: one add chain, not four */       \
+                    const T *x1 = (const T *)(const void *)(x + st[3]),                        \
+                            *x2 = (const T *)(const void *)(x + 2 * st[3]),                    \
+                            *x3 = (const T *)(const void *)(x + 3 * st[3]);                    \
+                    for (int64_t i = 0; i < n0; i++)                                           \
+                        ar[i] += ((A)xr[i] + (A)x1[i]) + ((A)x2[i] + (A)x3[i]);                \
+                    j += 3;                                                                    \
+                    continue;                                                                  \
+                }                                                                              \
                 for (int64_t i = 0; i < n0; i++) ar[i] += (A)xr[i];                            \
             } else {                                                                           \
                 for (int64_t i = 0; i < n0; i++)                                               \
