@@ -52,8 +52,6 @@ mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt);
 #define POOL_HAVE_V8 1
 typedef float pool_v8 __attribute__((vector_size(32)));
 typedef int32_t pool_i8 __attribute__((vector_size(32)));
-typedef int32_t pool_i4 __attribute__((vector_size(16)));
-typedef int64_t pool_l4 __attribute__((vector_size(32)));
 #else
 #define POOL_HAVE_V8 0
 #endif
@@ -773,13 +771,7 @@ static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
                         }
                     for (int k = 0; k < 4; k++) {
                         memcpy(out + cdone + 8 * k, &m[k], sizeof m[k]);
-                        /* int32 lanes widened to the int64 indices, 4 at a time */
-                        const pool_i4 lo = {ix[k][0], ix[k][1], ix[k][2], ix[k][3]},
-                                      hi = {ix[k][4], ix[k][5], ix[k][6], ix[k][7]};
-                        const pool_l4 wl = __builtin_convertvector(lo, pool_l4),
-                                      wh = __builtin_convertvector(hi, pool_l4);
-                        memcpy(idx + cdone + 8 * k, &wl, sizeof wl);
-                        memcpy(idx + cdone + 8 * k + 4, &wh, sizeof wh);
+                        for (int l = 0; l < 8; l++) idx[cdone + 8 * k + l] = ix[k][l];
                     }
                 }
             }
