@@ -52,15 +52,19 @@ static void cp_pad_range(void *ctx, int64_t begin, int64_t end) {
     const cp_pad *p = ctx;
     const mft__plane_geom *g = p->g;
     for (int64_t n = begin; n < end; n++) {
-        float *o = p->pb + n * p->PH * p->PW;
-        memset(o, 0, (size_t)(p->PH * p->PW) * sizeof(float));
-        for (int64_t h = 0; h < g->H; h++) {
-            const int64_t r = h + g->ph;
-            if (r >= p->PH) break;
-            const int64_t c0 = g->pw, len = g->W < p->PW - c0 ? g->W : p->PW - c0;
-            if (len > 0)
-                memcpy(o + r * p->PW + c0, p->x + (n * g->H + h) * g->W,
-                       (size_t)len * sizeof(float));
+        /* each slot written once: a row is zeros, or zeros | x's row | zeros */
+        const int64_t c0 = g->pw < p->PW ? g->pw : p->PW;
+        const int64_t len = g->W < p->PW - c0 ? g->W : p->PW - c0;
+        for (int64_t r = 0; r < p->PH; r++) {
+            float *o = p->pb + (n * p->PH + r) * p->PW;
+            const int64_t h = r - g->ph;
+            if (h < 0 || h >= g->H) {
+                memset(o, 0, (size_t)p->PW * sizeof(float));
+                continue;
+            }
+            memset(o, 0, (size_t)c0 * sizeof(float));
+            memcpy(o + c0, p->x + (n * g->H + h) * g->W, (size_t)len * sizeof(float));
+            memset(o + c0 + len, 0, (size_t)(p->PW - c0 - len) * sizeof(float));
         }
     }
 }
