@@ -37,7 +37,7 @@ typedef struct options {
     int64_t limit, test_limit, steps;
     double lr, lr_gamma;
     int64_t lr_step;
-    bool batchnorm, quiet, profile;
+    bool batchnorm, quiet, profile, no_fuse;
     uint64_t seed;
 } options;
 
@@ -60,10 +60,12 @@ static void usage(FILE *to) {
             "                     [--lr-step EPOCHS [--lr-gamma G]]   (StepLR schedule)\n"
             "                     [--save FILE] [--load FILE] [--metrics FILE.tsv]\n"
             "                     [--data DIR] [--limit N] [--test-limit N] [--steps N] [--quiet]\n"
-            "                     [--dot FILE.dot] [--profile] [--help]\n"
+            "                     [--dot FILE.dot] [--profile] [--no-fuse] [--help]\n"
             "  --steps N      at most N training steps per epoch\n"
             "  --profile      time every kernel of the first epoch's training steps\n"
             "                 after the first (op, kernel, formats, calls, ms, MB)\n"
+            "  --no-fuse      run relu and max_pool2d as two ops (default: one fused\n"
+            "                 relu_max_pool2d, same values and gradients)\n"
             "  --limit N      use the first N training images (--test-limit: test images)\n"
             "  --dot FILE     write the autograd tape of the first training step (forward +\n"
             "                 backward: ops, kernels, layouts, conversions in red) as Graphviz\n"
@@ -72,7 +74,7 @@ static void usage(FILE *to) {
 
 static int parse(int argc, char **argv, options *o) {
     *o = (options){"/usr/share/datasets/fashion-mnist", "nhwc", "sgd", NULL, NULL,
-                   "fashion_mnist_metrics.tsv", NULL, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, false, 1};
+                   "fashion_mnist_metrics.tsv", NULL, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, false, false, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -97,6 +99,7 @@ static int parse(int argc, char **argv, options *o) {
         else if (strcmp(a, "--batchnorm") == 0) o->batchnorm = true;
         else if (strcmp(a, "--quiet") == 0) o->quiet = true;
         else if (strcmp(a, "--profile") == 0) o->profile = true;
+        else if (strcmp(a, "--no-fuse") == 0) o->no_fuse = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return -1;
@@ -291,6 +294,7 @@ int main(int argc, char **argv) {
         rc = fail("building the model");
         goto out_data;
     }
+    mft_layer_set_fusion(model, !o.no_fuse);
     mft_tensor *params[MAX_STATE];
     int nparams = mft_layer_parameters(model, params, NULL, MAX_STATE);
     mft_optimizer *opt =

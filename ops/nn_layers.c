@@ -2,7 +2,9 @@
  * default initialisation (seeded), forward through the public ops (so the
  * tape records them), training/eval mode, parameter and buffer listing with
  * dotted names, counting, description, and model.to(memory_format) done in
- * place on the existing parameter tensors (layer_swap_layout). */
+ * place on the existing parameter tensors (layer_swap_layout). A sequential
+ * runs a relu followed by a max_pool2d as one mft_relu_max_pool2d unless
+ * fusion is turned off. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +50,7 @@ struct mft_layer {
     /* sequential */
     int n;
     mft_layer **child;
+    bool no_fuse; /* mft_layer_set_fusion(l, false) */
 };
 
 static const char *const k_pbase[2] = {"weight", "bias"};
@@ -385,7 +388,16 @@ static mft_tensor *layer_forward_impl(mft_layer *l, const mft_tensor *x) {
         if (l->n == 0) return mft_tensor_retain((mft_tensor *)x);
         mft_tensor *cur = NULL;
         for (int i = 0; i < l->n; i++) {
-            mft_tensor *nx = layer_forward_impl(l->child[i], i == 0 ? x : cur);
+            const mft_tensor *in = i == 0 ? x : cur;
+            mft_tensor *nx;
+            const mft_layer *nxt = i + 1 < l->n ? l->child[i + 1] : NULL;
+            if (!l->no_fuse && l->child[i]->kind == L_RELU && nxt && nxt->kind == L_MAX_POOL2D) {
+                /* relu -> max_pool2d: one pass, same values and gradients */
+                nx = mft_relu_max_pool2d(in, nxt->kernel, nxt->stride, NULL, NULL, false);
+                i++;
+            } else {
+                nx = layer_forward_impl(l->child[i], in);
+            }
             mft_tensor_release(cur);
             cur = nx;
             if (!cur) return NULL;
@@ -414,6 +426,14 @@ mft_tensor *mft_layer_forward(mft_layer *l, const mft_tensor *x) {
     mft_tensor_release(y);
     return r;
 }
+
+void mft_layer_set_fusion(mft_layer *l, bool on) {
+    if (!l) return;
+    l->no_fuse = !on;
+    for (int i = 0; i < l->n; i++) mft_layer_set_fusion(l->child[i], on);
+}
+
+bool mft_layer_fusion(const mft_layer *l) { return l && !l->no_fuse; }
 
 void mft_layer_set_training(mft_layer *l, bool training) {
     if (!l) return;

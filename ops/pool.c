@@ -1,5 +1,6 @@
-/* ops/pool.c — 2-D max and average pooling (forward), dispatched by
- * (op, format, dtype) (DESIGN §7, mft/cnn.h).
+/* ops/pool.c — 2-D max and average pooling (forward) and the fused
+ * relu -> max pooling, dispatched by (op, format, dtype) (DESIGN §7,
+ * mft/cnn.h).
  *
  * The file reads top to bottom: parameter checks and the entry points, the
  * reference kernels (which define the semantics), the fast NCHW and NHWC F32
@@ -191,11 +192,40 @@ static mft_status pool_node_backward(const mft__ag_node *n, mft_tensor *const *g
                                      mft_tensor **gin) {
     const pool_ag_params *q = n->params;
     const mft_pool2d_params *p = &q->p;
-    gin[0] = q->is_max ? mft_max_pool2d_backward(gout[0], n->saved[0], n->saved[1])
+    gin[0] = q->is_max ? mft__max_pool2d_backward_windows(gout[0], n->saved[0], n->saved[1], p)
                        : mft_avg_pool2d_backward(gout[0], n->saved[0], p->kernel, p->stride,
                                                  p->padding, p->ceil_mode, p->count_include_pad,
                                                  p->divisor_override);
     return gin[0] ? MFT_OK : mft_last_error();
+}
+
+/* relu_max_pool2d needs every window to hold an input element: an empty
+ * window (dilation stepping over a short input next to padding) is -inf in
+ * max_pool2d(relu(x)) with an index outside the window, which relu of the
+ * maximum cannot reproduce. Such parameters are refused, naming the window. */
+static bool relu_windows_ok(const char *fn, const mft_tensor *x, const mft_pool2d_params *p,
+                            const int64_t out4[4]) {
+    for (int d = 0; d < 2; d++) {
+        const int64_t in = x->sizes[x->ndim - 2 + d];
+        for (int64_t o = 0; o < out4[2 + d]; o++) {
+            bool any = false;
+            for (int64_t k = 0; k < p->kernel[d] && !any; k++) {
+                const int64_t i = o * p->stride[d] - p->padding[d] + k * p->dilation[d];
+                any = i >= 0 && i < in;
+            }
+            if (!any) {
+                mft__set_error(MFT_ERR_INVALID, "%s: window %lld of dim %s covers no input element "
+                               "(size %lld, kernel %lld, stride %lld, padding %lld, dilation %lld); "
+                               "max_pool2d gives -inf there, which relu of the maximum cannot: "
+                               "use mft_relu then mft_max_pool2d", fn, (long long)o,
+                               d ? "W" : "H", (long long)in, (long long)p->kernel[d],
+                               (long long)p->stride[d], (long long)p->padding[d],
+                               (long long)p->dilation[d]);
+                return false;
+            }
+        }
+    }
+    return true;
 }
 
 /* Validates, allocates the outputs packed in the result format, dispatches.
@@ -205,10 +235,11 @@ static mft_status pool_node_backward(const mft__ag_node *n, mft_tensor *const *g
  * calls run with grad mode off). */
 static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, const pool_args *a,
                             mft_tensor **indices_out) {
-    const bool is_max = op == MFT__OP_MAX_POOL2D;
+    const bool is_max = op != MFT__OP_AVG_POOL2D; /* max_pool2d or relu_max_pool2d */
     mft_pool2d_params p;
     int64_t out4[4];
     if (!pool_check(fn, is_max, x, a, &p, out4)) return NULL;
+    if (op == MFT__OP_RELU_MAX_POOL2D && !relu_windows_ok(fn, x, &p, out4)) return NULL;
     const bool rank3 = x->ndim == 3;
     const mft__decision dec = mft__rule_decide(MFT__RULE_POOL, mft__op_name(op), 1, &x,
                                                MFT_CONTIGUOUS, rank3 ? MFT__DECIDE_UNBATCHED : 0);
@@ -263,7 +294,7 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     if (r && rec) {
         const pool_ag_params q = {is_max, p};
         const mft_tensor *saved[2] = {x, res[1]};
-        if (mft__ag_record(fn, is_max ? "max_pool2d" : "avg_pool2d", pool_node_backward, 1, &x,
+        if (mft__ag_record(fn, mft__op_name(op), pool_node_backward, 1, &x,
                            1, &r, is_max ? 2 : 1, saved, &q, sizeof q) != MFT_OK) {
             mft__ag_drop_result(r);
             if (ri) mft__ag_drop_result(ri);
@@ -295,6 +326,28 @@ mft_tensor *mft_max_pool2d(const mft_tensor *x, const int64_t kernel[2], const i
                            const int64_t padding[2], const int64_t dilation[2], bool ceil_mode) {
     pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
     return pool_run("mft_max_pool2d", MFT__OP_MAX_POOL2D, x, &a, NULL);
+}
+
+mft_tensor *mft_relu_max_pool2d_with_indices(const mft_tensor *x, const int64_t kernel[2],
+                                             const int64_t stride[2], const int64_t padding[2],
+                                             const int64_t dilation[2], bool ceil_mode,
+                                             mft_tensor **indices) {
+    static const char fn[] = "mft_relu_max_pool2d_with_indices";
+    if (indices) *indices = NULL;
+    if (!indices) {
+        if (!x) mft__null_arg(fn, "x");
+        else mft__set_error(MFT_ERR_NULL, "%s: argument 'indices' is NULL", fn);
+        return NULL;
+    }
+    pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
+    return pool_run(fn, MFT__OP_RELU_MAX_POOL2D, x, &a, indices);
+}
+
+mft_tensor *mft_relu_max_pool2d(const mft_tensor *x, const int64_t kernel[2],
+                                const int64_t stride[2], const int64_t padding[2],
+                                const int64_t dilation[2], bool ceil_mode) {
+    pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
+    return pool_run("mft_relu_max_pool2d", MFT__OP_RELU_MAX_POOL2D, x, &a, NULL);
 }
 
 mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],
@@ -402,9 +455,51 @@ static inline int64_t avg_divisor(const mft_pool2d_params *p, int64_t h0, int64_
 REF_KERNELS(F32)
 REF_KERNELS(F64)
 
+/* relu_max_pool2d = max_pool2d of relu(x). relu is monotone, so the window
+ * maximum of relu(x) is relu of the window maximum m: the value is
+ * (m < 0 ? 0 : m), relu's own formula, and the index is kept where relu's
+ * backward (grad where the result is > 0 or NaN) lets the gradient through,
+ * else -1, which the max-pool backward skips. Where m > 0 the first maximum
+ * of relu(x) and of x are the same position. One output element: */
+#define RELU_CLAMP(T, y, i)                                                                   \
+    do {                                                                                      \
+        if ((y) <= 0) {                                                                       \
+            (y) = (y) < 0 ? (T)0 : (y);                                                       \
+            (i) = -1;                                                                         \
+        }                                                                                     \
+    } while (0)
+
+static void relu_clamp_f32(float *y, int64_t *yi, int64_t n) {
+    for (int64_t k = 0; k < n; k++) RELU_CLAMP(float, y[k], yi[k]);
+}
+
+#define RELU_REF(D)                                                                           \
+    static void relu_max_pool2d_ref_##D(const mft_kernel_args *a) {                           \
+        typedef MFT__T_##D T;                                                                 \
+        max_pool2d_ref_##D(a);                                                                \
+        const mft_tensor *y = a->outputs[0], *yi = a->outputs[1];                             \
+        T *yd = (T *)(void *)mft__tensor_ptr(y);                                              \
+        int64_t *id = (int64_t *)(void *)mft__tensor_ptr(yi);                                 \
+        for (int64_t n = 0; n < y->sizes[0]; n++)                                             \
+            for (int64_t c = 0; c < y->sizes[1]; c++)                                         \
+                for (int64_t h = 0; h < y->sizes[2]; h++)                                     \
+                    for (int64_t w = 0; w < y->sizes[3]; w++)                                 \
+                        RELU_CLAMP(T,                                                         \
+                                   yd[n * y->strides[0] + c * y->strides[1] +                 \
+                                      h * y->strides[2] + w * y->strides[3]],                 \
+                                   id[n * yi->strides[0] + c * yi->strides[1] +               \
+                                      h * yi->strides[2] + w * yi->strides[3]]);              \
+    }
+RELU_REF(F32)
+RELU_REF(F64)
+
 mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt) {
     if (op == MFT__OP_MAX_POOL2D)
         return dt == MFT_F32 ? max_pool2d_ref_F32 : dt == MFT_F64 ? max_pool2d_ref_F64 : NULL;
+    if (op == MFT__OP_RELU_MAX_POOL2D)
+        return dt == MFT_F32   ? relu_max_pool2d_ref_F32
+               : dt == MFT_F64 ? relu_max_pool2d_ref_F64
+                               : NULL;
     if (op == MFT__OP_AVG_POOL2D)
         return dt == MFT_F32 ? avg_pool2d_ref_F32 : dt == MFT_F64 ? avg_pool2d_ref_F64 : NULL;
     return NULL;
@@ -417,6 +512,7 @@ typedef struct pool_job {
     float *y;
     int64_t *yi; /* max only */
     int64_t N, C, H, W, OH, OW;
+    bool relu; /* relu_max_pool2d: each finished output row goes through RELU_CLAMP */
 } pool_job;
 
 static pool_job pool_job_of(const mft_kernel_args *a, bool is_max) {
@@ -432,6 +528,7 @@ static pool_job pool_job_of(const mft_kernel_args *a, bool is_max) {
     j.W = x->sizes[3];
     j.OH = y->sizes[2];
     j.OW = y->sizes[3];
+    j.relu = false;
     return j;
 }
 
@@ -589,7 +686,10 @@ static void max_nchw_range(void *ctx, int64_t begin, int64_t end) {
         int64_t h0, h1;
         max_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &h0, &h1);
 #if POOL_HAVE_AVX2
-        if (max_nchw_row_blocks(j, in, out, idx, h0, h1)) continue;
+        if (max_nchw_row_blocks(j, in, out, idx, h0, h1)) {
+            if (j->relu) relu_clamp_f32(out, idx, j->OW);
+            continue;
+        }
 #endif
         for (int64_t ow = 0; ow < j->OW; ow++) {
             int64_t w0, w1;
@@ -603,6 +703,7 @@ static void max_nchw_range(void *ctx, int64_t begin, int64_t end) {
             else
                 nchw_max_row(in + ih * j->W, out, idx, j->W, j->OW, p->kernel[1], sW, pW, dW, ih);
         }
+        if (j->relu) relu_clamp_f32(out, idx, j->OW);
     }
 }
 
@@ -711,11 +812,14 @@ static void avg_nchw_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-static void max_pool2d_nchw_f32(const mft_kernel_args *a) {
+static void max_nchw_run(const mft_kernel_args *a, bool relu) {
     pool_job j = pool_job_of(a, true);
+    j.relu = relu;
     const int64_t work = j.OW * j.p->kernel[0] * j.p->kernel[1];
     mft__parallel_for(0, j.N * j.C * j.OH, pool_grain(work), max_nchw_range, &j);
 }
+static void max_pool2d_nchw_f32(const mft_kernel_args *a) { max_nchw_run(a, false); }
+static void relu_max_pool2d_nchw_f32(const mft_kernel_args *a) { max_nchw_run(a, true); }
 
 static void avg_pool2d_nchw_f32(const mft_kernel_args *a) {
     pool_job j = pool_job_of(a, false);
@@ -775,7 +879,7 @@ static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
                     }
                 }
             }
-            if (cdone == C) continue;
+            if (cdone == C) continue; /* (the row's relu clamp follows the ow loop) */
             out += cdone; /* the remaining channels, one at a time */
             idx += cdone;
             const int64_t Cr = C - cdone;
@@ -798,6 +902,7 @@ static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
                     }
                 }
         }
+        if (j->relu) relu_clamp_f32(j->y + r * j->OW * C, j->yi + r * j->OW * C, j->OW * C);
     }
 }
 
@@ -850,11 +955,14 @@ static void avg_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-static void max_pool2d_nhwc_f32(const mft_kernel_args *a) {
+static void max_nhwc_run(const mft_kernel_args *a, bool relu) {
     pool_job j = pool_job_of(a, true);
+    j.relu = relu;
     const int64_t work = j.OW * j.C * j.p->kernel[0] * j.p->kernel[1];
     mft__parallel_for(0, j.N * j.OH, pool_grain(work), max_nhwc_range, &j);
 }
+static void max_pool2d_nhwc_f32(const mft_kernel_args *a) { max_nhwc_run(a, false); }
+static void relu_max_pool2d_nhwc_f32(const mft_kernel_args *a) { max_nhwc_run(a, true); }
 
 static void avg_pool2d_nhwc_f32(const mft_kernel_args *a) {
     pool_job j = pool_job_of(a, false);
@@ -870,6 +978,12 @@ const mft__kernel_def mft__kernels_pool[] = {
     {MFT__OP_MAX_POOL2D, MFT_CONTIGUOUS, MFT_F32, "max_pool2d.nchw.f32", max_pool2d_nchw_f32},
     {MFT__OP_MAX_POOL2D, MFT_CHANNELS_LAST, MFT_F32, "max_pool2d.nhwc.f32", max_pool2d_nhwc_f32},
     {MFT__OP_MAX_POOL2D, MFT_CONTIGUOUS, MFT_F64, "max_pool2d.nchw.f64.ref", max_pool2d_ref_F64},
+    {MFT__OP_RELU_MAX_POOL2D, MFT_CONTIGUOUS, MFT_F32, "relu_max_pool2d.nchw.f32",
+     relu_max_pool2d_nchw_f32},
+    {MFT__OP_RELU_MAX_POOL2D, MFT_CHANNELS_LAST, MFT_F32, "relu_max_pool2d.nhwc.f32",
+     relu_max_pool2d_nhwc_f32},
+    {MFT__OP_RELU_MAX_POOL2D, MFT_CONTIGUOUS, MFT_F64, "relu_max_pool2d.nchw.f64.ref",
+     relu_max_pool2d_ref_F64},
     {MFT__OP_AVG_POOL2D, MFT_CONTIGUOUS, MFT_F32, "avg_pool2d.nchw.f32", avg_pool2d_nchw_f32},
     {MFT__OP_AVG_POOL2D, MFT_CHANNELS_LAST, MFT_F32, "avg_pool2d.nhwc.f32", avg_pool2d_nhwc_f32},
     {MFT__OP_AVG_POOL2D, MFT_CONTIGUOUS, MFT_F64, "avg_pool2d.nchw.f64.ref", avg_pool2d_ref_F64},

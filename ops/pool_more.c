@@ -664,7 +664,8 @@ static bool pm_check_grad_sizes(const char *fn, int nsp, const mft_tensor *grad_
 
 /* Backward of any max pool (indices from the forward). */
 static mft_tensor *pm_max_backward(const char *fn, int nsp, const mft_tensor *grad_out,
-                                   const mft_tensor *x, const mft_tensor *indices) {
+                                   const mft_tensor *x, const mft_tensor *indices,
+                                   const mft_pool2d_params *windows) {
     pm_geom g;
     if (!grad_out) {
         mft__null_arg(fn, "grad_out");
@@ -683,7 +684,7 @@ static mft_tensor *pm_max_backward(const char *fn, int nsp, const mft_tensor *gr
     e.in[1] = indices;
     e.nout = 1;
     e.odt[0] = x->dtype;
-    e.params = NULL;
+    e.params = windows;
     return pm_execute(&e, NULL);
 }
 
@@ -746,7 +747,13 @@ static mft_tensor *pm_adaptive(const char *fn, bool is_max, const mft_tensor *x,
 /* ---------------------------------------------------------------- entry points */
 mft_tensor *mft_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                     const mft_tensor *indices) {
-    return pm_max_backward("mft_max_pool2d_backward", 2, grad_out, x, indices);
+    return pm_max_backward("mft_max_pool2d_backward", 2, grad_out, x, indices, NULL);
+}
+
+mft_tensor *mft__max_pool2d_backward_windows(const mft_tensor *grad_out, const mft_tensor *x,
+                                             const mft_tensor *indices,
+                                             const mft_pool2d_params *windows) {
+    return pm_max_backward("mft_max_pool2d_backward", 2, grad_out, x, indices, windows);
 }
 
 mft_tensor *mft_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
@@ -773,7 +780,7 @@ mft_tensor *mft_max_pool1d_with_indices(const mft_tensor *x, const int64_t kerne
 
 mft_tensor *mft_max_pool1d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                     const mft_tensor *indices) {
-    return pm_max_backward("mft_max_pool1d_backward", 1, grad_out, x, indices);
+    return pm_max_backward("mft_max_pool1d_backward", 1, grad_out, x, indices, NULL);
 }
 
 mft_tensor *mft_avg_pool1d(const mft_tensor *x, const int64_t kernel[1], const int64_t stride[1],
@@ -806,7 +813,7 @@ mft_tensor *mft_max_pool3d_with_indices(const mft_tensor *x, const int64_t kerne
 
 mft_tensor *mft_max_pool3d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                     const mft_tensor *indices) {
-    return pm_max_backward("mft_max_pool3d_backward", 3, grad_out, x, indices);
+    return pm_max_backward("mft_max_pool3d_backward", 3, grad_out, x, indices, NULL);
 }
 
 mft_tensor *mft_avg_pool3d(const mft_tensor *x, const int64_t kernel[3], const int64_t stride[3],
@@ -846,7 +853,7 @@ mft_tensor *mft_adaptive_max_pool2d_with_indices(const mft_tensor *x, const int6
 
 mft_tensor *mft_adaptive_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                              const mft_tensor *indices) {
-    return pm_max_backward("mft_adaptive_max_pool2d_backward", 2, grad_out, x, indices);
+    return pm_max_backward("mft_adaptive_max_pool2d_backward", 2, grad_out, x, indices, NULL);
 }
 
 mft_tensor *mft_adaptive_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x) {
@@ -1399,6 +1406,72 @@ static void pm_maxbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* NHWC max backward when the forward's windows are known (the tape passes
+ * them) and do not overlap (stride >= dilation * (kernel - 1) + 1, the
+ * common 2x2 / stride 2): every input pixel lies in at most one window, so
+ * grad_x is written once, densely, with no zeroing pass and no scatter:
+ * grad_x[p][c] = (indices[o][c] == p) ? grad_out[o][c] : 0 for the window o
+ * holding p (0 outside every window). The same sums as the scatter: one
+ * term or none (+ 0.0f keeps the scatter's sign of a zero). An index of
+ * another position (relu_max_pool2d's -1) matches nothing. One work item:
+ * an input row (n, ih). Vectors run over the channels, so it needs some
+ * (C >= 16); NCHW planes keep the scatter, which measured faster there than
+ * an element-wise dense loop. */
+typedef struct pm_dense_job {
+    const pm_job *j;
+    const mft_pool2d_params *p;
+} pm_dense_job;
+
+/* The window (output position) along one dim holding input position i, or -1. */
+static inline int64_t pm_dense_owner(int64_t i, int64_t k, int64_t s, int64_t pad, int64_t d,
+                                     int64_t out) {
+    const int64_t t = i + pad;
+    const int64_t o = t / s, r = t - o * s; /* t >= 0 since pad >= 0 and i >= 0 */
+    if (o >= out || r % d || r / d >= k) return -1;
+    return o;
+}
+
+static void pm_maxbwd_dense_range(void *ctx, int64_t begin, int64_t end) {
+    const pm_dense_job *dj = ctx;
+    const pm_job *j = dj->j;
+    const mft_pool2d_params *p = dj->p;
+    const int64_t C = j->g.C, H = j->g.in[1], W = j->g.in[2], OH = j->g.out[1],
+                  OW = j->g.out[2];
+    const int64_t kw_n = p->kernel[1], sw = p->stride[1], pw = p->padding[1], dw = p->dilation[1];
+    /* the windows tile the row exactly: no column needs a zero of its own */
+    const bool tiled = dw == 1 && sw == kw_n && pw == 0 && OW * sw == W;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / H, ih = r % H;
+        float *gx = j->y + r * W * C;
+        const int64_t oh = pm_dense_owner(ih, p->kernel[0], p->stride[0], p->padding[0],
+                                          p->dilation[0], OH);
+        if (oh < 0 || !tiled) memset(gx, 0, (size_t)(W * C) * sizeof *gx);
+        if (oh < 0) continue;
+        const float *grow = j->x + (n * OH + oh) * OW * C;
+        const int64_t *irow = j->ind + (n * OH + oh) * OW * C;
+        for (int64_t ow = 0; ow < OW; ow++) {
+            const float *g = grow + ow * C;
+            const int64_t *ii = irow + ow * C;
+            for (int64_t kw = 0, iw = ow * sw - pw; kw < kw_n; kw++, iw += dw) {
+                if ((uint64_t)iw >= (uint64_t)W) continue;
+                const int64_t pos = ih * W + iw;
+                float *d = gx + iw * C;
+                for (int64_t c = 0; c < C; c++) d[c] = ii[c] == pos ? g[c] + 0.0f : 0.0f;
+            }
+        }
+    }
+}
+
+/* True when pm_maxbwd_dense_range applies: 2-D windows that do not overlap,
+ * 16 channels or more. */
+static bool pm_dense_applies(const mft_kernel_args *a) {
+    const mft_pool2d_params *p = a->params;
+    if (!p || a->inputs[0]->ndim != 4 || a->inputs[0]->sizes[1] < 16) return false;
+    for (int d = 0; d < 2; d++)
+        if (p->stride[d] < p->dilation[d] * (p->kernel[d] - 1) + 1) return false;
+    return true;
+}
+
 static void pm_maxbwd_nchw(const mft_kernel_args *a) {
     pm_geom g;
     pm_geom_init(&g, PM_MAX, a->outputs[0], a->inputs[0]);
@@ -1411,6 +1484,11 @@ static void pm_maxbwd_nhwc(const mft_kernel_args *a) {
     pm_geom g;
     pm_geom_init(&g, PM_MAX, a->outputs[0], a->inputs[0]);
     pm_job j = pm_job_of(&g, a);
+    if (pm_dense_applies(a)) {
+        pm_dense_job dj = {&j, a->params};
+        mft__parallel_for(0, g.N * g.in[1], pm_grain(g.in[2] * g.C), pm_maxbwd_dense_range, &dj);
+        return;
+    }
     j.cb = (g.C + PM_CBLOCK - 1) / PM_CBLOCK;
     const int64_t cw = g.C < PM_CBLOCK ? g.C : PM_CBLOCK;
     const int64_t work = cw * (g.in[0] * g.in[1] * g.in[2] + g.out[0] * g.out[1] * g.out[2]);

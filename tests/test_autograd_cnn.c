@@ -25,6 +25,7 @@ typedef enum op_kind {
     OP_MAXP1,
     OP_MAXP2,
     OP_MAXP2I,
+    OP_RMAXP2,
     OP_MAXP3,
     OP_MAXP3I,
     OP_AVGP1,
@@ -70,6 +71,9 @@ static mft_tensor *op_fn(void *vctx, mft_tensor *const *in) {
                                         c->ceil_mode, &idx);
         mft_tensor_release(idx);
         return y;
+    case OP_RMAXP2:
+        return mft_relu_max_pool2d(in[0], c->kernel, c->stride, c->padding, c->dilation,
+                                   c->ceil_mode);
     case OP_MAXP3:
         return mft_max_pool3d(in[0], c->kernel, c->stride, c->padding, c->dilation, c->ceil_mode);
     case OP_MAXP3I:
@@ -372,6 +376,11 @@ static void test_gradcheck_pool(void) {
     gc_pool("max_pool2d unbatched", &c, 3, x3, false, 43);
     pool_ctx(&c, OP_MAXP2I, 2, (int64_t[]){3, 2}, (int64_t[]){2, 1}, (int64_t[]){1, 0}, NULL);
     gc_pool("max_pool2d_with_indices", &c, 4, x4, true, 44);
+    /* relu_max_pool2d (fused relu -> max_pool2d) */
+    pool_ctx(&c, OP_RMAXP2, 2, (int64_t[]){2, 2}, NULL, NULL, NULL);
+    gc_pool("relu_max_pool2d k2", &c, 4, x4, true, 58);
+    pool_ctx(&c, OP_RMAXP2, 2, (int64_t[]){3, 3}, (int64_t[]){2, 2}, (int64_t[]){1, 1}, NULL);
+    gc_pool("relu_max_pool2d k3 s2 p1", &c, 4, x4, true, 59);
     /* avg_pool2d */
     pool_ctx(&c, OP_AVGP2, 2, (int64_t[]){3, 3}, (int64_t[]){2, 2}, (int64_t[]){1, 1}, NULL);
     c.count_include_pad = true;
@@ -446,6 +455,49 @@ static void test_max_pool_indices(void) {
     }
     mft_tensor *list[] = {x, idx0, idx1, y0, y1, g};
     release_all(6, list);
+}
+
+static bool all_close(const mft_tensor *a, const mft_tensor *b, double tol);
+
+/* relu_max_pool2d on the tape against the relu -> max_pool2d chain it
+ * fuses: equal values, bit-identical grad_x (NHWC and NCHW; 2x2 windows,
+ * where NHWC runs the dense backward, and overlapping 3x3 / stride 2 ones,
+ * which scatter), one node instead of two. */
+static void test_relu_max_pool_chain(void) {
+    const int64_t xs[4] = {2, 32, 10, 12};
+    for (int f = 0; f < 2; f++)
+        for (int geo = 0; geo < 2; geo++) {
+            const mft_format fm = f ? CL : CT;
+            const int64_t k[2] = {2 + geo, 2 + geo}, s[2] = {2, 2}, pd[2] = {geo, geo};
+            mft_tensor *x = mft_randn(4, xs, MFT_F32, fm, 70 + (uint64_t)(2 * f + geo));
+            mft_tensor_set_requires_grad(x, true);
+            mft_tensor *gx[2] = {NULL, NULL}, *y[2] = {NULL, NULL}, *g = NULL;
+            for (int fused = 0; fused < 2; fused++) {
+                mft_tape_begin();
+                mft_tensor *r = fused ? NULL : mft_relu(x);
+                y[fused] = fused ? mft_relu_max_pool2d(x, k, s, pd, NULL, false)
+                                 : mft_max_pool2d(r, k, s, pd, NULL, false);
+                CHECK_EQ_I(mft_tape_size(), fused ? 1 : 2);
+                if (!g) g = mft_randn(4, mft_tensor_sizes(y[fused]), MFT_F32, fm, 5);
+                CHECK(mft_backward(y[fused], g) == MFT_OK);
+                mft_tape_end();
+                const mft_tensor *gr = mft_tensor_grad(x);
+                CHECK(gr && mft_tensor_format(gr) == fm); /* x's format (SPEC §5) */
+                gx[fused] = mft_clone(gr, CT);
+                mft_tensor_zero_grad(x);
+                mft_tensor_release(r);
+            }
+            CHECK(gx[0] && gx[1]);
+            CHECK(all_close(y[0], y[1], 0.0));
+            if (gx[0] && gx[1]) {
+                CHECK_MSG(memcmp(mft_tensor_data(gx[0]), mft_tensor_data(gx[1]),
+                                 (size_t)mft_tensor_numel(x) * sizeof(float)) == 0,
+                          "relu_max_pool2d grad differs from the chain's (%s, k%lld)",
+                          fmt_s(fm), (long long)k[0]);
+            }
+            mft_tensor *list[] = {x, gx[0], gx[1], y[0], y[1], g};
+            release_all(6, list);
+        }
 }
 
 /* ---------------------------------------------------------------- matmul / linear */
@@ -705,6 +757,7 @@ int main(void) {
     RUN(test_first_layer);
     RUN(test_gradcheck_pool);
     RUN(test_max_pool_indices);
+    RUN(test_relu_max_pool_chain);
     RUN(test_gradcheck_linalg);
     RUN(test_chain_conversions);
     RUN(test_stale_and_null);

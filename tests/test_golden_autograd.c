@@ -3,7 +3,8 @@
  * (tests/golden/gen_autograd_chain.py -> autograd_chain_cases.txt), in
  * NCHW, NHWC and mixed input/weight formats, F32 and F64: forward values,
  * every leaf gradient, the gradients' layouts (SPEC §5: each leaf's grad
- * has its leaf's strides) and zero format conversions in backward. */
+ * has its leaf's strides) and zero format conversions in backward; each
+ * chain twice, relu and max_pool2d as two ops and as mft_relu_max_pool2d. */
 #include "harness.h"
 #include "test_util.h"
 
@@ -70,7 +71,7 @@ static bool same_strides(const mft_tensor *g, const mft_tensor *leaf) {
     return true;
 }
 
-static void run_case(const chain_case *c) {
+static void run_case(const chain_case *c, bool fused) {
     int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->K, c->C, 3, 3}, ks[1] = {c->K};
     mft_tensor *x = filled(4, xs, c->dt, c->xf, 0), *w = filled(4, ws, c->dt, c->wf, 1);
     mft_tensor *b = filled(1, ks, c->dt, MFT_CONTIGUOUS, 2);
@@ -85,7 +86,8 @@ static void run_case(const chain_case *c) {
     CHECK(mft_tape_begin() == MFT_OK);
     mft_tensor *y = mft_conv2d(x, w, b, one, one, one, 1);
     if (c->bn) y = mft_batch_norm(y, rm, rv, g, be, true, 0.1, 1e-5);
-    y = mft_max_pool2d(mft_relu(y), k2, k2, NULL, NULL, false);
+    y = fused ? mft_relu_max_pool2d(y, k2, k2, NULL, NULL, false)
+              : mft_max_pool2d(mft_relu(y), k2, k2, NULL, NULL, false);
     mft_tensor *r = y ? filled(4, mft_tensor_sizes(y), c->dt, MFT_CONTIGUOUS, 5) : NULL;
     mft_tensor *loss = mft_sum(mft_mul(y, r), 0, NULL, false);
     CHECK_MSG(loss != NULL, "%s: forward failed: %s", c->name, mft_last_error_message());
@@ -93,7 +95,7 @@ static void run_case(const chain_case *c) {
     CHECK_MSG(st == MFT_OK, "%s: backward failed: %s", c->name, mft_last_error_message());
     mft_tape_end();
     double e = max_err(y, c->out, c->n_out);
-    CHECK_MSG(e <= tol, "%s: forward max rel err %g", c->name, e);
+    CHECK_MSG(e <= tol, "%s%s: forward max rel err %g", c->name, fused ? " (fused)" : "", e);
     mft_scope_end(); /* releases y, r, loss and every intermediate */
     const struct {
         const char *what;
@@ -110,7 +112,8 @@ static void run_case(const chain_case *c) {
             continue;
         }
         double ge = max_err(gt, gr[i].want, gr[i].n);
-        CHECK_MSG(ge <= tol * 4, "%s: %s max rel err %g", c->name, gr[i].what, ge);
+        CHECK_MSG(ge <= tol * 4, "%s%s: %s max rel err %g", c->name, fused ? " (fused)" : "",
+                  gr[i].what, ge);
         CHECK_MSG(same_strides(gt, gr[i].leaf), "%s: %s does not have its leaf's strides",
                   c->name, gr[i].what);
     }
@@ -154,7 +157,8 @@ static void test_chains(void) {
         else if (!strcmp(key, "grad_gamma")) c.n_gg = read_vals(&save, c.gg, 64);
         else if (!strcmp(key, "grad_beta")) c.n_gbe = read_vals(&save, c.gbe, 64);
         else if (!strcmp(key, "end")) {
-            run_case(&c);
+            run_case(&c, false);
+            run_case(&c, true); /* the same chain through the fused relu_max_pool2d */
             ncases++;
         }
     }

@@ -568,6 +568,53 @@ static void test_backward(void) {
 }
 
 
+/* Fusion: a sequential runs relu -> max_pool2d as one relu_max_pool2d (one
+ * tape node instead of two). With fusion on and off the same model gives
+ * bit-identical outputs and parameter gradients, NCHW and NHWC, with and
+ * without batch_norm between conv and relu. */
+static void test_fusion(void) {
+    for (int f = 0; f < 2; f++)
+        for (int bn = 0; bn < 2; bn++) {
+            const mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+            mft_layer *m[2] = {fmnist_model(9, bn), fmnist_model(9, bn)};
+            CHECK(mft_layer_fusion(m[0]) && mft_layer_fusion(m[1])); /* on by default */
+            mft_layer_set_fusion(m[0], false);
+            CHECK(!mft_layer_fusion(m[0]));
+            int64_t xs[4] = {4, 1, 28, 28};
+            mft_tensor *x = randx(4, xs, fmt, 11);
+            mft_tensor *y[2] = {NULL, NULL}, *p[2][16];
+            int64_t nodes[2] = {0, 0};
+            int np = 0;
+            for (int k = 0; k < 2; k++) {
+                mft_layer_to_format(m[k], fmt);
+                np = mft_layer_parameters(m[k], p[k], NULL, 16);
+                CHECK(mft_tape_begin() == MFT_OK);
+                y[k] = mft_layer_forward(m[k], x);
+                mft_tensor *loss = mft_sum(y[k], 0, NULL, false);
+                nodes[k] = mft_tape_size();
+                CHECK(loss && mft_backward(loss, NULL) == MFT_OK);
+                mft_tensor_release(loss);
+                CHECK(mft_tape_end() == MFT_OK);
+            }
+            CHECK_EQ_I(nodes[0] - nodes[1], 2); /* two relu -> max_pool2d pairs fused */
+            CHECK(y[0] && y[1] &&
+                  memcmp(mft_tensor_data(y[0]), mft_tensor_data(y[1]),
+                         (size_t)mft_tensor_numel(y[0]) * sizeof(float)) == 0);
+            for (int i = 0; i < np; i++) {
+                const mft_tensor *g0 = mft_tensor_grad(p[0][i]), *g1 = mft_tensor_grad(p[1][i]);
+                CHECK_MSG(g0 && g1 && mft_tensor_format(g0) == mft_tensor_format(g1) &&
+                              memcmp(mft_tensor_data(g0), mft_tensor_data(g1),
+                                     (size_t)mft_tensor_numel(g0) * sizeof(float)) == 0,
+                          "param %d: fused and unfused gradients differ (fmt %d, bn %d)", i, f, bn);
+            }
+            mft_tensor_release(y[0]);
+            mft_tensor_release(y[1]);
+            mft_tensor_release(x);
+            mft_layer_free(m[0]);
+            mft_layer_free(m[1]);
+        }
+}
+
 /* ------------------------------------------------------------------ allocation failure */
 /* Atomic counters: the library allocates scratch inside parallel regions. */
 typedef struct {
@@ -674,6 +721,7 @@ int main(void) {
     RUN(test_scope);
     RUN(test_errors);
     RUN(test_backward);
+    RUN(test_fusion);
     RUN(test_alloc_failure);
     TEST_MAIN_END();
 }

@@ -310,7 +310,7 @@ typedef struct {
 static mft_tensor *run_kernel(mft_kernel_fn fn, const sweep_case *sc, const mft_tensor *x,
                               mft_format fmt, const int64_t *out_sizes, mft_tensor **ind) {
     mft_tensor *outs[2] = {mft_empty(4, out_sizes, mft_tensor_dtype(x), fmt), NULL};
-    int nout = sc->op == MFT__OP_MAX_POOL2D ? 2 : 1;
+    int nout = sc->op != MFT__OP_AVG_POOL2D ? 2 : 1;
     if (nout == 2) outs[1] = mft_empty(4, out_sizes, MFT_I64, fmt);
     const mft_tensor *ins[1] = {x};
     mft_kernel_args args = {1, nout, ins, outs, &sc->p};
@@ -347,10 +347,11 @@ static int sweep_one(const sweep_case *sc, mft_dtype dt, const int64_t *xs, uint
     if (!x) return 1;
     fill_random(x, rng, tu_rng_int(rng, 0, 2) == 0);
     const mft_pool2d_params *p = &sc->p;
-    const bool is_max = sc->op == MFT__OP_MAX_POOL2D;
+    const bool is_max = sc->op != MFT__OP_AVG_POOL2D;
+    const bool relu = sc->op == MFT__OP_RELU_MAX_POOL2D;
     char what[256];
     snprintf(what, sizeof what, "%s %s k[%lld,%lld] s[%lld,%lld] p[%lld,%lld] d[%lld,%lld] c%d i%d v%lld x[%lld,%lld,%lld,%lld]",
-             label, is_max ? "max" : "avg", (long long)p->kernel[0], (long long)p->kernel[1],
+             label, relu ? "relu_max" : is_max ? "max" : "avg", (long long)p->kernel[0], (long long)p->kernel[1],
              (long long)p->stride[0], (long long)p->stride[1], (long long)p->padding[0],
              (long long)p->padding[1], (long long)p->dilation[0], (long long)p->dilation[1],
              (int)p->ceil_mode, (int)p->count_include_pad, (long long)p->divisor_override,
@@ -360,9 +361,62 @@ static int sweep_one(const sweep_case *sc, mft_dtype dt, const int64_t *xs, uint
     mft_tensor *ref_i = NULL;
     mft_tensor *ref = run_kernel(mft__pool_reference(sc->op, dt), sc, x, MFT_CONTIGUOUS, os, &ref_i);
 
+    /* a window with no input element (dilation next to padding) */
+    bool empty = false;
+    for (int d = 0; d < 2; d++)
+        for (int64_t o = 0; o < os[2 + d]; o++) {
+            bool any = false;
+            for (int64_t k = 0; k < p->kernel[d]; k++) {
+                int64_t i = o * p->stride[d] - p->padding[d] + k * p->dilation[d];
+                any |= i >= 0 && i < xs[2 + d];
+            }
+            empty |= !any;
+        }
+    if (relu && empty) { /* refused: relu of the maximum cannot give the chain's -inf */
+        mft_tensor *yi = NULL;
+        mft_tensor *y = mft_relu_max_pool2d_with_indices(x, p->kernel, p->stride, p->padding,
+                                                         p->dilation, p->ceil_mode, &yi);
+        CHECK_MSG(!y && !yi && mft_last_error() == MFT_ERR_INVALID &&
+                      strstr(mft_last_error_message(), "covers no input element"),
+                  "%s: empty window accepted (%s)", what, mft_last_error_message());
+        mft_clear_error();
+        mft_tensor_release(y);
+        mft_tensor_release(yi);
+        mft_tensor_release(ref);
+        mft_tensor_release(ref_i);
+        mft_tensor_release(x);
+        return harness_checks_failed_ != fails_before;
+    }
+    if (relu && ref) { /* the fused reference against its definition: max pool of relu(x) */
+        const sweep_case mc = {MFT__OP_MAX_POOL2D, *p};
+        mft_tensor *rx = mft_relu(x), *mi = NULL;
+        mft_tensor *m = rx ? run_kernel(mft__pool_reference(MFT__OP_MAX_POOL2D, dt), &mc, rx,
+                                        MFT_CONTIGUOUS, os, &mi)
+                           : NULL;
+        char w0[300];
+        snprintf(w0, sizeof w0, "%s reference vs max_pool2d(relu(x))", what);
+        tensors_match(ref, m, 0, w0);
+        /* indices: the chain's where its maximum is > 0 or NaN, else -1 */
+        int64_t ix[4] = {0, 0, 0, 0};
+        if (m && mi && ref_i && mft_tensor_numel(m) > 0) do {
+            const double v = mft_tensor_get(m, ix);
+            const double want = (v > 0 || v != v) ? mft_tensor_get(mi, ix) : -1.0;
+            if (mft_tensor_get(ref_i, ix) != want) {
+                CHECK_MSG(false, "%s: index %g, want %g (max %g)", w0, mft_tensor_get(ref_i, ix),
+                          want, v);
+                break;
+            }
+        } while (tu_next_index(4, os, ix));
+        mft_tensor_release(m);
+        mft_tensor_release(mi);
+        mft_tensor_release(rx);
+    }
+
     /* the public entry point: result packed in x's tag */
     mft_tensor *y, *yi = NULL;
-    if (is_max) y = mft_max_pool2d_with_indices(x, p->kernel, p->stride, p->padding, p->dilation,
+    if (relu) y = mft_relu_max_pool2d_with_indices(x, p->kernel, p->stride, p->padding,
+                                                   p->dilation, p->ceil_mode, &yi);
+    else if (is_max) y = mft_max_pool2d_with_indices(x, p->kernel, p->stride, p->padding, p->dilation,
                                                 p->ceil_mode, &yi);
     else y = mft_avg_pool2d(x, p->kernel, p->stride, p->padding, p->ceil_mode,
                             p->count_include_pad, p->divisor_override);
@@ -415,13 +469,13 @@ static void sweep(mft_dtype dt, int ncases, uint64_t seed) {
     for (int i = 0; i < ncases && failed < 5; i++) {
         sweep_case sc;
         memset(&sc, 0, sizeof sc);
-        sc.op = (i & 1) ? MFT__OP_AVG_POOL2D : MFT__OP_MAX_POOL2D;
+        sc.op = (i & 1) ? MFT__OP_AVG_POOL2D : (i & 2) ? MFT__OP_RELU_MAX_POOL2D : MFT__OP_MAX_POOL2D;
         mft_pool2d_params *p = &sc.p;
         for (int d = 0; d < 2; d++) {
             p->kernel[d] = tu_rng_int(&rng, 1, 4);
             p->stride[d] = tu_rng_int(&rng, 1, 3);
             p->padding[d] = tu_rng_int(&rng, 0, p->kernel[d] / 2);
-            p->dilation[d] = sc.op == MFT__OP_MAX_POOL2D ? tu_rng_int(&rng, 1, 3) : 1;
+            p->dilation[d] = sc.op != MFT__OP_AVG_POOL2D ? tu_rng_int(&rng, 1, 3) : 1;
         }
         p->ceil_mode = tu_rng_int(&rng, 0, 1);
         p->count_include_pad = tu_rng_int(&rng, 0, 1);
@@ -447,10 +501,10 @@ static void test_kernels_f64(void) { sweep(MFT_F64, 200, 0x1234567887654321ull);
 static void test_kernels_parallel(void) {
     uint64_t rng = 77;
     mft_set_num_threads(4);
-    for (int op = 0; op < 2; op++) {
+    for (int op = 0; op < 3; op++) {
         sweep_case sc;
         memset(&sc, 0, sizeof sc);
-        sc.op = op ? MFT__OP_AVG_POOL2D : MFT__OP_MAX_POOL2D;
+        sc.op = op == 1 ? MFT__OP_AVG_POOL2D : op ? MFT__OP_RELU_MAX_POOL2D : MFT__OP_MAX_POOL2D;
         for (int d = 0; d < 2; d++) {
             sc.p.kernel[d] = 3;
             sc.p.stride[d] = 1 + d;

@@ -629,7 +629,11 @@ static void t_run_case(const tcase *c, mft_dtype dt, uint64_t *rng) {
             kout[0] = mft_empty(R, xs, dt, any ? MFT_CHANNELS_LAST : fmts[kx]);
         }
         const mft_tensor *cin[2] = {kin[0], kin[1]};
-        t_call(fns[kx], nin, cin, nout, kout, prm);
+        /* max backward kernels get NULL or (from the tape) the forward's 2-D
+         * windows, with which NHWC may write grad_x densely */
+        const void *kprm = prm;
+        if (c->bwd && is_max) kprm = R == 4 && c->kind == K_MAX ? (const void *)&p2 : NULL;
+        t_call(fns[kx], nin, cin, nout, kout, kprm);
         g_sstats.kernel_runs++;
         snprintf(what, sizeof what, "kernel %s %s", names[kx], mft_dtype_name(dt));
         if (!c->bwd) {
@@ -1221,12 +1225,78 @@ static void test_global_avg(void) {
     mft_set_num_threads(before);
 }
 
+/* The tape's max backward (mft__max_pool2d_backward_windows, which knows
+ * the forward's windows) against the public one (scatter over the indices):
+ * bit-identical grad_x, NHWC and NCHW, for the indices of max_pool2d and
+ * relu_max_pool2d (-1 where relu cut), windows that tile, leave gaps,
+ * overlap (the dense NHWC kernel must not apply) and hang over the edge. */
+static void test_max_backward_windows(void) {
+    uint64_t rng = 0x5eed5eedull;
+    int dense_cases = 0;
+    for (int it = 0; it < 160; it++) {
+        mft_pool2d_params p;
+        memset(&p, 0, sizeof p);
+        bool overlap = it % 5 == 4;
+        for (int d = 0; d < 2; d++) {
+            p.kernel[d] = tu_rng_int(&rng, 1, 3);
+            p.dilation[d] = tu_rng_int(&rng, 1, 2);
+            const int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
+            p.stride[d] = overlap && span > 1 ? span - 1 : span + tu_rng_int(&rng, 0, 1);
+            p.padding[d] = tu_rng_int(&rng, 0, p.kernel[d] / 2);
+        }
+        p.ceil_mode = tu_rng_int(&rng, 0, 1);
+        static const int64_t chans[] = {16, 19, 32, 64, 3};
+        const int64_t xs[4] = {tu_rng_int(&rng, 1, 3), chans[it % 5], tu_rng_int(&rng, 2, 12),
+                               tu_rng_int(&rng, 2, 12)};
+        const mft_format fmt = it % 3 == 2 ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST;
+        const bool relu = it % 2;
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, fmt, 100 + (uint64_t)it), *ind = NULL;
+        mft_tensor *y = relu ? mft_relu_max_pool2d_with_indices(x, p.kernel, p.stride, p.padding,
+                                                                p.dilation, p.ceil_mode, &ind)
+                             : mft_max_pool2d_with_indices(x, p.kernel, p.stride, p.padding,
+                                                           p.dilation, p.ceil_mode, &ind);
+        if (!y) { /* too small for the windows, or an empty window (relu) */
+            mft_clear_error();
+            mft_tensor_release(x);
+            continue;
+        }
+        mft_tensor *g = mft_randn(4, mft_tensor_sizes(y), MFT_F32, fmt, 7 + (uint64_t)it);
+        float *gd = mft_tensor_data(g);
+        for (int64_t i = 0; i < mft_tensor_numel(g); i += 5) gd[i] = -0.0f; /* sign of zeros */
+        mft_tensor *want = mft_max_pool2d_backward(g, x, ind);
+        mft_tensor *got = mft__max_pool2d_backward_windows(g, x, ind, &p);
+        CHECK(want && got);
+        if (want && got) {
+            CHECK(mft_tensor_format(got) == fmt &&
+                  memcmp(mft_tensor_strides(got), mft_tensor_strides(want), 4 * sizeof(int64_t)) == 0);
+            const size_t bytes = (size_t)mft_tensor_numel(x) * sizeof(float);
+            CHECK_MSG(memcmp(mft_tensor_data(got), mft_tensor_data(want), bytes) == 0,
+                      "case %d (%s, %s, C %lld, k %lldx%lld s %lldx%lld p %lldx%lld d %lldx%lld): "
+                      "grad_x differs from the scatter", it, relu ? "relu_max" : "max",
+                      mft_format_name(fmt), (long long)xs[1], (long long)p.kernel[0],
+                      (long long)p.kernel[1], (long long)p.stride[0], (long long)p.stride[1],
+                      (long long)p.padding[0], (long long)p.padding[1], (long long)p.dilation[0],
+                      (long long)p.dilation[1]);
+            dense_cases += fmt == MFT_CHANNELS_LAST && xs[1] >= 16 && !overlap;
+        }
+        mft_tensor_release(want);
+        mft_tensor_release(got);
+        mft_tensor_release(g);
+        mft_tensor_release(y);
+        mft_tensor_release(ind);
+        mft_tensor_release(x);
+    }
+    CHECK_MSG(dense_cases >= 40, "only %d cases reached the dense kernel", dense_cases);
+    printf("max backward with windows: %d dense NHWC cases\n", dense_cases);
+}
+
 int main(void) {
     RUN(test_golden);
     RUN(test_global_avg);
     RUN(test_sweep_f32);
     RUN(test_sweep_f64);
     RUN(test_edges);
+    RUN(test_max_backward_windows);
     RUN(test_pool1d);
     RUN(test_threads_and_dispatch);
     RUN(test_errors);

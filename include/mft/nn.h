@@ -71,6 +71,13 @@ MFT_API mft_layer *mft_layer_sequential(int n, mft_layer *const *layers);
  * intermediates of a sequential are released inside. NULL x propagates;
  * errors are those of the ops (the message names the failing op). */
 MFT_API mft_tensor *mft_layer_forward(mft_layer *l, const mft_tensor *x);
+/* Fusion (on by default), recursively: a sequential runs a relu layer
+ * directly followed by a max_pool2d layer as one mft_relu_max_pool2d
+ * (mft/pool.h): equal values and gradients, one tape node
+ * "relu_max_pool2d" instead of two, and the relu-sized intermediate is never
+ * written. Off: every layer runs its own op (to see or time them apart). */
+MFT_API void mft_layer_set_fusion(mft_layer *l, bool on);
+MFT_API bool mft_layer_fusion(const mft_layer *l);
 /* Training (default) or eval mode, recursively (batch_norm, dropout). */
 MFT_API void mft_layer_set_training(mft_layer *l, bool training);
 MFT_API bool mft_layer_training(const mft_layer *l);

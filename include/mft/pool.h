@@ -40,6 +40,28 @@ MFT_API mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64
                                                 const int64_t stride[2], const int64_t padding[2],
                                                 const int64_t dilation[2], bool ceil_mode,
                                                 mft_tensor **indices);
+/* max_pool2d(relu(x)) in one pass, for the relu -> max_pool2d pair of CNNs
+ * (mft_layer_sequential fuses it; mft/nn.h). relu is monotone, so this is
+ * relu of each window's maximum m: equal values to the two-op chain (a zero
+ * may differ in sign), NaN propagates. The gradient is the chain's too: the
+ * index of a window with m <= 0 is -1 (no input gets its gradient, which
+ * relu's backward would zero), else the position of the first maximum, as
+ * mft_max_pool2d_with_indices gives it. The relu-sized intermediate (four
+ * times the result for 2x2 windows) is never written, nor read back in
+ * backward. Records node "relu_max_pool2d", whose backward is
+ * mft_max_pool2d_backward. Dispatched as op "relu_max_pool2d" (kernel
+ * outputs {values, indices}, params mft_pool2d_params). Parameters that
+ * leave a window with no input element (possible with dilation and
+ * padding; max_pool2d gives -inf there) are refused (MFT_ERR_INVALID). */
+MFT_API mft_tensor *mft_relu_max_pool2d(const mft_tensor *x, const int64_t kernel[2],
+                                        const int64_t stride[2], const int64_t padding[2],
+                                        const int64_t dilation[2], bool ceil_mode);
+MFT_API mft_tensor *mft_relu_max_pool2d_with_indices(const mft_tensor *x,
+                                                     const int64_t kernel[2],
+                                                     const int64_t stride[2],
+                                                     const int64_t padding[2],
+                                                     const int64_t dilation[2], bool ceil_mode,
+                                                     mft_tensor **indices);
 /* Average pooling (PyTorch's semantics for count_include_pad and
  * divisor_override; 0 = no override). */
 MFT_API mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2],
