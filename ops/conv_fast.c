@@ -37,7 +37,9 @@
  *
  * Note [backward_weight]
  * Work items are (group, 16-wide block of c_out; with AVX-512 two blocks,
- * run by the 6x32 backward micro-kernel); an item owns its slice of
+ * run by the 6x32 backward micro-kernel; with AVX-512 and C_in per group a
+ * multiple of 8 the ci blocks hold 8 channels, not 6: 8x16 / 8x32 tiles,
+ * bw_job.bm, which waste no row on 32 channels); an item owns its slice of
  * grad_w (accumulated in a scratch buffer [tap][ci block of 6][6][16]) and
  * sums over every (n, output row) in order: for each tap, the contiguous run
  * of output columns whose input column is inside the image is one call of a
@@ -114,6 +116,7 @@ void mft__conv_fast_set_mode(int mode) { cf_mode = mode; }
 #define TILE_M         6
 #define TILE_N         16
 #define TILES_PER_ITEM 8
+#define BW_MAX_M       8 /* most rows of a backward_weight tile */
 
 /* ---------------------------------------------------------------- geometry */
 typedef struct cgeom {
@@ -581,14 +584,15 @@ typedef struct bw_job {
     float *gw;
     const int64_t *gws; /* grad_w strides (co, ci, kd, kh, kw) */
     bw_micro_fn micro;
-    bw_micro2_fn micro2; /* NULL: 6x16 tiles only */
+    bw_micro2_fn micro2; /* NULL: bm x 16 tiles only */
+    int64_t bm;          /* rows (input channels) per tile: TILE_M, or 8 (AVX-512) */
 } bw_job;
 
 static void bw_range(void *ctx, int64_t begin, int64_t end) {
     const bw_job *j = ctx;
     const cgeom *g = j->g;
     const int64_t T = g->T, nbi = j->nbi, bpi = j->micro2 ? 2 : 1; /* c_out blocks per item */
-    const int64_t blk = T * nbi * TILE_M * TILE_N; /* one block's accumulators */
+    const int64_t blk = T * nbi * j->bm * TILE_N; /* one block's accumulators */
     float *acc = mft__alloc((size_t)(bpi * blk) * sizeof(float), 64);
     const int64_t nit = cdiv(j->nbo, bpi);
     for (int64_t it = begin; it < end; it++) {
@@ -647,13 +651,13 @@ static void bw_range(void *ctx, int64_t begin, int64_t end) {
                                           (lo * g->s[2] + off) * g->Cin + gg * g->Cgi;
                         const int64_t xs = g->s[2] * g->Cin;
                         for (int64_t ib = 0; ib < nbi; ib++) {
-                            const float *rows[TILE_M];
-                            for (int i = 0; i < TILE_M; i++) {
-                                int64_t ci = ib * TILE_M + i;
+                            const float *rows[BW_MAX_M];
+                            for (int i = 0; i < j->bm; i++) {
+                                int64_t ci = ib * j->bm + i;
                                 if (ci >= g->Cgi) ci = g->Cgi - 1;
                                 rows[i] = xr + ci;
                             }
-                            float *a0 = acc + (t * nbi + ib) * TILE_M * TILE_N;
+                            float *a0 = acc + (t * nbi + ib) * j->bm * TILE_N;
                             if (nblk == 2)
                                 j->micro2(1, NULL, NULL, hi - lo, rows, xs, gyr + lo * j->gs,
                                           j->gs, a0, a0 + blk);
@@ -672,7 +676,7 @@ static void bw_range(void *ctx, int64_t begin, int64_t end) {
                 for (int64_t ci = 0; ci < g->Cgi; ci++)
                     j->gw[(gg * g->Cgo + co) * j->gws[0] + ci * j->gws[1] + kd * j->gws[2] +
                           kh * j->gws[3] + kw * j->gws[4]] =
-                        ab[((t * nbi + ci / TILE_M) * TILE_M + ci % TILE_M) * TILE_N + jj];
+                        ab[((t * nbi + ci / j->bm) * j->bm + ci % j->bm) * TILE_N + jj];
             }
         }
     }
@@ -721,7 +725,7 @@ static void bwc_range(void *ctx, int64_t begin, int64_t end) {
         memset(acc, 0, (size_t)c->accn * sizeof(float));
         const int64_t goff = j->gs == g->Cout ? gg * g->Cgo : gg * nbo * TILE_N;
         const int64_t xs = g->s[2] * g->Cin;
-        const float *xrows[TILE_M];
+        const float *xrows[BW_MAX_M];
         for (int64_t rb = r0; rb < r1; rb += BWC_ROWS) {
             const int64_t re = rb + BWC_ROWS < r1 ? rb + BWC_ROWS : r1;
             for (int64_t t = 0; t < T; t++) {
@@ -746,17 +750,17 @@ static void bwc_range(void *ctx, int64_t begin, int64_t end) {
                 }
                 if (!nq) continue;
                 for (int64_t ib = 0; ib < nbi; ib++) {
-                    for (int i = 0; i < TILE_M; i++) {
-                        int64_t ci = ib * TILE_M + i;
+                    for (int i = 0; i < j->bm; i++) {
+                        int64_t ci = ib * j->bm + i;
                         if (ci >= g->Cgi) ci = g->Cgi - 1;
                         xrows[i] = j->x + gg * g->Cgi + ci;
                     }
                     for (int64_t cb = 0; cb < nbo;) {
-                        float *a0 = acc + ((cb * T + t) * nbi + ib) * TILE_M * TILE_N;
+                        float *a0 = acc + ((cb * T + t) * nbi + ib) * j->bm * TILE_N;
                         const float *gp = j->gy + goff + cb * TILE_N;
                         if (j->micro2 && cb + 1 < nbo) { /* two c_out blocks, 6x32 */
                             j->micro2(nq, xo, go, hi - lo, xrows, xs, gp, j->gs, a0,
-                                      a0 + T * nbi * TILE_M * TILE_N);
+                                      a0 + T * nbi * j->bm * TILE_N);
                             cb += 2;
                         } else {
                             j->micro(nq, xo, go, hi - lo, xrows, xs, gp, j->gs, a0);
@@ -778,13 +782,13 @@ static void bwc_reduce(void *ctx, int64_t begin, int64_t end) {
     for (int64_t it = begin; it < end; it++) {
         const int64_t gg = it / j->nbo, cb = it % j->nbo;
         const int64_t cols = g->Cgo - cb * TILE_N < TILE_N ? g->Cgo - cb * TILE_N : TILE_N;
-        const float *p0 = c->part + gg * c->nch * c->accn + cb * T * nbi * TILE_M * TILE_N;
+        const float *p0 = c->part + gg * c->nch * c->accn + cb * T * nbi * j->bm * TILE_N;
         for (int64_t t = 0; t < T; t++) {
             const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
                           kd = t / (g->K[2] * g->K[1]);
             for (int64_t ci = 0; ci < g->Cgi; ci++)
                 for (int64_t jj = 0; jj < cols; jj++) {
-                    const int64_t e = ((t * nbi + ci / TILE_M) * TILE_M + ci % TILE_M) * TILE_N + jj;
+                    const int64_t e = ((t * nbi + ci / j->bm) * j->bm + ci % j->bm) * TILE_N + jj;
                     float s = p0[e];
                     for (int64_t ch = 1; ch < c->nch; ch++) s += p0[ch * c->accn + e];
                     j->gw[(gg * g->Cgo + cb * TILE_N + jj) * j->gws[0] + ci * j->gws[1] +
@@ -800,11 +804,19 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
     memset(&j, 0, sizeof j);
     j.g = g;
     j.nbo = cdiv(g->Cgo, TILE_N);
-    j.nbi = cdiv(g->Cgi, TILE_M);
-    j.gw = gw;
-    j.gws = gws;
+    /* rows (input channels) per tile: 8 on AVX-512 when they divide the
+     * channels (32 channels: 6 blocks of 6 would waste 4 rows) */
     j.micro = pick_bw_micro();
     j.micro2 = pick_bw_micro2();
+    j.bm = TILE_M;
+    if (pick_bw_micro8() && g->Cgi % 8 == 0) {
+        j.bm = 8;
+        j.micro = pick_bw_micro8();
+        j.micro2 = pick_bw_micro2_8();
+    }
+    j.nbi = cdiv(g->Cgi, j.bm);
+    j.gw = gw;
+    j.gws = gws;
     if (cf_mode == 2) {
         direct_nhwc(g, 2, gy, x, gw, gws);
         return;
@@ -831,7 +843,7 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
     c.b = &j;
     c.rows = g->N * g->OD * g->OH;
     c.nch = BWC_CHUNKS;
-    c.accn = g->T * j.nbo * j.nbi * TILE_M * TILE_N;
+    c.accn = g->T * j.nbo * j.nbi * j.bm * TILE_N;
     c.part = NULL;
     if (c.rows >= BWC_CHUNKS && c.accn * (int64_t)sizeof(float) <= BWC_MAX_ACC)
         c.part = mft__alloc((size_t)(g->G * c.nch * c.accn) * sizeof(float), 64);

@@ -2,7 +2,8 @@
  * by it once, after its tile constants and mode switch): the 6x16
  * indirect-convolution and backward_weight micro-kernels (AVX-512, AVX2/FMA
  * and portable C of the same tiling) and their AVX-512 6x32 variants over two
- * column blocks, the depthwise per-pixel kernel, and the
+ * column blocks, AVX-512 8-row backward_weight tiles (8x16, 8x32) for input
+ * channels in multiples of 8, the depthwise per-pixel kernel, and the
  * blocked 8x8 transpose used by the NCHW kernels. Not a public or shared
  * header. */
 #ifndef MFT_CONV_FAST_KERNELS_H
@@ -192,38 +193,46 @@ static void ind_micro_avx512(int64_t nu, const int32_t *taps, int64_t K,
 #undef STORE
 }
 
-static void bw_micro_avx512(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
-                            const float *const *xr, int64_t xs, const float *gp0, int64_t gs,
-                            float *acc) {
-    const __m512 zero = _mm512_setzero_ps();
-#define DECL(i) __m512 c##i = _mm512_loadu_ps(acc + i * TILE_N), d##i = zero;
-    CF512_ROWS(DECL)
-#undef DECL
-    for (int64_t q = 0; q < nq; q++) {
-        const int64_t x0 = xo ? xo[q] : 0;
-        const float *a0 = xr[0] + x0, *a1 = xr[1] + x0, *a2 = xr[2] + x0, *a3 = xr[3] + x0,
-                    *a4 = xr[4] + x0, *a5 = xr[5] + x0;
-        const float *gp = gp0 + (go ? go[q] : 0);
-        int64_t r = 0, o = 0;
-        for (; r + 2 <= n; r += 2, o += 2 * xs, gp += 2 * gs) {
-            const __m512 b0 = _mm512_loadu_ps(gp), b1 = _mm512_loadu_ps(gp + gs);
-#define STEP(i)                                                                                    \
+/* The backward_weight tiles, for ROWS rows (input channels): 6 (TILE_M) or
+ * 8, which wastes no row on 32- or 64-channel inputs (AVX-512 has the
+ * registers: 8x32 holds 16 accumulators). */
+#define CF512_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define CF512_BW_MICRO(NAME, ROWS, ROWPTR)                                                               \
+    static void NAME(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,                  \
+                     const float *const *xr, int64_t xs, const float *gp0, int64_t gs,             \
+                     float *acc) {                                                                 \
+        const __m512 zero = _mm512_setzero_ps();                                                   \
+        ROWS(CF512_BW_DECL1)                                                                       \
+        for (int64_t q = 0; q < nq; q++) {                                                         \
+            const int64_t x0 = xo ? xo[q] : 0;                                                     \
+            const float *ab = xr[0] + x0;                                                          \
+            (void)ab;                                                                              \
+            ROWS(ROWPTR)                                                                           \
+            const float *gp = gp0 + (go ? go[q] : 0);                                              \
+            int64_t r = 0, o = 0;                                                                  \
+            for (; r + 2 <= n; r += 2, o += 2 * xs, gp += 2 * gs) {                                \
+                const __m512 b0 = _mm512_loadu_ps(gp), b1 = _mm512_loadu_ps(gp + gs);              \
+                ROWS(CF512_BW_STEP2)                                                               \
+            }                                                                                      \
+            if (r < n) {                                                                           \
+                const __m512 b0 = _mm512_loadu_ps(gp);                                             \
+                ROWS(CF512_BW_STEP1)                                                               \
+            }                                                                                      \
+        }                                                                                          \
+        ROWS(CF512_BW_STORE1)                                                                      \
+    }
+#define CF512_BW_DECL1(i) __m512 c##i = _mm512_loadu_ps(acc + i * TILE_N), d##i = zero;
+#define CF512_BW_ROWPTR(i) const float *a##i = xr[i] + x0;
+/* 8-row tiles need consecutive rows (xr[i] = xr[0] + i: C_in % 8 == 0):
+ * one base register instead of eight, which would not fit with the rest */
+#define CF512_BW_ROWPTR8(i) const float *a##i = ab + i;
+#define CF512_BW_STEP2(i)                                                                          \
     c##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o]), b0, c##i);                                     \
     d##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o + xs]), b1, d##i);
-            CF512_ROWS(STEP)
-#undef STEP
-        }
-        if (r < n) {
-            const __m512 b0 = _mm512_loadu_ps(gp);
-#define STEP(i) c##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o]), b0, c##i);
-            CF512_ROWS(STEP)
-#undef STEP
-        }
-    }
-#define STORE(i) _mm512_storeu_ps(acc + i * TILE_N, _mm512_add_ps(c##i, d##i));
-    CF512_ROWS(STORE)
-#undef STORE
-}
+#define CF512_BW_STEP1(i) c##i = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o]), b0, c##i);
+#define CF512_BW_STORE1(i) _mm512_storeu_ps(acc + i * TILE_N, _mm512_add_ps(c##i, d##i));
+CF512_BW_MICRO(bw_micro_avx512, CF512_ROWS, CF512_BW_ROWPTR)
+CF512_BW_MICRO(bw_micro8_avx512, CF512_ROWS8, CF512_BW_ROWPTR8)
 
 /* 6x32 tiles over two adjacent 16-wide column blocks, for machines whose
  * load ports, not FMA pipes, limit the 6x16 tile (it needs 7 loads per 6
@@ -260,35 +269,36 @@ static void ind_micro2_avx512(int64_t nu, const int32_t *taps, int64_t K,
 #undef STORE
 }
 
-static void bw_micro2_avx512(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
-                             const float *const *xr, int64_t xs, const float *gp0, int64_t gs,
-                             float *acc0, float *acc1) {
-#define DECL(i)                                                                                    \
+#define CF512_BW_MICRO2(NAME, ROWS, ROWPTR)                                                              \
+    static void NAME(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,                  \
+                     const float *const *xr, int64_t xs, const float *gp0, int64_t gs,             \
+                     float *acc0, float *acc1) {                                                   \
+        ROWS(CF512_BW_DECL2)                                                                       \
+        for (int64_t q = 0; q < nq; q++) {                                                         \
+            const int64_t x0 = xo ? xo[q] : 0;                                                     \
+            const float *ab = xr[0] + x0;                                                          \
+            (void)ab;                                                                              \
+            ROWS(ROWPTR)                                                                           \
+            const float *gp = gp0 + (go ? go[q] : 0);                                              \
+            for (int64_t r = 0, o = 0; r < n; r++, o += xs, gp += gs) {                            \
+                const __m512 b0 = _mm512_loadu_ps(gp), b1 = _mm512_loadu_ps(gp + TILE_N);          \
+                __m512 av;                                                                         \
+                ROWS(CF512_BW_STEP12)                                                              \
+            }                                                                                      \
+        }                                                                                          \
+        ROWS(CF512_BW_STORE2)                                                                      \
+    }
+#define CF512_BW_DECL2(i)                                                                          \
     __m512 c##i = _mm512_loadu_ps(acc0 + i * TILE_N), d##i = _mm512_loadu_ps(acc1 + i * TILE_N);
-    CF512_ROWS(DECL)
-#undef DECL
-    for (int64_t q = 0; q < nq; q++) {
-        const int64_t x0 = xo ? xo[q] : 0;
-        const float *a0 = xr[0] + x0, *a1 = xr[1] + x0, *a2 = xr[2] + x0, *a3 = xr[3] + x0,
-                    *a4 = xr[4] + x0, *a5 = xr[5] + x0;
-        const float *gp = gp0 + (go ? go[q] : 0);
-        for (int64_t r = 0, o = 0; r < n; r++, o += xs, gp += gs) {
-            const __m512 b0 = _mm512_loadu_ps(gp), b1 = _mm512_loadu_ps(gp + TILE_N);
-            __m512 av;
-#define STEP(i)                                                                                    \
+#define CF512_BW_STEP12(i)                                                                         \
     av = _mm512_set1_ps(a##i[o]);                                                                  \
     c##i = _mm512_fmadd_ps(av, b0, c##i);                                                          \
     d##i = _mm512_fmadd_ps(av, b1, d##i);
-            CF512_ROWS(STEP)
-#undef STEP
-        }
-    }
-#define STORE(i)                                                                                   \
+#define CF512_BW_STORE2(i)                                                                         \
     _mm512_storeu_ps(acc0 + i * TILE_N, c##i);                                                     \
     _mm512_storeu_ps(acc1 + i * TILE_N, d##i);
-    CF512_ROWS(STORE)
-#undef STORE
-}
+CF512_BW_MICRO2(bw_micro2_avx512, CF512_ROWS, CF512_BW_ROWPTR)
+CF512_BW_MICRO2(bw_micro2_8_avx512, CF512_ROWS8, CF512_BW_ROWPTR8)
 #undef CF512_ROWS
 #endif
 
@@ -308,6 +318,19 @@ static ind_micro2_fn pick_ind_micro2(void) {
 static bw_micro2_fn pick_bw_micro2(void) {
 #if CF_AVX512
     if (cf_mode == 0) return bw_micro2_avx512;
+#endif
+    return NULL;
+}
+/* The 8-row backward_weight tiles (8x16, 8x32), or NULL (then 6 rows). */
+static bw_micro_fn pick_bw_micro8(void) {
+#if CF_AVX512
+    if (cf_mode == 0) return bw_micro8_avx512;
+#endif
+    return NULL;
+}
+static bw_micro2_fn pick_bw_micro2_8(void) {
+#if CF_AVX512
+    if (cf_mode == 0) return bw_micro2_8_avx512;
 #endif
     return NULL;
 }
