@@ -10,7 +10,9 @@
  *   adaptive_avg_pool2d_o1_{fwd,bwd}_<fmt>_8x64x56x56   global pooling
  *   adaptive_avg_pool2d_o7_{fwd,bwd}_<fmt>_8x64x56x56
  * Max forward = mft_max_pool2d_with_indices (training: indices are saved);
- * max backward = mft_max_pool2d_backward(grad_out, x, indices); avg
+ * max backward = mft_max_pool2d_backward_windows(grad_out, x, indices, the
+ * forward's windows), as the training tape calls it and as PyTorch's
+ * max_pool2d_with_indices_backward takes them; avg
  * backward = mft_avg_pool2d_backward / mft_adaptive_avg_pool2d_backward;
  * grad_out in x's format. flops = 0 (memory-bound); bytes = what an optimal
  * kernel moves: forward read x + write y (+ write the I64 indices for max),
@@ -52,7 +54,7 @@ static int run_case(void *ctx) {
     switch (c->kind) {
     case K_MAX3:
     case K_MAX2:
-        r = c->bwd ? mft_max_pool2d_backward(c->gy, c->x, c->ind)
+        r = c->bwd ? mft_max_pool2d_backward_windows(c->gy, c->x, c->ind, k, s, p, NULL, false)
                    : mft_max_pool2d_with_indices(c->x, k, s, p, NULL, false, &ri);
         break;
     case K_AVG3:

@@ -223,13 +223,6 @@ mft_status mft__agew_check_into(const char *fn, const mft_tensor *out, int n,
  * nothing, when they do not apply (no AVX-512; NHWC: C_out % 16 != 0; NCHW:
  * W stride != 1) or a scratch allocation fails; the caller then runs
  * another kernel. */
-/* mft_max_pool2d_backward with the forward's windows (ops/pool_more.c): the
- * tape's call, which lets the NHWC kernel write grad_x densely when the
- * windows do not overlap. indices must be the forward's. */
-mft_tensor *mft__max_pool2d_backward_windows(const mft_tensor *grad_out, const mft_tensor *x,
-                                             const mft_tensor *indices,
-                                             const mft_pool2d_params *windows);
-
 typedef struct mft__plane_geom {
     int64_t N, H, W, OH, OW, Cout, KH, KW, sh, sw, ph, pw, dh, dw;
     const float *w;

@@ -192,7 +192,9 @@ static mft_status pool_node_backward(const mft__ag_node *n, mft_tensor *const *g
                                      mft_tensor **gin) {
     const pool_ag_params *q = n->params;
     const mft_pool2d_params *p = &q->p;
-    gin[0] = q->is_max ? mft__max_pool2d_backward_windows(gout[0], n->saved[0], n->saved[1], p)
+    gin[0] = q->is_max ? mft_max_pool2d_backward_windows(gout[0], n->saved[0], n->saved[1],
+                                                         p->kernel, p->stride, p->padding,
+                                                         p->dilation, p->ceil_mode)
                        : mft_avg_pool2d_backward(gout[0], n->saved[0], p->kernel, p->stride,
                                                  p->padding, p->ceil_mode, p->count_include_pad,
                                                  p->divisor_override);

@@ -1225,18 +1225,18 @@ static void test_global_avg(void) {
     mft_set_num_threads(before);
 }
 
-/* The tape's max backward (mft__max_pool2d_backward_windows, which knows
- * the forward's windows) against the public one (scatter over the indices):
- * bit-identical grad_x, NHWC and NCHW, for the indices of max_pool2d and
- * relu_max_pool2d (-1 where relu cut), windows that tile, leave gaps,
- * overlap (the dense NHWC kernel must not apply) and hang over the edge. */
+/* mft_max_pool2d_backward_windows (the tape's call; NHWC gathers) against
+ * mft_max_pool2d_backward (scatter over the indices): bit-identical grad_x,
+ * NHWC and NCHW, for the indices of max_pool2d and relu_max_pool2d (-1
+ * where relu cut), windows that tile, leave gaps, overlap and hang over the
+ * edge; grad_out of the wrong sizes for the windows is refused. */
 static void test_max_backward_windows(void) {
     uint64_t rng = 0x5eed5eedull;
     int dense_cases = 0;
-    for (int it = 0; it < 160; it++) {
+    for (int it = 0; it < 200; it++) {
         mft_pool2d_params p;
         memset(&p, 0, sizeof p);
-        bool overlap = it % 5 == 4;
+        bool overlap = it % 4 == 3;
         for (int d = 0; d < 2; d++) {
             p.kernel[d] = tu_rng_int(&rng, 1, 3);
             p.dilation[d] = tu_rng_int(&rng, 1, 2);
@@ -1264,7 +1264,8 @@ static void test_max_backward_windows(void) {
         float *gd = mft_tensor_data(g);
         for (int64_t i = 0; i < mft_tensor_numel(g); i += 5) gd[i] = -0.0f; /* sign of zeros */
         mft_tensor *want = mft_max_pool2d_backward(g, x, ind);
-        mft_tensor *got = mft__max_pool2d_backward_windows(g, x, ind, &p);
+        mft_tensor *got = mft_max_pool2d_backward_windows(g, x, ind, p.kernel, p.stride, p.padding,
+                                                          p.dilation, p.ceil_mode);
         CHECK(want && got);
         if (want && got) {
             CHECK(mft_tensor_format(got) == fmt &&
@@ -1278,6 +1279,7 @@ static void test_max_backward_windows(void) {
                       (long long)p.padding[0], (long long)p.padding[1], (long long)p.dilation[0],
                       (long long)p.dilation[1]);
             dense_cases += fmt == MFT_CHANNELS_LAST && xs[1] >= 16 && !overlap;
+
         }
         mft_tensor_release(want);
         mft_tensor_release(got);
@@ -1286,8 +1288,24 @@ static void test_max_backward_windows(void) {
         mft_tensor_release(ind);
         mft_tensor_release(x);
     }
-    CHECK_MSG(dense_cases >= 40, "only %d cases reached the dense kernel", dense_cases);
-    printf("max backward with windows: %d dense NHWC cases\n", dense_cases);
+    CHECK_MSG(dense_cases >= 40, "only %d cases reached the gather", dense_cases);
+    printf("max backward with windows: %d gathered NHWC cases\n", dense_cases);
+    /* the windows must give grad_out's sizes */
+    const int64_t xs[4] = {1, 16, 6, 6}, k2[2] = {2, 2}, k3[2] = {3, 3};
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, MFT_CHANNELS_LAST, 1), *ind = NULL;
+    mft_tensor *y = mft_max_pool2d_with_indices(x, k2, NULL, NULL, NULL, false, &ind);
+    mft_tensor *bad = mft_max_pool2d_backward_windows(y, x, ind, k3, NULL, NULL, NULL, false);
+    CHECK_MSG(!bad && strstr(mft_last_error_message(), "mft_max_pool2d_backward_windows") ==
+                          mft_last_error_message(),
+              "grad_out of 3x3 for 2x2 windows: %s", mft_last_error_message());
+    mft_clear_error();
+    CHECK(mft_max_pool2d_backward_windows(y, x, ind, NULL, NULL, NULL, NULL, false) == NULL &&
+          mft_last_error() == MFT_ERR_NULL);
+    mft_clear_error();
+    mft_tensor_release(bad);
+    mft_tensor_release(y);
+    mft_tensor_release(ind);
+    mft_tensor_release(x);
 }
 
 int main(void) {

@@ -80,9 +80,28 @@ MFT_API mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2],
  * and channels, spatial sizes >= 1) and indices (I64, grad_out's sizes)
  * stand for the forward result. Deterministic: the result does not depend
  * on the thread count. Kernels (ops max_pool2d_backward, max_pool3d_backward)
- * get inputs {grad_out, indices}, output {grad_x} and params NULL. */
+ * get inputs {grad_out, indices}, output {grad_x} and params NULL (but see
+ * mft_max_pool2d_backward_windows). */
 MFT_API mft_tensor *mft_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                             const mft_tensor *indices);
+/* mft_max_pool2d_backward told the forward's windows (PyTorch's
+ * max_pool2d_with_indices_backward takes them too): the same grad_x, bit for
+ * bit, for indices that forward returned. With windows that do not
+ * overlap (2x2 / stride 2) the NHWC kernel writes each grad_x pixel once
+ * from the window holding it instead of zeroing grad_x and scattering
+ * into it. An index outside its own window adds
+ * nothing here (mft_max_pool2d_backward would add it where it points).
+ * grad_out must have the sizes these windows give x; errors name the
+ * values. relu_max_pool2d's tape node calls it, and so does max_pool2d's.
+ * Kernels of op max_pool2d_backward receive params NULL (from
+ * mft_max_pool2d_backward) or these windows as an mft_pool2d_params. */
+MFT_API mft_tensor *mft_max_pool2d_backward_windows(const mft_tensor *grad_out,
+                                                    const mft_tensor *x,
+                                                    const mft_tensor *indices,
+                                                    const int64_t kernel[2],
+                                                    const int64_t stride[2],
+                                                    const int64_t padding[2],
+                                                    const int64_t dilation[2], bool ceil_mode);
 /* Backward of avg_pool2d with the forward's parameters: grad_x[i] = sum
  * over the windows holding i of grad_out / divisor. grad_out must have the
  * forward result's sizes. Kernel params: mft_pool2d_params. */
