@@ -364,6 +364,17 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                     }
             continue;
         }
+        if (j->identity && it + 1 < end) {
+            /* 1x1: the next item reads the next TILES_PER_ITEM * 6 source
+             * pixels, one contiguous run; fetch it while this item computes
+             * (8x64x56x56 k64 1x1 from DRAM, 1 thread: 1.49-1.52 ms without,
+             * 1.17-1.37 with, 1.0-1.05 in cache; prefetching the written
+             * lines as well measured slower) */
+            const int64_t q1 = t1 * TILE_M, q2 = q1 + TILES_PER_ITEM * TILE_M;
+            const char *a = (const char *)(j->src + q1 * j->srcC);
+            const char *b = (const char *)(j->src + (q2 < j->P ? q2 : j->P) * j->srcC);
+            for (; a < b; a += 64) __builtin_prefetch(a, 0, 3);
+        }
         int64_t nu[TILES_PER_ITEM];
         for (int64_t tl = t0; tl < t1; tl++) {
             const int64_t li = tl - t0;
