@@ -1025,6 +1025,19 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
         const int64_t h = r % dH, dd = (r / dH) % dD, n = r / (dH * dD);
         const int64_t ssz[3] = {bwd ? g->OD : g->D, bwd ? g->OH : g->H, bwd ? g->OW : g->W};
         const int64_t sW = g->s[2], pW = g->p[2], dlW = g->d[2];
+        if (!bwd && r + 1 < end) {
+            /* the source row only the next dst row reads (its last tap row):
+             * fetch it while this row computes (8x64x56x56 3x3 NHWC, 1 thread:
+             * 0.73-0.75 -> 0.60-0.64 ms; 2 threads 0.32-0.37 -> 0.27-0.31) */
+            const int64_t h1 = (r + 1) % dH, d1 = ((r + 1) / dH) % dD, n1 = (r + 1) / (dH * dD);
+            const int64_t ih = h1 * g->s[1] - g->p[1] + (g->K[1] - 1) * g->d[1];
+            const int64_t id = d1 * g->s[0] - g->p[0] + (g->K[0] - 1) * g->d[0];
+            if (ih >= 0 && ih < g->H && id >= 0 && id < g->D) {
+                const char *a = (const char *)(j->a + ((n1 * g->D + id) * g->H + ih) * g->W * Cin);
+                const char *b = a + g->W * Cin * (int64_t)sizeof(float);
+                for (; a < b; a += 64) __builtin_prefetch(a, 0, 3);
+            }
+        }
         const float *aps[DW_CHUNK], *wps[DW_CHUNK];
         /* streaming stores only for packed NHWC outputs too big to stay in a
          * last-level cache (>= 16 MB; below that, normal stores leave y in
