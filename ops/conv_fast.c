@@ -836,12 +836,7 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
      * channels (32 channels: 6 blocks of 6 would waste 4 rows) */
     j.micro = pick_bw_micro();
     j.micro2 = pick_bw_micro2();
-    j.bm = TILE_M;
-    if (pick_bw_micro8() && g->Cgi % 8 == 0) {
-        j.bm = 8;
-        j.micro = pick_bw_micro8();
-        j.micro2 = pick_bw_micro2_8();
-    }
+    j.bm = g->Cgi % 8 == 0 && pick_bw_micro8(&j.micro, &j.micro2) ? 8 : TILE_M;
     j.nbi = cdiv(g->Cgi, j.bm);
     j.gw = gw;
     j.gws = gws;
@@ -1386,8 +1381,8 @@ static void dwn_rows(float *o, int64_t R, int64_t OW, const float *pb, int64_t P
  * acc[t] += sum_{oh,ow} gy[oh][ow] * pb[oh*sH + kh*dH][ow + kw*dW]. */
 static void dwn_bw_plane(double *acc, const float *gy, int64_t OH, int64_t OW, const float *pb,
                          int64_t PW, int64_t sH, int64_t dH, int64_t dW, int64_t KH, int64_t KW) {
-    const int64_t T = KH * KW;
 #if CF_AVX2
+    const int64_t T = KH * KW;
     if (cf_mode != 1 && T <= 16) {
         __m256 v[16];
         for (int64_t t = 0; t < T; t++) v[t] = _mm256_setzero_ps();

@@ -321,18 +321,19 @@ static bw_micro2_fn pick_bw_micro2(void) {
 #endif
     return NULL;
 }
-/* The 8-row backward_weight tiles (8x16, 8x32), or NULL (then 6 rows). */
-static bw_micro_fn pick_bw_micro8(void) {
+/* The 8-row backward_weight tiles (8x16 into *m, 8x32 into *m2); false
+ * (nothing written) where they do not exist: 6 rows then. */
+static bool pick_bw_micro8(bw_micro_fn *m, bw_micro2_fn *m2) {
 #if CF_AVX512
-    if (cf_mode == 0) return bw_micro8_avx512;
+    if (cf_mode == 0) {
+        *m = bw_micro8_avx512;
+        *m2 = bw_micro2_8_avx512;
+        return true;
+    }
 #endif
-    return NULL;
-}
-static bw_micro2_fn pick_bw_micro2_8(void) {
-#if CF_AVX512
-    if (cf_mode == 0) return bw_micro2_8_avx512;
-#endif
-    return NULL;
+    (void)m;
+    (void)m2;
+    return false;
 }
 
 static ind_micro_fn pick_ind_micro(void) {

@@ -309,47 +309,51 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     return r;
 }
 
+/* The max entry points: indices NULL for the value-only forms; the
+ * *_with_indices forms require it. */
+static mft_tensor *max_entry(const char *fn, mft__op_id op, const mft_tensor *x,
+                             const int64_t kernel[2], const int64_t stride[2],
+                             const int64_t padding[2], const int64_t dilation[2], bool ceil_mode,
+                             bool want_indices, mft_tensor **indices) {
+    if (want_indices) {
+        if (indices) *indices = NULL;
+        if (!indices) {
+            if (!x) mft__null_arg(fn, "x");
+            else mft__set_error(MFT_ERR_NULL, "%s: argument 'indices' is NULL", fn);
+            return NULL;
+        }
+    }
+    const pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
+    return pool_run(fn, op, x, &a, want_indices ? indices : NULL);
+}
+
 mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64_t kernel[2],
                                         const int64_t stride[2], const int64_t padding[2],
                                         const int64_t dilation[2], bool ceil_mode,
                                         mft_tensor **indices) {
-    static const char fn[] = "mft_max_pool2d_with_indices";
-    if (indices) *indices = NULL;
-    if (!indices) {
-        if (!x) mft__null_arg(fn, "x");
-        else mft__set_error(MFT_ERR_NULL, "%s: argument 'indices' is NULL", fn);
-        return NULL;
-    }
-    pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
-    return pool_run(fn, MFT__OP_MAX_POOL2D, x, &a, indices);
+    return max_entry("mft_max_pool2d_with_indices", MFT__OP_MAX_POOL2D, x, kernel, stride,
+                     padding, dilation, ceil_mode, true, indices);
 }
 
 mft_tensor *mft_max_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                            const int64_t padding[2], const int64_t dilation[2], bool ceil_mode) {
-    pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
-    return pool_run("mft_max_pool2d", MFT__OP_MAX_POOL2D, x, &a, NULL);
+    return max_entry("mft_max_pool2d", MFT__OP_MAX_POOL2D, x, kernel, stride, padding, dilation,
+                     ceil_mode, false, NULL);
 }
 
 mft_tensor *mft_relu_max_pool2d_with_indices(const mft_tensor *x, const int64_t kernel[2],
                                              const int64_t stride[2], const int64_t padding[2],
                                              const int64_t dilation[2], bool ceil_mode,
                                              mft_tensor **indices) {
-    static const char fn[] = "mft_relu_max_pool2d_with_indices";
-    if (indices) *indices = NULL;
-    if (!indices) {
-        if (!x) mft__null_arg(fn, "x");
-        else mft__set_error(MFT_ERR_NULL, "%s: argument 'indices' is NULL", fn);
-        return NULL;
-    }
-    pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
-    return pool_run(fn, MFT__OP_RELU_MAX_POOL2D, x, &a, indices);
+    return max_entry("mft_relu_max_pool2d_with_indices", MFT__OP_RELU_MAX_POOL2D, x, kernel,
+                     stride, padding, dilation, ceil_mode, true, indices);
 }
 
 mft_tensor *mft_relu_max_pool2d(const mft_tensor *x, const int64_t kernel[2],
                                 const int64_t stride[2], const int64_t padding[2],
                                 const int64_t dilation[2], bool ceil_mode) {
-    pool_args a = {kernel, stride, padding, dilation, ceil_mode, false, 0};
-    return pool_run("mft_relu_max_pool2d", MFT__OP_RELU_MAX_POOL2D, x, &a, NULL);
+    return max_entry("mft_relu_max_pool2d", MFT__OP_RELU_MAX_POOL2D, x, kernel, stride, padding,
+                     dilation, ceil_mode, false, NULL);
 }
 
 mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],

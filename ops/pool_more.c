@@ -61,8 +61,9 @@ mft_kernel_fn mft__pool_more_reference(mft__op_id op, mft_dtype dt);
 /* Channels accumulated in registers by the NHWC avg kernels. */
 #define PM_VB 64
 /* 8-lane float / int32 vectors (GCC/Clang vector extension) for the NHWC
- * kernels' register accumulators; plain loops elsewhere. */
-#if defined(__GNUC__) || defined(__clang__)
+ * kernels' register accumulators, on AVX builds (without AVX, passing a
+ * 32-byte vector changes the ABI); plain loops elsewhere. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX__)
 #define PM_HAVE_V8 1
 typedef float pm_v8 __attribute__((vector_size(32)));
 typedef int32_t pm_i8 __attribute__((vector_size(32)));

@@ -611,8 +611,9 @@ static void fast_nchw_range(void *ctx, int64_t begin, int64_t end) {
 /* NHWC combination of C-vectors: the taps' pointers and weights are
  * gathered first; channels go in blocks of 32 (then 8) accumulated in
  * 8-float vector registers (GCC vector extension, FMA when available), so
- * each tap is read once and d written once. */
-#if defined(__GNUC__) || defined(__clang__)
+ * each tap is read once and d written once. On AVX builds only: without
+ * AVX, passing a 32-byte vector changes the ABI (plain loops then). */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX__)
 #define RS_HAVE_V8 1
 typedef float rs_v8 __attribute__((vector_size(32)));
 #if defined(__AVX2__) && defined(__FMA__)

@@ -90,7 +90,7 @@ typedef struct {
 static inline mft_tensor *tu_strided_view(int nd, const int64_t *sizes, mft_dtype dt, double fill,
                                           const tu_layout_opts *o, uint64_t *rng,
                                           mft_tensor **base_out) {
-    int order[MFT_MAX_DIMS], where_is[MFT_MAX_DIMS];
+    int order[MFT_MAX_DIMS] = {0}, where_is[MFT_MAX_DIMS] = {0};
     int64_t step[MFT_MAX_DIMS], first[MFT_MAX_DIMS], extent[MFT_MAX_DIMS], phys[MFT_MAX_DIMS] = {0};
     for (int d = 0; d < nd; d++) order[d] = d;
     for (int d = nd - 1; d > 0; d--) {
