@@ -197,18 +197,21 @@ static void ind_micro_avx512(int64_t nu, const int32_t *taps, int64_t K,
  * 8, which wastes no row on 32- or 64-channel inputs (AVX-512 has the
  * registers: 8x32 holds 16 accumulators). */
 #define CF512_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define CF512_BW_MICRO(NAME, ROWS, ROWPTR)                                                               \
+/* Item q's row pointers a0.. and grad_y pointer gp (both tile kinds). */
+#define CF512_BW_ROWS_OF_Q(ROWS, ROWPTR)                                                           \
+    const int64_t x0 = xo ? xo[q] : 0;                                                             \
+    const float *ab = xr[0] + x0;                                                                  \
+    (void)ab;                                                                                      \
+    ROWS(ROWPTR)                                                                                   \
+    const float *gp = gp0 + (go ? go[q] : 0);
+#define CF512_BW_MICRO(NAME, ROWS, ROWPTR)                                                         \
     static void NAME(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,                  \
                      const float *const *xr, int64_t xs, const float *gp0, int64_t gs,             \
                      float *acc) {                                                                 \
         const __m512 zero = _mm512_setzero_ps();                                                   \
         ROWS(CF512_BW_DECL1)                                                                       \
         for (int64_t q = 0; q < nq; q++) {                                                         \
-            const int64_t x0 = xo ? xo[q] : 0;                                                     \
-            const float *ab = xr[0] + x0;                                                          \
-            (void)ab;                                                                              \
-            ROWS(ROWPTR)                                                                           \
-            const float *gp = gp0 + (go ? go[q] : 0);                                              \
+            CF512_BW_ROWS_OF_Q(ROWS, ROWPTR)                                                       \
             int64_t r = 0, o = 0;                                                                  \
             for (; r + 2 <= n; r += 2, o += 2 * xs, gp += 2 * gs) {                                \
                 const __m512 b0 = _mm512_loadu_ps(gp), b1 = _mm512_loadu_ps(gp + gs);              \
@@ -269,17 +272,13 @@ static void ind_micro2_avx512(int64_t nu, const int32_t *taps, int64_t K,
 #undef STORE
 }
 
-#define CF512_BW_MICRO2(NAME, ROWS, ROWPTR)                                                              \
+#define CF512_BW_MICRO2(NAME, ROWS, ROWPTR)                                                        \
     static void NAME(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,                  \
                      const float *const *xr, int64_t xs, const float *gp0, int64_t gs,             \
                      float *acc0, float *acc1) {                                                   \
         ROWS(CF512_BW_DECL2)                                                                       \
         for (int64_t q = 0; q < nq; q++) {                                                         \
-            const int64_t x0 = xo ? xo[q] : 0;                                                     \
-            const float *ab = xr[0] + x0;                                                          \
-            (void)ab;                                                                              \
-            ROWS(ROWPTR)                                                                           \
-            const float *gp = gp0 + (go ? go[q] : 0);                                              \
+            CF512_BW_ROWS_OF_Q(ROWS, ROWPTR)                                                       \
             for (int64_t r = 0, o = 0; r < n; r++, o += xs, gp += gs) {                            \
                 const __m512 b0 = _mm512_loadu_ps(gp), b1 = _mm512_loadu_ps(gp + TILE_N);          \
                 __m512 av;                                                                         \

@@ -469,20 +469,15 @@ REF_KERNELS(F64)
  * of relu(x) and of x are the same position. One output element: */
 #define RELU_CLAMP(T, y, i)                                                                   \
     do {                                                                                      \
-        if ((y) <= 0) {                                                                       \
-            (y) = (y) < 0 ? (T)0 : (y);                                                       \
-            (i) = -1;                                                                         \
-        }                                                                                     \
+        const T relu_v_ = (y);                                                                \
+        (i) = relu_v_ <= 0 ? -1 : (i);                                                        \
+        (y) = relu_v_ < 0 ? (T)0 : relu_v_;                                                   \
     } while (0)
 
-/* The same as selects, no branch (the signs come at random: RELU_CLAMP's
- * branch cost more than the pooling itself) and vectorised. */
+/* Selects, not a branch (the signs come at random: a branch cost more than
+ * the pooling itself), so the loop vectorises. */
 static void relu_clamp_f32(float *restrict y, int64_t *restrict yi, int64_t n) {
-    for (int64_t k = 0; k < n; k++) {
-        const float v = y[k];
-        yi[k] = v <= 0 ? -1 : yi[k];
-        y[k] = v < 0 ? 0.0f : v;
-    }
+    for (int64_t k = 0; k < n; k++) RELU_CLAMP(float, y[k], yi[k]);
 }
 
 #define RELU_REF(D)                                                                           \

@@ -1423,35 +1423,32 @@ static void pm_maxbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* NHWC max backward when the forward's windows are known
- * (mft_max_pool2d_backward_windows; the tape passes them): a gather, not a
- * scatter. Each grad_x pixel p sums, over the windows o holding it in
- * ascending o (the scatter's order), (indices[o][c] == p) ? grad_out[o][c]
- * : +0 for every channel c at once; grad_x is written once, with no zeroing
- * pass, no read-modify-write and no branch on the indices (relu_max_pool2d's
- * -1 come at random). Starting from +0 like the scatter, the sums are
- * bit-identical to it. An index outside its own window matches nothing
- * (the scatter would still add it). One work item: an input row (n, ih).
- * Vectors run over the channels, so it needs some (C >= 16); NCHW planes
- * keep the scatter, which measured faster there than an element-wise gather. */
+ * (mft_max_pool2d_backward_windows; the tape passes them) and do not
+ * overlap (stride >= dilation * (kernel - 1) + 1, the common 2x2 / stride
+ * 2): each grad_x pixel p lies in at most one window o, so grad_x is written
+ * once, (indices[o][c] == p) ? grad_out[o][c] : 0 for every channel c at
+ * once, with no zeroing pass, no read-modify-write and no branch on the
+ * indices (relu_max_pool2d's -1 come at random). 0.0f + the term gives the
+ * scatter's sum bit for bit (0 + -0 is +0). An index outside its own window
+ * matches nothing (the scatter would still add it). One work item: an
+ * input row (n, ih). Vectors run over the channels, so it needs some
+ * (C >= 16). Measured (8x64x56x56, 1 thread) and kept out: overlapping
+ * windows, where gathering up to four windows per pixel took 0.61-0.70 ms
+ * against the scatter's 0.43-0.49; NCHW planes, where an element-wise loop
+ * lost to the scatter. */
 typedef struct pm_dense_job {
     const pm_job *j;
     const mft_pool2d_params *p;
 } pm_dense_job;
 
-/* The windows along one dim holding input position i, ascending: their
- * output positions in o[], count returned (at most k). */
-static inline int pm_dense_owners(int64_t i, int64_t k, int64_t s, int64_t pad, int64_t d,
-                                  int64_t out, int64_t *o) {
-    int n = 0;
-    for (int64_t kk = k - 1; kk >= 0; kk--) { /* o = (i + pad - kk*d) / s rises as kk falls */
-        const int64_t t = i + pad - kk * d;
-        if (t < 0 || t % s) continue;
-        if (t / s < out) o[n++] = t / s;
-    }
-    return n;
+/* The window along one dim holding input position i (windows do not
+ * overlap: only o = (i + pad) / s can), or -1. */
+static inline int64_t pm_dense_owner(int64_t i, int64_t k, int64_t s, int64_t pad, int64_t d,
+                                     int64_t out) {
+    const int64_t t = i + pad; /* >= 0 */
+    const int64_t o = t / s, r = t - o * s;
+    return o < out && r % d == 0 && r / d < k ? o : -1;
 }
-
-#define PM_DENSE_MAXK 16 /* the gather's window bound per dim (else the scatter runs) */
 
 static void pm_maxbwd_dense_range(void *ctx, int64_t begin, int64_t end) {
     const pm_dense_job *dj = ctx;
@@ -1462,43 +1459,31 @@ static void pm_maxbwd_dense_range(void *ctx, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
         const int64_t n = r / H, ih = r % H;
         float *gx = j->y + r * W * C;
-        int64_t ohs[PM_DENSE_MAXK], ows[PM_DENSE_MAXK];
-        const int nh = pm_dense_owners(ih, p->kernel[0], p->stride[0], p->padding[0],
-                                       p->dilation[0], OH, ohs);
+        const int64_t oh = pm_dense_owner(ih, p->kernel[0], p->stride[0], p->padding[0],
+                                          p->dilation[0], OH);
         for (int64_t iw = 0; iw < W; iw++, gx += C) {
-            const int nw = nh ? pm_dense_owners(iw, p->kernel[1], p->stride[1], p->padding[1],
-                                                p->dilation[1], OW, ows)
-                              : 0;
-            const int64_t pos = ih * W + iw;
-            bool first = true;
-            for (int a = 0; a < nh; a++)
-                for (int b = 0; b < nw; b++) {
-                    const int64_t o = (n * OH + ohs[a]) * OW + ows[b];
-                    const float *g = j->x + o * C;
-                    const int64_t *ii = j->ind + o * C;
-                    if (first)
-                        for (int64_t c = 0; c < C; c++) gx[c] = 0.0f + (ii[c] == pos ? g[c] : 0.0f);
-                    else
-                        for (int64_t c = 0; c < C; c++) gx[c] += ii[c] == pos ? g[c] : 0.0f;
-                    first = false;
-                }
-            if (first) memset(gx, 0, (size_t)C * sizeof *gx);
+            const int64_t ow = oh < 0 ? -1
+                                      : pm_dense_owner(iw, p->kernel[1], p->stride[1],
+                                                       p->padding[1], p->dilation[1], OW);
+            if (ow < 0) {
+                memset(gx, 0, (size_t)C * sizeof *gx);
+                continue;
+            }
+            const int64_t o = (n * OH + oh) * OW + ow, pos = ih * W + iw;
+            const float *g = j->x + o * C;
+            const int64_t *ii = j->ind + o * C;
+            for (int64_t c = 0; c < C; c++) gx[c] = 0.0f + (ii[c] == pos ? g[c] : 0.0f);
         }
     }
 }
 
 /* True when pm_maxbwd_dense_range applies: 2-D windows known that do not
- * overlap (stride >= dilation * (kernel - 1) + 1, so a pixel has at most one
- * window), 16 channels or more. Overlapping windows (3x3 / stride 2) keep
- * the scatter: gathering up to four windows per pixel measured slower
- * there (8x64x56x56 NHWC, 1 thread: 0.61-0.70 ms against 0.43-0.49). */
+ * overlap, 16 channels or more. */
 static bool pm_dense_applies(const mft_kernel_args *a) {
     const mft_pool2d_params *p = a->params;
     if (!p || a->inputs[0]->ndim != 4 || a->inputs[0]->sizes[1] < 16) return false;
     for (int d = 0; d < 2; d++)
-        if (p->kernel[d] > PM_DENSE_MAXK ||
-            p->stride[d] < p->dilation[d] * (p->kernel[d] - 1) + 1)
-            return false;
+        if (p->stride[d] < p->dilation[d] * (p->kernel[d] - 1) + 1) return false;
     return true;
 }
 
