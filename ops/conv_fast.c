@@ -244,8 +244,8 @@ static inline int64_t ind_src_pixel(const ind_job *j, int64_t q, int64_t t) {
 
 /* The source pixels of tile tl (dst pixels tl*6 ..): px[u*6 + i] for its
  * u-th tap with any source pixel inside (-1: padding, or a backward tap that
- * no strided grad_y pixel reaches), those taps' indices in tp; returns how
- * many. Positions are stepped, not divided, from the tile's first pixel;
+ * no strided grad_y pixel reaches), those taps' indices in tp (forward in
+ * tap order, backward last to first, see below); returns how many. Positions are stepped, not divided, from the tile's first pixel;
  * forward and unit-stride backward need one unsigned compare per dim. */
 static int64_t ind_tile(const ind_job *j, int64_t tl, int64_t *px, int32_t *tp) {
     const cgeom *g = j->g;
