@@ -35,6 +35,12 @@
 #else
 #define POOL_HAVE_AVX2 0
 #endif
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#define POOL_HAVE_Z16 1
+#include "pool_kernels_avx512.h"
+#else
+#define POOL_HAVE_Z16 0
+#endif
 
 /* The reference kernels, for tests (ops_internal.h is shared; declared here). */
 mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt);
@@ -837,6 +843,32 @@ static void avg_pool2d_nchw_f32(const mft_kernel_args *a) {
 /* ---------------------------------------------------------------- NHWC F32
  * Per output pixel (n, oh, ow): the window's input pixels are contiguous
  * C-rows; max/add over a C-row is a unit-stride loop (vectorised). */
+
+/* The input rows [*ra, *rb) (step dh) the next output row's window adds to
+ * the current one's [h0, h1): read from DRAM while this row is pooled, they
+ * are prefetched pixel by pixel (pool_prefetch). Empty after the last row
+ * of an image. */
+static inline void pool_next_rows(int64_t oh, int64_t OH, int64_t h1, int64_t nh0, int64_t nh1,
+                                  int64_t dh, int64_t *ra, int64_t *rb) {
+    *ra = *rb = 0;
+    if (oh + 1 >= OH) return;
+    int64_t a = nh0;
+    while (a < h1) a += dh;
+    *ra = a;
+    *rb = nh1 > a ? nh1 : a;
+}
+
+/* Prefetch input pixels (rows [ra, rb) step dh, columns [c0, c1)), C floats
+ * each. */
+static inline void pool_prefetch(const float *in, int64_t W, int64_t C, int64_t ra, int64_t rb,
+                                 int64_t dh, int64_t c0, int64_t c1) {
+    for (int64_t ih = ra; ih < rb; ih += dh)
+        for (int64_t iw = c0; iw < c1; iw++) {
+            const char *q = (const char *)(in + (ih * W + iw) * C);
+            for (int64_t b = 0; b < C * (int64_t)sizeof(float); b += 64) __builtin_prefetch(q + b);
+        }
+}
+
 static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const pool_job *j = ctx;
     const mft_pool2d_params *p = j->p;
@@ -844,22 +876,38 @@ static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
         const int64_t n = r / j->OH, oh = r % j->OH;
         const float *in = j->x + n * j->H * j->W * C;
-        int64_t h0, h1;
+        int64_t h0, h1, nh0, nh1, ra, rb;
         max_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &h0, &h1);
+        max_window(oh + 1, j->H, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &nh0,
+                   &nh1);
+        pool_next_rows(oh, j->OH, h1, nh0, nh1, p->dilation[0], &ra, &rb);
+        int64_t pw1 = 0; /* the previous window's column end */
         for (int64_t ow = 0; ow < j->OW; ow++) {
             float *out = j->y + (r * j->OW + ow) * C;
             int64_t *idx = j->yi + (r * j->OW + ow) * C;
             int64_t w0, w1;
             max_window(ow, j->W, p->kernel[1], p->stride[1], p->padding[1], p->dilation[1], &w0,
                        &w1);
+            pool_prefetch(in, j->W, C, ra, rb, p->dilation[0], w0 > pw1 ? w0 : pw1, w1);
+            pw1 = w1;
             const int64_t first = h0 * j->W + w0;
+            /* every position, and the start of an empty window, fits int32 */
+            const bool pos32 = (double)(j->H + p->dilation[0] + 1) *
+                                   (double)(j->W + p->dilation[1] + 1) <=
+                               (double)INT32_MAX;
+            (void)pos32;
+#if POOL_HAVE_Z16
+            if (pos32) {
+                const pz_win g = {h0, h1, p->dilation[0], w0, w1, p->dilation[1], j->W, C};
+                pz_max_pixel(in, &g, (int32_t)first, out, idx);
+                continue;
+            }
+#endif
 #if POOL_HAVE_V8
             /* blocks of 32 channels in registers; positions as int32 lanes
              * blended with the float compare masks (plane < 2^31) */
             int64_t cdone = 0;
-            /* every position, and the start of an empty window, fits int32 */
-            if ((double)(j->H + p->dilation[0] + 1) * (double)(j->W + p->dilation[1] + 1) <=
-                (double)INT32_MAX) {
+            if (pos32) {
                 for (; cdone + 32 <= C; cdone += 32) {
                     pool_v8 m[4];
                     pool_i8 ix[4];
@@ -920,13 +968,25 @@ static void avg_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
         const int64_t n = r / j->OH, oh = r % j->OH;
         const float *in = j->x + n * j->H * j->W * C;
-        int64_t h0, h1, ph;
+        int64_t h0, h1, ph, nh0, nh1, ra, rb;
         avg_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
+        avg_window(oh + 1, j->H, p->kernel[0], p->stride[0], p->padding[0], &nh0, &nh1, &ra);
+        pool_next_rows(oh, j->OH, h1, nh0, nh1, 1, &ra, &rb);
+        int64_t pw1 = 0; /* the previous window's column end */
         for (int64_t ow = 0; ow < j->OW; ow++) {
             float *out = j->y + (r * j->OW + ow) * C;
             int64_t w0, w1, pw;
             avg_window(ow, j->W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
+            pool_prefetch(in, j->W, C, ra, rb, 1, w0 > pw1 ? w0 : pw1, w1);
+            pw1 = w1;
             const int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
+#if POOL_HAVE_Z16
+            {
+                const pz_win g = {h0, h1, 1, w0, w1, 1, j->W, C};
+                pz_avg_pixel(in, &g, div, out);
+                continue;
+            }
+#endif
             const float fd = div ? (float)div : 1.0f;
             /* blocks of POOL_VB channels summed in registers */
             for (int64_t c0 = 0; c0 < C; c0 += POOL_VB) {
