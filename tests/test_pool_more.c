@@ -1290,6 +1290,61 @@ static void test_max_backward_windows(void) {
     }
     CHECK_MSG(dense_cases >= 40, "only %d cases reached the gather", dense_cases);
     printf("max backward with windows: %d gathered NHWC cases\n", dense_cases);
+    /* windows with no input element (W = 1, kernel 2 dilated by 2, padding
+     * 1): the forward's index there is the window's start, h*W + 1, which
+     * lies in the next row; both functions must add the gradient there.
+     * Stride 3 tiles (the owner-window kernel), stride 2 overlaps. */
+    for (int st = 2; st <= 3; st++)
+        for (int cc = 16; cc <= 19; cc += 3) {
+            const int64_t es[4] = {2, cc, 3, 1}, ek[2] = {1, 2}, ess[2] = {1, st},
+                          ep[2] = {0, 1}, ed[2] = {1, 2};
+            mft_tensor *ex = mft_randn(4, es, MFT_F32, MFT_CHANNELS_LAST, 11), *ei = NULL;
+            mft_tensor *ey = mft_max_pool2d_with_indices(ex, ek, ess, ep, ed, false, &ei);
+            mft_tensor *eg = ey ? mft_randn(4, mft_tensor_sizes(ey), MFT_F32, MFT_CHANNELS_LAST, 12)
+                                : NULL;
+            mft_tensor *want = eg ? mft_max_pool2d_backward(eg, ex, ei) : NULL;
+            mft_tensor *got = eg ? mft_max_pool2d_backward_windows(eg, ex, ei, ek, ess, ep, ed,
+                                                                   false)
+                                 : NULL;
+            CHECK_MSG(want && got, "empty windows, stride %d: %s", st, mft_last_error_message());
+            if (want && got) {
+                const float *wd = mft_tensor_data(want);
+                bool moved = false; /* some gradient landed outside the empty windows */
+                for (int64_t i = 0; i < mft_tensor_numel(want); i++) moved |= wd[i] != 0.0f;
+                CHECK_MSG(moved && memcmp(mft_tensor_data(got), wd,
+                                          (size_t)mft_tensor_numel(ex) * sizeof(float)) == 0,
+                          "empty windows, stride %d, C %d: grad_x differs from the scatter", st,
+                          cc);
+            }
+            mft_tensor_release(want);
+            mft_tensor_release(got);
+            mft_tensor_release(eg);
+            mft_tensor_release(ey);
+            mft_tensor_release(ei);
+            mft_tensor_release(ex);
+        }
+    /* an index past the plane (here 2^32 + a position of its window) adds
+     * nothing in either function: it must not wrap into the window */
+    {
+        const int64_t es[4] = {1, 16, 5, 5}, k3[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
+        mft_tensor *ex = mft_randn(4, es, MFT_F32, MFT_CHANNELS_LAST, 21), *ei = NULL;
+        mft_tensor *ey = mft_max_pool2d_with_indices(ex, k3, s2, p1, NULL, false, &ei);
+        mft_tensor *eg = ey ? mft_randn(4, mft_tensor_sizes(ey), MFT_F32, MFT_CHANNELS_LAST, 22)
+                            : NULL;
+        if (ei) ((int64_t *)mft_tensor_data(ei))[3] += (int64_t)1 << 32;
+        mft_tensor *want = eg ? mft_max_pool2d_backward(eg, ex, ei) : NULL;
+        mft_tensor *got = eg ? mft_max_pool2d_backward_windows(eg, ex, ei, k3, s2, p1, NULL, false)
+                             : NULL;
+        CHECK_MSG(want && got && memcmp(mft_tensor_data(got), mft_tensor_data(want),
+                                        (size_t)mft_tensor_numel(ex) * sizeof(float)) == 0,
+                  "an index past the plane: grad_x differs from the scatter");
+        mft_tensor_release(want);
+        mft_tensor_release(got);
+        mft_tensor_release(eg);
+        mft_tensor_release(ey);
+        mft_tensor_release(ei);
+        mft_tensor_release(ex);
+    }
     /* the windows must give grad_out's sizes */
     const int64_t xs[4] = {1, 16, 6, 6}, k2[2] = {2, 2}, k3[2] = {3, 3};
     mft_tensor *x = mft_randn(4, xs, MFT_F32, MFT_CHANNELS_LAST, 1), *ind = NULL;

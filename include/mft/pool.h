@@ -89,8 +89,11 @@ MFT_API mft_tensor *mft_max_pool2d_backward(const mft_tensor *grad_out, const mf
  * bit, for indices that forward returned. With windows that do not
  * overlap (2x2 / stride 2) the NHWC kernel writes each grad_x pixel once
  * from the window holding it instead of zeroing grad_x and scattering
- * into it. An index outside its own window adds
- * nothing here (mft_max_pool2d_backward would add it where it points).
+ * into it; with overlapping windows (3x3 / stride 2) it compares each index
+ * with its window's positions. An index outside its own window adds
+ * nothing here (mft_max_pool2d_backward would add it where it points); the
+ * forward returns such an index only for a window with no input element
+ * (its start), which both functions add where it points.
  * grad_out must have the sizes these windows give x; errors name the
  * values. relu_max_pool2d's tape node calls it, and so does max_pool2d's.
  * Kernels of op max_pool2d_backward receive params NULL (from
