@@ -1849,10 +1849,55 @@ static inline void pm_avgbwd_terms(const pm_geom *g, const float *go, float *out
  * pairs (C-row offsets pbase[k] + ow, ow in [ow0, ow1)) times their
  * 1/divisor pinv[k * OW + ow], in the order of pm_avgbwd_terms' lists
  * (pair, then ow), accumulated per block of PM_VB channels in registers. */
+#if PM_HAVE_Z16
+/* pm_avgbwd_pairs for channels [0, 16*nv) in 16-lane registers (the last
+ * masked by km): the same products and sums in the same order. */
+static inline __attribute__((always_inline)) void
+pm_avgbwd_pairs_z(const float *go, float *out, int64_t C, int64_t OW, int npair,
+                  const int64_t *pbase, const float *pinv, const int64_t *wcnt, int64_t ow0,
+                  int64_t ow1, int nv, __mmask16 km) {
+    __m512 va[4];
+    for (int k = 0; k < nv; k++) va[k] = _mm512_setzero_ps();
+    for (int q = 0; q < npair; q++)
+        for (int64_t ow = ow0; ow < ow1; ow++) {
+            if (wcnt[ow] <= 0) continue;
+            const float *gp = go + (pbase[q] + ow) * C;
+            const __m512 w = _mm512_set1_ps(pinv[q * OW + ow]);
+            for (int k = 0; k < nv; k++) {
+                const __m512 v = k == nv - 1 ? _mm512_maskz_loadu_ps(km, gp + 16 * k)
+                                             : _mm512_loadu_ps(gp + 16 * k);
+                va[k] = _mm512_add_ps(va[k], _mm512_mul_ps(v, w));
+            }
+        }
+    for (int k = 0; k < nv; k++)
+        _mm512_mask_storeu_ps(out + 16 * k, k == nv - 1 ? km : (__mmask16)0xFFFF, va[k]);
+}
+#endif
+
 static inline void pm_avgbwd_pairs(const pm_geom *g, const float *go, float *out, int npair,
                                    const int64_t *pbase, const float *pinv,
                                    const int64_t *wcnt, int64_t ow0, int64_t ow1) {
     const int64_t C = g->C, OW = g->out[2];
+#if PM_HAVE_Z16
+    int64_t cz = 0;
+    for (; cz + 64 <= C; cz += 64)
+        pm_avgbwd_pairs_z(go + cz, out + cz, C, OW, npair, pbase, pinv, wcnt, ow0, ow1, 4,
+                          0xFFFF);
+    const int64_t r = C - cz;
+    if (r > 0) {
+        const int nv = (int)((r + 15) / 16);
+        const int64_t last = r - 16 * (nv - 1);
+        const __mmask16 km = last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << last) - 1u);
+        go += cz;
+        out += cz;
+        switch (nv) {
+        case 1: pm_avgbwd_pairs_z(go, out, C, OW, npair, pbase, pinv, wcnt, ow0, ow1, 1, km); break;
+        case 2: pm_avgbwd_pairs_z(go, out, C, OW, npair, pbase, pinv, wcnt, ow0, ow1, 2, km); break;
+        case 3: pm_avgbwd_pairs_z(go, out, C, OW, npair, pbase, pinv, wcnt, ow0, ow1, 3, km); break;
+        default: pm_avgbwd_pairs_z(go, out, C, OW, npair, pbase, pinv, wcnt, ow0, ow1, 4, km); break;
+        }
+    }
+#else
     for (int64_t c0 = 0; c0 < C; c0 += PM_VB) {
         const int64_t nc = C - c0 < PM_VB ? C - c0 : PM_VB;
 #if PM_HAVE_V8
@@ -1881,6 +1926,7 @@ static inline void pm_avgbwd_pairs(const pm_geom *g, const float *go, float *out
             }
         for (int64_t c = 0; c < nc; c++) out[c0 + c] = acc[c];
     }
+#endif
 }
 
 static void pm_avgbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
@@ -1934,9 +1980,28 @@ static void pm_avgbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
                                       : use_ext ? pext[k] * wext[ow] : pcnt[k] * wcnt[ow];
                     pinv[k * OW + ow] = wcnt[ow] > 0 ? 1.0f / (float)div : 0.0f;
                 }
-            for (int64_t iw = 0; iw < W; iw++)
+            /* grad_out rows the next input row adds (oh >= oh1), prefetched
+             * column by column while this row is summed (from DRAM the
+             * hardware prefetcher alone left it latency-bound) */
+            int64_t na = 0, nb = 0;
+            if (ih + 1 < H) {
+                pm_inv(g, 1, ih + 1, &na, &nb);
+                if (na < oh1) na = oh1;
+                if (nb < na) nb = na;
+            }
+            const float *gn = go + (od0 < od1 ? od0 : 0) * OH * OW * C;
+            int64_t pcol = 0; /* the previous pixel's column end */
+            for (int64_t iw = 0; iw < W; iw++) {
+                for (int64_t oh = na; oh < nb; oh++)
+                    for (int64_t ow = iw0[iw] > pcol ? iw0[iw] : pcol; ow < iw1[iw]; ow++) {
+                        const char *q = (const char *)(gn + (oh * OW + ow) * C);
+                        for (int64_t b = 0; b < C * (int64_t)sizeof(float); b += 64)
+                            __builtin_prefetch(q + b);
+                    }
+                if (iw1[iw] > pcol) pcol = iw1[iw];
                 pm_avgbwd_pairs(g, go, j->y + (r * W + iw) * C, npair, pbase, pinv, wcnt,
                                 iw0[iw], iw1[iw]);
+            }
             continue;
         }
         for (int64_t iw = 0; iw < W; iw++) {
