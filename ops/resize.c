@@ -633,13 +633,26 @@ static inline rs_v8 rs_fma(rs_v8 a, float w, rs_v8 v) { return a + w * v; }
 #define RS_HAVE_STREAM 0
 #endif
 #define RS_MAX_PIXEL_TAPS 64
+/* Most source rows prefetched for the next NHWC destination row. */
+#define RS_PF_ROWS 16
 
-/* d[0..n) = sum over t < nt of tw[t] * tp[t][0..n). */
+/* Prefetch bytes [off, off + 128) of each of the npf rows pf (the source
+ * rows the next destination row adds, read while this one is combined). */
+static inline void rs_prefetch_rows(const float *const *pf, int npf, int64_t off) {
+    for (int k = 0; k < npf; k++) {
+        __builtin_prefetch(pf[k] + off);
+        __builtin_prefetch(pf[k] + off + 16);
+    }
+}
+
+/* d[0..n) = sum over t < nt of tw[t] * tp[t][0..n), prefetching the npf
+ * rows pf alongside. */
 static inline void nhwc_combine(const float *const *tp, const float *tw, int nt, int64_t n,
-                                float *restrict d) {
+                                float *restrict d, const float *const *pf, int npf) {
     int64_t c = 0;
 #if RS_HAVE_V8
     for (; c + 32 <= n; c += 32) {
+        rs_prefetch_rows(pf, npf, c);
         rs_v8 a0 = {0, 0, 0, 0, 0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
         for (int t = 0; t < nt; t++) {
             rs_v8 v0, v1, v2, v3;
@@ -678,12 +691,14 @@ static inline void nhwc_combine(const float *const *tp, const float *tw, int nt,
  * pitch)[0..n): a copy for one entry of weight 1, else nhwc_combine (plain
  * loops beyond RS_MAX_PIXEL_TAPS entries: extreme scaling ratios). */
 static inline void nhwc_taps(const gtab *t, int64_t e0, int64_t e1, const float *base,
-                             int64_t pitch, int64_t n, float *restrict d) {
+                             int64_t pitch, int64_t n, float *restrict d,
+                             const float *const *pf, int npf) {
     if (e1 - e0 == 1 && t->w[e0] == 1.0f) {
         memcpy(d, base + t->idx[e0] * pitch, (size_t)n * sizeof(float));
         return;
     }
-    if (e1 - e0 == 2) { /* linear: one pass the compiler vectorises */
+    if (e1 - e0 == 2) { /* linear: one pass the compiler vectorises (a
+                            * prefetch here measured slower at 1 thread) */
         const float w0 = t->w[e0], w1 = t->w[e0 + 1];
         const float *restrict p0 = base + t->idx[e0] * pitch;
         const float *restrict p1 = base + t->idx[e0 + 1] * pitch;
@@ -705,7 +720,7 @@ static inline void nhwc_taps(const gtab *t, int64_t e0, int64_t e1, const float 
         tw[nt] = t->w[e];
         tp[nt] = base + t->idx[e] * pitch;
     }
-    nhwc_combine(tp, tw, nt, n, d);
+    nhwc_combine(tp, tw, nt, n, d, pf, npf);
 }
 
 /* NHWC row buffer (floats): a source row (SW * C) combined over T_h[a]. */
@@ -798,8 +813,18 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
         const int64_t h0 = j->th.start[a], h1 = j->th.start[a + 1];
         if (rowlen <= RS_TROW) {
             const float *row = tbuf;
+            /* the source rows of the next destination row (same image) past
+             * this row's last one: read from DRAM, prefetched meanwhile */
+            const float *pf[RS_PF_ROWS];
+            int npf = 0;
+            if (a + 1 < j->DH && h1 > h0) {
+                int32_t last = j->th.idx[h0];
+                for (int64_t e = h0; e < h1; e++) last = j->th.idx[e] > last ? j->th.idx[e] : last;
+                for (int64_t e = j->th.start[a + 1]; e < j->th.start[a + 2] && npf < RS_PF_ROWS; e++)
+                    if (j->th.idx[e] > last) pf[npf++] = s + j->th.idx[e] * rowlen;
+            }
             if (h1 - h0 == 1 && j->th.w[h0] == 1.0f) row = s + j->th.idx[h0] * rowlen;
-            else nhwc_taps(&j->th, h0, h1, s, rowlen, rowlen, tbuf);
+            else nhwc_taps(&j->th, h0, h1, s, rowlen, rowlen, tbuf, pf, npf);
 #if RS_HAVE_V8
             if (j->wkind) { /* uniform columns, C % 8 == 0 */
                 nhwc_cols_uniform(j, row, drow);
@@ -809,7 +834,8 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
             /* streaming: the row is built in dbuf (cache), then stored */
             float *d = j->stream ? dbuf : drow;
             for (int64_t b = 0; b < j->DW; b++)
-                nhwc_taps(&j->tw, j->tw.start[b], j->tw.start[b + 1], row, C, C, d + b * C);
+                nhwc_taps(&j->tw, j->tw.start[b], j->tw.start[b + 1], row, C, C, d + b * C,
+                          NULL, 0);
             if (j->stream) rs_stream_copy(drow, dbuf, j->DW * C);
             continue;
         }
