@@ -961,6 +961,56 @@ static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+#if POOL_HAVE_Z16
+/* Widest input row the separable NHWC average handles (its column sums of
+ * one 64-channel block, on the stack). */
+#define POOL_CS_W 256
+
+/* The separable NHWC average of output row (n, oh) (rows [h0, h1), padded
+ * extent ph): per block of 64 channels, the column sums over the window rows
+ * once per input column, then each output sums its columns' sums: 3 + 3
+ * loads per output vector for a 3x3 / stride 1 window instead of 9. The
+ * sums are grouped by columns, not in the reference's row order, so the
+ * results may differ from it in the last bit (exact where the sums are). */
+static void avg_nhwc_row_separable(const pool_job *j, int64_t r, const float *in, int64_t h0,
+                                   int64_t h1, int64_t ph, int64_t ra, int64_t rb) {
+    const mft_pool2d_params *p = j->p;
+    const int64_t C = j->C, W = j->W;
+    float cs[POOL_CS_W * 64];
+    /* the row's columns: [wa, wb) */
+    int64_t wa, wb, pw, t0, t1;
+    avg_window(0, W, p->kernel[1], p->stride[1], p->padding[1], &wa, &t1, &pw);
+    avg_window(j->OW - 1, W, p->kernel[1], p->stride[1], p->padding[1], &t0, &wb, &pw);
+    if (wb < wa) wb = wa;
+    pool_prefetch(in, W, C, ra, rb, 1, wa, wb);
+    for (int64_t c = 0; c < C; c += 64) {
+        const int64_t rem = C - c;
+        const int nv = rem >= 64 ? 4 : (int)((rem + 15) / 16);
+        const __mmask16 km = pz_tail_mask(rem >= 64 ? 64 : rem, nv);
+        switch (nv) {
+        case 1: pz_colsums(in + c, W, C, h0, h1, wa, wb, cs, 1, km); break;
+        case 2: pz_colsums(in + c, W, C, h0, h1, wa, wb, cs, 2, km); break;
+        case 3: pz_colsums(in + c, W, C, h0, h1, wa, wb, cs, 3, km); break;
+        default: pz_colsums(in + c, W, C, h0, h1, wa, wb, cs, 4, km); break;
+        }
+        for (int64_t ow = 0; ow < j->OW; ow++) {
+            int64_t w0, w1;
+            avg_window(ow, W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
+            const int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
+            const int64_t nw = w1 > w0 ? w1 - w0 : 0;
+            const float *cw = cs + (w0 - wa) * 64;
+            float *out = j->y + (r * j->OW + ow) * C + c;
+            switch (nv) {
+            case 1: pz_avg_cols(cw, nw, div, out, 1, km); break;
+            case 2: pz_avg_cols(cw, nw, div, out, 2, km); break;
+            case 3: pz_avg_cols(cw, nw, div, out, 3, km); break;
+            default: pz_avg_cols(cw, nw, div, out, 4, km); break;
+            }
+        }
+    }
+}
+#endif
+
 static void avg_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const pool_job *j = ctx;
     const mft_pool2d_params *p = j->p;
@@ -972,6 +1022,13 @@ static void avg_nhwc_range(void *ctx, int64_t begin, int64_t end) {
         avg_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
         avg_window(oh + 1, j->H, p->kernel[0], p->stride[0], p->padding[0], &nh0, &nh1, &ra);
         pool_next_rows(oh, j->OH, h1, nh0, nh1, 1, &ra, &rb);
+#if POOL_HAVE_Z16
+        /* windows that overlap along W with more than one row: separable */
+        if (j->W <= POOL_CS_W && p->kernel[0] > 1 && p->stride[1] < p->kernel[1]) {
+            avg_nhwc_row_separable(j, r, in, h0, h1, ph, ra, rb);
+            continue;
+        }
+#endif
         int64_t pw1 = 0; /* the previous window's column end */
         for (int64_t ow = 0; ow < j->OW; ow++) {
             float *out = j->y + (r * j->OW + ow) * C;

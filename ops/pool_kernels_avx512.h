@@ -2,7 +2,8 @@
  * pooling forward (included once by ops/pool.c when the build has
  * AVX-512F): the max (with int32 positions) and the sum of one window over
  * up to 64 channels held in four 16-lane registers, the last register
- * masked. Same visiting order, comparisons and additions as the scalar
+ * masked; and the two passes of the separable average (column sums over
+ * the window rows, then sums of those over the window columns). Same visiting order, comparisons and additions as the scalar
  * kernels of ops/pool.c, so the results are bit-identical to them.
  * Not a public or shared header. */
 #ifndef MFT_POOL_KERNELS_AVX512_H
@@ -78,6 +79,37 @@ static PZ_ALWAYS_INLINE void pz_avg_px(const float *in, const pz_win *g, int64_t
         for (int64_t iw = w0; iw < w1; iw++, row += C)
             for (int k = 0; k < nv; k++) s[k] = _mm512_add_ps(s[k], pz_load(row, k, nv, km));
     }
+    const __m512 fd = _mm512_set1_ps(div ? (float)div : 1.0f);
+    for (int k = 0; k < nv; k++) {
+        const __m512 r = div ? _mm512_div_ps(s[k], fd) : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(out + 16 * k, k == nv - 1 ? km : (__mmask16)0xFFFF, r);
+    }
+}
+
+/* Column sums for the separable avg path: cs[(iw - wa) * 64 + ch] = the sum
+ * over rows [h0, h1) of in[ih][iw][ch] (from 0, in row order) for columns
+ * [wa, wb) and channels [0, 16*nv). */
+static PZ_ALWAYS_INLINE void pz_colsums(const float *in, int64_t W, int64_t C, int64_t h0,
+                                        int64_t h1, int64_t wa, int64_t wb, float *cs, int nv,
+                                        __mmask16 km) {
+    for (int64_t iw = wa; iw < wb; iw++, cs += 64) {
+        __m512 s[4];
+        for (int k = 0; k < nv; k++) s[k] = _mm512_setzero_ps();
+        const float *p = in + (h0 * W + iw) * C;
+        for (int64_t ih = h0; ih < h1; ih++, p += W * C)
+            for (int k = 0; k < nv; k++) s[k] = _mm512_add_ps(s[k], pz_load(p, k, nv, km));
+        for (int k = 0; k < nv; k++) _mm512_storeu_ps(cs + 16 * k, s[k]);
+    }
+}
+
+/* One output from column sums: (0 + cs[w0] + ... + cs[w1-1]) / div (0: the
+ * output is 0), channels [0, 16*nv) of out. */
+static PZ_ALWAYS_INLINE void pz_avg_cols(const float *cs, int64_t nw, int64_t div, float *out,
+                                         int nv, __mmask16 km) {
+    __m512 s[4];
+    for (int k = 0; k < nv; k++) s[k] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < nw; t++, cs += 64)
+        for (int k = 0; k < nv; k++) s[k] = _mm512_add_ps(s[k], _mm512_loadu_ps(cs + 16 * k));
     const __m512 fd = _mm512_set1_ps(div ? (float)div : 1.0f);
     for (int k = 0; k < nv; k++) {
         const __m512 r = div ? _mm512_div_ps(s[k], fd) : _mm512_setzero_ps();
