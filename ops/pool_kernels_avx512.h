@@ -3,8 +3,9 @@
  * AVX-512F): the max (with int32 positions) and the sum of one window over
  * up to 64 channels held in four 16-lane registers, the last register
  * masked; and the two passes of the separable average (column sums over
- * the window rows, then sums of those over the window columns). Same visiting order, comparisons and additions as the scalar
- * kernels of ops/pool.c, so the results are bit-identical to them.
+ * the window rows, then sums of those over the window columns). The
+ * per-window kernels visit, compare and add in the scalar kernels' order
+ * (bit-identical results); the separable passes group the sums by column.
  * Not a public or shared header. */
 #ifndef MFT_POOL_KERNELS_AVX512_H
 #define MFT_POOL_KERNELS_AVX512_H
