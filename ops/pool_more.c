@@ -1594,11 +1594,85 @@ static bool pm_dense_applies(const mft_kernel_args *a) {
     return true;
 }
 
+#if PM_HAVE_Z16
+/* NCHW max backward over known 2x2 / stride 2 windows (no padding or
+ * dilation): each grad_x pixel lies in at most one window, so grad_x is
+ * written once, two rows per output row: for 16 outputs of a row, the
+ * indices (saturated to int32) are compared with the four positions of each
+ * window, and the matched gradients (0.0f + g, else 0, as the scatter sums
+ * from zero) are interleaved into the two rows' 32 pixels. Columns and rows
+ * past the last window are zero. An index outside its window matches
+ * nothing (documented for mft_max_pool2d_backward_windows). One work item:
+ * a plane. */
+static void pm_maxbwd_nchw2x2_range(void *ctx, int64_t begin, int64_t end) {
+    const pm_job *j = ctx;
+    const int64_t H = j->g.in[1], W = j->g.in[2], OH = j->g.out[1], OW = j->g.out[2];
+    const __m512i lane2 = _mm512_slli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+    const __m512i ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i ihi =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t pl = begin; pl < end; pl++) {
+        float *gx = j->y + pl * H * W;
+        const float *go = j->x + pl * OH * OW;
+        const int64_t *ind = j->ind + pl * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            for (int dy = 0; dy < 2; dy++) {
+                float *row = gx + (2 * oh + dy) * W;
+                for (int64_t ow = 0; ow < OW; ow += 16) {
+                    const int64_t nv = OW - ow < 16 ? OW - ow : 16;
+                    const __mmask16 km = (__mmask16)((1u << nv) - 1u);
+                    const int64_t *ii = ind + oh * OW + ow;
+                    const __m256i lo = _mm512_cvtsepi64_epi32(
+                        _mm512_maskz_loadu_epi64((__mmask8)(km & 0xFF), ii));
+                    const __m256i hi = _mm512_cvtsepi64_epi32(
+                        _mm512_maskz_loadu_epi64((__mmask8)(km >> 8), ii + 8));
+                    const __m512i ix = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                    const __m512 g = _mm512_maskz_loadu_ps(km, go + oh * OW + ow);
+                    const __m512i c0 =
+                        _mm512_add_epi32(_mm512_set1_epi32((int32_t)((2 * oh + dy) * W + 2 * ow)),
+                                         lane2);
+                    const __m512i c1 = _mm512_add_epi32(c0, _mm512_set1_epi32(1));
+                    const __m512 v0 =
+                        _mm512_add_ps(zero, _mm512_maskz_mov_ps(
+                                                _mm512_mask_cmpeq_epi32_mask(km, ix, c0), g));
+                    const __m512 v1 =
+                        _mm512_add_ps(zero, _mm512_maskz_mov_ps(
+                                                _mm512_mask_cmpeq_epi32_mask(km, ix, c1), g));
+                    const __m512 a = _mm512_permutex2var_ps(v0, ilo, v1);
+                    const __m512 b = _mm512_permutex2var_ps(v0, ihi, v1);
+                    const int64_t n2 = 2 * nv; /* pixels written: 2 per output */
+                    _mm512_mask_storeu_ps(row + 2 * ow,
+                                          (__mmask16)(n2 >= 16 ? 0xFFFF : (1u << n2) - 1u), a);
+                    if (n2 > 16)
+                        _mm512_mask_storeu_ps(row + 2 * ow + 16,
+                                              (__mmask16)(n2 >= 32 ? 0xFFFF : (1u << (n2 - 16)) - 1u),
+                                              b);
+                }
+                for (int64_t iw = 2 * OW; iw < W; iw++) row[iw] = 0.0f;
+            }
+        }
+        if (2 * OH < H) memset(gx + 2 * OH * W, 0, (size_t)((H - 2 * OH) * W) * sizeof *gx);
+    }
+}
+#endif
+
 static void pm_maxbwd_nchw(const mft_kernel_args *a) {
     pm_geom g;
     pm_geom_init(&g, PM_MAX, a->outputs[0], a->inputs[0]);
     pm_job j = pm_job_of(&g, a);
     const int64_t work = g.in[0] * g.in[1] * g.in[2] + g.out[0] * g.out[1] * g.out[2];
+#if PM_HAVE_Z16
+    const mft_pool2d_params *p = a->params;
+    if (p && a->inputs[0]->ndim == 4 && p->kernel[0] == 2 && p->kernel[1] == 2 &&
+        p->stride[0] == 2 && p->stride[1] == 2 && p->padding[0] == 0 && p->padding[1] == 0 &&
+        p->dilation[0] == 1 && p->dilation[1] == 1 && 2 * g.out[1] <= g.in[1] &&
+        2 * g.out[2] <= g.in[2] && g.in[1] * g.in[2] < INT32_MAX) {
+        mft__parallel_for(0, g.N * g.C, pm_grain(work), pm_maxbwd_nchw2x2_range, &j);
+        return;
+    }
+#endif
     mft__parallel_for(0, g.N * g.C, pm_grain(work), pm_maxbwd_nchw_range, &j);
 }
 

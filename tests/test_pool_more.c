@@ -1325,6 +1325,42 @@ static void test_max_backward_windows(void) {
             mft_tensor_release(ei);
             mft_tensor_release(ex);
         }
+    /* 2x2 / stride 2 in NCHW (the dense two-row kernel): odd and even
+     * sizes, rows of more than 16 outputs with tails, relu's -1 indices and
+     * -0.0 gradients, against the scatter bit for bit */
+    {
+        static const int64_t hw[][2] = {{7, 39}, {8, 32}, {5, 3}, {2, 66}, {9, 2}};
+        for (int c = 0; c < 5; c++)
+            for (int relu = 0; relu < 2; relu++) {
+                const int64_t es[4] = {2, 3, hw[c][0], hw[c][1]}, k2[2] = {2, 2};
+                mft_tensor *ex = mft_randn(4, es, MFT_F32, MFT_CONTIGUOUS, 30 + (uint64_t)c), *ei = NULL;
+                mft_tensor *ey = relu ? mft_relu_max_pool2d_with_indices(ex, k2, NULL, NULL, NULL,
+                                                                         false, &ei)
+                                      : mft_max_pool2d_with_indices(ex, k2, NULL, NULL, NULL, false,
+                                                                    &ei);
+                mft_tensor *eg = ey ? mft_randn(4, mft_tensor_sizes(ey), MFT_F32, MFT_CONTIGUOUS,
+                                                40 + (uint64_t)c)
+                                    : NULL;
+                if (eg) {
+                    float *gd = mft_tensor_data(eg);
+                    for (int64_t i = 0; i < mft_tensor_numel(eg); i += 3) gd[i] = -0.0f;
+                }
+                mft_tensor *want = eg ? mft_max_pool2d_backward(eg, ex, ei) : NULL;
+                mft_tensor *got = eg ? mft_max_pool2d_backward_windows(eg, ex, ei, k2, NULL, NULL,
+                                                                       NULL, false)
+                                     : NULL;
+                CHECK_MSG(want && got && memcmp(mft_tensor_data(got), mft_tensor_data(want),
+                                                (size_t)mft_tensor_numel(ex) * sizeof(float)) == 0,
+                          "NCHW 2x2 windows, %lldx%lld, relu %d: grad_x differs from the scatter",
+                          (long long)hw[c][0], (long long)hw[c][1], relu);
+                mft_tensor_release(want);
+                mft_tensor_release(got);
+                mft_tensor_release(eg);
+                mft_tensor_release(ey);
+                mft_tensor_release(ei);
+                mft_tensor_release(ex);
+            }
+    }
     /* an index past the plane (here 2^32 + a position of its window) adds
      * nothing in either function: it must not wrap into the window */
     {
