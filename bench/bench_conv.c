@@ -87,7 +87,7 @@ static int setup(conv_case *c, int64_t N, int64_t C, int64_t H, int64_t W, int64
 }
 
 int main(int argc, char **argv) {
-    int threads[4] = {1, 2}, nth = 2, reps = 15, json = 0, split = 0;
+    int threads[4] = {1, 2}, nth = 2, reps = 15, json = 0, split = 0, blocked = 0;
     int64_t user[8][7];
     int nuser = 0;
     for (int i = 1; i < argc; i++) {
@@ -100,6 +100,8 @@ int main(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(argv[i], "--split")) {
             split = 1;
+        } else if (!strcmp(argv[i], "--blocked")) {
+            blocked = 1;
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nuser < 8) {
             long long v[7];
             if (sscanf(argv[++i], "%lld,%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1], &v[2], &v[3],
@@ -109,8 +111,10 @@ int main(int argc, char **argv) {
             nuser++;
         } else {
             fprintf(stderr, "usage: bench_conv [--threads 1,2] [--reps 15] [--json] [--split]\n"
-                            "                  [--shape N,C,H,W,K,k,groups]...  (up to 8)\n"
-                            "  --split   also time backward_input and backward_weight alone\n");
+                            "                  [--blocked] [--shape N,C,H,W,K,k,groups]...  (up to 8)\n"
+                            "  --split   also time backward_input and backward_weight alone\n"
+                            "  --blocked each case's samples back to back (as compare_cnn.py\n"
+                            "            times PyTorch), not interleaved with the other cases\n");
             return 2;
         }
     }
@@ -168,6 +172,7 @@ int main(int argc, char **argv) {
         const double peak_gf = bench_median(pk, 5) / 1e9;
         bench_opts o = bench_default_opts();
         o.reps = reps;
+        o.blocked = blocked;
         if (bench_run(bc, n, &o)) {
             fprintf(stderr, "bench_conv: %s\n", mft_last_error_message());
             return 1;

@@ -446,10 +446,13 @@ typedef struct bench_opts {
     int shuffle; /* 0: rotate the order each repetition; 1: a fresh (seeded)
                     random order each repetition, so no case always follows
                     the same neighbour */
+    int blocked; /* 1: each case's repetitions back to back, case after case
+                    (bench/compare_cnn.py times PyTorch so: a case's data
+                    stays in cache between its samples) */
 } bench_opts;
 
 static inline bench_opts bench_default_opts(void) {
-    bench_opts o = {15, 2, 1, 1, 0};
+    bench_opts o = {15, 2, 1, 1, 0, 0};
     return o;
 }
 
@@ -470,7 +473,8 @@ static inline void bench_order_(int *order, int n, int r, int shuffle, uint64_t 
 
 /* Runs every case: `warmup` calls each, then `reps` repetitions; in
  * repetition r the cases run in the order r, r+1, ..., r-1 (mod ncases) (or
- * a random order, o->shuffle), each one as `pre` untimed calls followed by
+ * a random order, o->shuffle; or with o->blocked all repetitions of case 0,
+ * then of case 1, ...), each one as `pre` untimed calls followed by
  * `inner` timed calls. Fills samples[] and stats. Returns 0 or the first
  * non-zero fn() result. */
 static inline int bench_run(bench_case *cases, int ncases, const bench_opts *o) {
@@ -486,10 +490,13 @@ static inline int bench_run(bench_case *cases, int ncases, const bench_opts *o) 
                 return rc;
             }
         }
-    for (int r = 0; r < reps; r++) {
-        bench_order_(order, ncases, r, o->shuffle, &state);
-        for (int k = 0; k < ncases; k++) {
-            bench_case *bc = &cases[order[k]];
+    /* repetition-major (rotated or shuffled order), or case-major (blocked) */
+    const int nouter = o->blocked ? ncases : reps, ninner = o->blocked ? reps : ncases;
+    for (int a = 0; a < nouter; a++) {
+        if (!o->blocked) bench_order_(order, ncases, a, o->shuffle, &state);
+        for (int b = 0; b < ninner; b++) {
+            const int r = o->blocked ? b : a;
+            bench_case *bc = &cases[o->blocked ? a : order[b]];
             for (int w = 0; w < o->pre; w++) {
                 int rc = bc->fn(bc->ctx);
                 if (rc) {
@@ -612,8 +619,9 @@ static inline void bench_json_num(FILE *f, double v) {
 /* ------------------------------------------------------------------ CNN operator benches
  * The shared driver of bench_conv / bench_pool / bench_norm / bench_resize /
  * bench_gemm (the protocol bench/compare_cnn.py reads):
- *   bench_<fam> [--threads 1,2] [--reps 15] [--json]
- * For each thread count: the two references (STREAM copy over 2 x 128 MB,
+ *   bench_<fam> [--threads 1,2] [--reps 15] [--json] [--blocked]
+ * (--blocked: each case's samples back to back, bench_opts.blocked, as
+ * compare_cnn.py times PyTorch). For each thread count: the two references (STREAM copy over 2 x 128 MB,
  * counting read + write; the FMA peak, bench_fma_peak_flops), medians of 5,
  * then every case through bench_run. Output: a human table (time, GFLOP/s or
  * GB/s, the fraction of the reference, and a label per case from `label`,
@@ -625,7 +633,7 @@ static inline void bench_json_num(FILE *f, double v) {
  * with STREAM through cases[i].bytes). set_threads applies a thread count to
  * the library. */
 typedef struct bench_cnn_args {
-    int threads[8], nth, reps, json;
+    int threads[8], nth, reps, json, blocked;
 } bench_cnn_args;
 
 /* Parses the CLI; returns 0, or 2 after printing the usage. */
@@ -635,6 +643,7 @@ static inline int bench_cnn_parse(int argc, char **argv, const char *name, bench
     a->nth = 2;
     a->reps = 15;
     a->json = 0;
+    a->blocked = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             a->nth = bench_parse_int_list(argv[++i], a->threads, 8);
@@ -643,13 +652,15 @@ static inline int bench_cnn_parse(int argc, char **argv, const char *name, bench
             if (bench_parse_int(argv[++i], &a->reps) || a->reps < 1) goto usage;
         } else if (!strcmp(argv[i], "--json")) {
             a->json = 1;
+        } else if (!strcmp(argv[i], "--blocked")) {
+            a->blocked = 1;
         } else {
             goto usage;
         }
     }
     return 0;
 usage:
-    fprintf(stderr, "usage: %s [--threads 1,2] [--reps 15] [--json]\n", name);
+    fprintf(stderr, "usage: %s [--threads 1,2] [--reps 15] [--json] [--blocked]\n", name);
     return 2;
 }
 
@@ -686,6 +697,7 @@ static inline int bench_cnn_run(const char *name, bench_case *cases, const doubl
         const double peak_gf = bench_median(pk, 5) / 1e9;
         bench_opts o = bench_default_opts();
         o.reps = a->reps;
+        o.blocked = a->blocked;
         if (bench_run(cases, n, &o)) {
             rc = 1;
             goto done;

@@ -7,7 +7,7 @@ side by side in one run.
         [--reps 7] [--only SUB1,SUB2] [--json-out FILE]
 
 Each C benchmark bench/bench_<fam>.c, run as `bench_<fam> --json --threads T
---reps R`, prints one JSON object:
+--reps R --blocked`, prints one JSON object:
   {"bench": "<fam>", "results": [{"threads": T,
      "refs": {"fma_peak_gflops": G, "stream_copy_gbs": B},
      "cases": [{"key": K, "seconds": median, "flops": F, "bytes": Y}, ...]}]}
@@ -20,7 +20,10 @@ setup() builds the inputs once and returns the callable to time.
 One run = several rounds; in each round, for every thread count, the C
 benchmark runs once (all its cases) and every PyTorch case with the same key
 is timed (torch.set_num_threads(T); one untimed call before each sample;
-median of --reps samples); rounds alternate which side goes first. Per case
+median of --reps samples); rounds alternate which side goes first. Both
+sides take a case's samples back to back (--blocked makes the C benchmark do
+so; by default it interleaves its cases, which leaves a case's data less
+warm than PyTorch's, and which this script did before 2026-11-26). Per case
 the table shows medians over rounds of: our time, PyTorch's time, the
 speed-up torch_time / our_time computed within each round (> 1: mft is
 faster), and for both sides the fraction of the round's reference reached:
@@ -73,7 +76,7 @@ def find_binary(fam: str) -> Optional[str]:
 
 
 def run_c(binary: str, threads: int, reps: int) -> Dict[str, dict]:
-    cmd = [binary, "--json", "--threads", str(threads), "--reps", str(reps)]
+    cmd = [binary, "--json", "--threads", str(threads), "--reps", str(reps), "--blocked"]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if out.returncode != 0:
         raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), out.returncode,
