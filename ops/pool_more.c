@@ -83,6 +83,8 @@ static inline void pm_st8(float *p, pm_v8 v) { memcpy(p, &v, sizeof v); }
 #else
 #define PM_HAVE_Z16 0
 #endif
+/* Widest row whose column sums the NCHW average forward keeps on the stack. */
+#define PM_CS_W 2048
 /* Most window positions the AVX-512 windowed max backward lists per output. */
 #define PM_WIN_MAX 64
 /* How many outputs ahead it prefetches grad_out and the indices. */
@@ -1169,6 +1171,29 @@ static void pm_fwd_nchw_range(void *ctx, int64_t begin, int64_t end) {
         int64_t d0, d1, ed, h0, h1, eh;
         pm_win(g, 0, od, &d0, &d1, &ed);
         pm_win(g, 1, oh, &h0, &h1, &eh);
+        /* average of windows narrower than the rows: the row's column sums
+         * over its (d, h) window rows once (vectorised over W, rows in
+         * order), then each output sums its columns (the sums grouped by
+         * column, not in row order: equal up to rounding) */
+        if (!j->yi && OW > 1 && W <= PM_CS_W) {
+            float cs[PM_CS_W];
+            for (int64_t iw = 0; iw < W; iw++) cs[iw] = 0.0f;
+            for (int64_t id = d0; id < d1; id++)
+                for (int64_t ih = h0; ih < h1; ih++) {
+                    const float *restrict row = in + (id * H + ih) * W;
+                    for (int64_t iw = 0; iw < W; iw++) cs[iw] += row[iw];
+                }
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t w0, w1, ew;
+                pm_win(g, 2, ow, &w0, &w1, &ew);
+                float sum = 0.0f;
+                for (int64_t iw = w0; iw < w1; iw++) sum += cs[iw];
+                const int64_t cnt[3] = {d1 - d0, h1 - h0, w1 - w0}, ext[3] = {ed, eh, ew};
+                const int64_t div = pm_divisor(g, cnt, ext);
+                out[ow] = div && w1 > w0 ? sum / (float)div : 0.0f;
+            }
+            continue;
+        }
         for (int64_t ow = 0; ow < OW; ow++) {
             int64_t w0, w1, ew;
             pm_win(g, 2, ow, &w0, &w1, &ew);
