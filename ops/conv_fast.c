@@ -32,8 +32,10 @@
  * backward_input is the same kernel with the roles swapped: for each grad_x
  * pixel and tap, the grad_y pixel that read it (or the zero vector), weights
  * packed [group][ci block][tap][co][16].
- * Work items are fixed groups of 8 tiles (mft__parallel_for), so every output
- * element is computed by the same instruction sequence at any thread count.
+ * Work items are fixed groups of 8 tiles, handed out in chunks to whichever
+ * thread is free (mft__parallel_for_dynamic: a busy or slower core takes
+ * fewer), so every output element is computed by the same instruction
+ * sequence at any thread count and schedule.
  *
  * Note [backward_weight]
  * Work items are (group, 16-wide block of c_out; with AVX-512 two blocks,
@@ -111,6 +113,14 @@
 /* For tests: force the portable micro-kernels / the direct loops. */
 void mft__conv_fast_set_mode(int mode);
 static int cf_mode = 0; /* 0 normal, 1 portable micro-kernels, 2 direct loops */
+
+/* Chunk of mft__parallel_for_dynamic for n independent items: about 8
+ * chunks per thread (measured here: with two busy cores one ran 15% slower
+ * than the other, and even halves waited for it). */
+static int64_t cf_chunk(int64_t n) {
+    const int64_t c = n / (8 * (int64_t)mft_get_num_threads());
+    return c > 0 ? c : 1;
+}
 void mft__conv_fast_set_mode(int mode) { cf_mode = mode; }
 
 #define TILE_M         6
@@ -590,8 +600,9 @@ static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, boo
     j.wp = wp;
     j.bpad = bpad;
     j.zero = zero;
-    if (j.P > 0 && src_nchw) mft__parallel_for(0, g->N, 1, ind_img_range, &j);
-    else if (j.P > 0) mft__parallel_for(0, j.nitems, 1, ind_range, &j);
+    if (j.P > 0 && src_nchw) mft__parallel_for_dynamic(0, g->N, 1, ind_img_range, &j);
+    else if (j.P > 0) /* items are independent: dynamic chunks balance unequal cores */
+        mft__parallel_for_dynamic(0, j.nitems, cf_chunk(j.nitems), ind_range, &j);
     mft__free(wp);
     mft__free(bpad);
     mft__free(zero);
@@ -871,7 +882,7 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
     if (c.rows >= BWC_CHUNKS && c.accn * (int64_t)sizeof(float) <= BWC_MAX_ACC)
         c.part = mft__alloc((size_t)(g->G * c.nch * c.accn) * sizeof(float), 64);
     if (c.part) {
-        mft__parallel_for(0, g->G * c.nch, 1, bwc_range, &c);
+        mft__parallel_for_dynamic(0, g->G * c.nch, cf_chunk(g->G * c.nch), bwc_range, &c);
         mft__parallel_for(0, g->G * j.nbo, 1, bwc_reduce, &c);
         mft__free(c.part);
     } else {
@@ -1910,7 +1921,9 @@ static bool pw_conv(const cgeom *g, bool bwd, const float *src, float *dst) {
             if (j.Kp > j.K) r[j.K] = m < j.M ? bval(g, gg * j.M + m) : 0.0f;
         }
     j.ap = ap;
-    if (g->N * j.S > 0) mft__parallel_for(0, g->N * g->G * j.nsb, 1, pw_range, &j);
+    if (g->N * j.S > 0)
+        mft__parallel_for_dynamic(0, g->N * g->G * j.nsb, cf_chunk(g->N * g->G * j.nsb), pw_range,
+                                  &j);
     mft__free(ap);
     return true;
 }
@@ -2160,7 +2173,7 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
             if (c.rows >= BWC_CHUNKS && c.accn * (int64_t)sizeof(float) <= BWC_MAX_ACC)
                 c.part = mft__alloc((size_t)(g.G * c.nch * c.accn) * sizeof(float), 64);
             if (c.part) {
-                mft__parallel_for(0, g.G * c.nch, 1, pwbc_range, &c);
+                mft__parallel_for_dynamic(0, g.G * c.nch, cf_chunk(g.G * c.nch), pwbc_range, &c);
                 mft__parallel_for(0, g.G * pj.nbi, 1, pwbc_reduce, &c);
                 mft__free(c.part);
             } else {

@@ -167,6 +167,13 @@ typedef void (*mft__range_fn)(void *ctx, int64_t begin, int64_t end);
  * in order; serial below the grain, inside a parallel region, or without
  * OpenMP. */
 void mft__parallel_for(int64_t begin, int64_t end, int64_t grain, mft__range_fn fn, void *ctx);
+/* The same items, handed out in chunks of `chunk` to whichever thread is
+ * free (a shared counter), for compute-bound work whose items are
+ * independent: a thread on a slower core takes fewer. fn must not depend on
+ * which range it gets (no partials combined per range); then the results do
+ * not depend on the schedule or the thread count. */
+void mft__parallel_for_dynamic(int64_t begin, int64_t end, int64_t chunk, mft__range_fn fn,
+                               void *ctx);
 
 /* ------------------------------------------------------------------ iterator
  * Note [Elementwise iteration]

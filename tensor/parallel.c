@@ -1,7 +1,10 @@
 /* tensor/parallel.c — the only file that includes <omp.h>: mft__parallel_for
  * and the thread-count setting. Chunks are contiguous ranges handed out in
  * order, one per thread, so reductions that combine chunk partials in chunk
- * order are reproducible for a given thread count. */
+ * order are reproducible for a given thread count; mft__parallel_for_dynamic
+ * hands out small chunks to whichever thread is free, for independent
+ * items. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include "internal.h"
 #ifdef MFT_HAVE_OPENMP
@@ -57,6 +60,29 @@ void mft__parallel_for(int64_t begin, int64_t end, int64_t grain, mft__range_fn 
     }
 #else
     (void)grain;
+#endif
+    fn(ctx, begin, end);
+}
+
+void mft__parallel_for_dynamic(int64_t begin, int64_t end, int64_t chunk, mft__range_fn fn,
+                               void *ctx) {
+    const int64_t n = end - begin;
+    if (n <= 0) return;
+    if (chunk < 1) chunk = 1;
+#ifdef MFT_HAVE_OPENMP
+    int nt = mft_get_num_threads();
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    if (chunks < nt) nt = (int)chunks;
+    if (nt > 1 && !omp_in_parallel()) {
+        _Atomic int64_t next = begin;
+#pragma omp parallel num_threads(nt)
+        for (;;) {
+            const int64_t b = atomic_fetch_add_explicit(&next, chunk, memory_order_relaxed);
+            if (b >= end) break;
+            fn(ctx, b, b + chunk < end ? b + chunk : end);
+        }
+        return;
+    }
 #endif
     fn(ctx, begin, end);
 }
