@@ -2028,6 +2028,68 @@ static inline void pm_avgbwd_pairs(const pm_geom *g, const float *go, float *out
 #endif
 }
 
+#if PM_HAVE_Z16
+/* Widest grad_out row the separable NHWC avg backward keeps (its scaled
+ * column sums of one 64-channel block, on the stack). */
+#define PM_SEP_OW 256
+
+/* The separable form of pm_avgbwd_pairs over a whole grad_x row, channels
+ * [0, 16*nv) (last register masked by km): first, per output column ow,
+ * S[ow] = 0 + the sum over the listed (od, oh) pairs of grad_out * 1/divisor
+ * (pairs in order); then each grad_x pixel iw sums S over its columns
+ * [iw0, iw1) (those of non-empty windows, in order). The products are those
+ * of pm_avgbwd_pairs, the sums regrouped by column (equal up to rounding):
+ * 3 + 3 loads per pixel vector for 3x3 / stride 1 windows instead of 9. */
+static inline __attribute__((always_inline)) void
+pm_avgbwd_sep_z(const float *go, float *gx, float *S, int64_t C, int64_t OW, int64_t W,
+                int npair, const int64_t *pbase, const float *pinv, const int64_t *wcnt,
+                const int64_t *iw0, const int64_t *iw1, int nv, __mmask16 km) {
+    for (int64_t ow = 0; ow < OW; ow++) {
+        __m512 v[4];
+        for (int k = 0; k < nv; k++) v[k] = _mm512_setzero_ps();
+        for (int q = 0; q < npair; q++) {
+            const float *gp = go + (pbase[q] + ow) * C;
+            const __m512 w = _mm512_set1_ps(pinv[q * OW + ow]);
+            for (int k = 0; k < nv; k++) {
+                const __m512 x = k == nv - 1 ? _mm512_maskz_loadu_ps(km, gp + 16 * k)
+                                             : _mm512_loadu_ps(gp + 16 * k);
+                v[k] = _mm512_add_ps(v[k], _mm512_mul_ps(x, w));
+            }
+        }
+        for (int k = 0; k < nv; k++) _mm512_storeu_ps(S + ow * 64 + 16 * k, v[k]);
+    }
+    for (int64_t iw = 0; iw < W; iw++) {
+        __m512 v[4];
+        for (int k = 0; k < nv; k++) v[k] = _mm512_setzero_ps();
+        for (int64_t ow = iw0[iw]; ow < iw1[iw]; ow++) {
+            if (wcnt[ow] <= 0) continue;
+            for (int k = 0; k < nv; k++)
+                v[k] = _mm512_add_ps(v[k], _mm512_loadu_ps(S + ow * 64 + 16 * k));
+        }
+        for (int k = 0; k < nv; k++)
+            _mm512_mask_storeu_ps(gx + iw * C + 16 * k, k == nv - 1 ? km : (__mmask16)0xFFFF, v[k]);
+    }
+}
+
+static void pm_avgbwd_sep(const float *go, float *gx, int64_t C, int64_t OW, int64_t W,
+                          int npair, const int64_t *pbase, const float *pinv, const int64_t *wcnt,
+                          const int64_t *iw0, const int64_t *iw1) {
+    float S[PM_SEP_OW * 64];
+    for (int64_t c = 0; c < C; c += 64) {
+        const int64_t rem = C - c;
+        const int nv = rem >= 64 ? 4 : (int)((rem + 15) / 16);
+        const int64_t last = (rem >= 64 ? 64 : rem) - 16 * (nv - 1);
+        const __mmask16 km = last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << last) - 1u);
+        switch (nv) {
+        case 1: pm_avgbwd_sep_z(go + c, gx + c, S, C, OW, W, npair, pbase, pinv, wcnt, iw0, iw1, 1, km); break;
+        case 2: pm_avgbwd_sep_z(go + c, gx + c, S, C, OW, W, npair, pbase, pinv, wcnt, iw0, iw1, 2, km); break;
+        case 3: pm_avgbwd_sep_z(go + c, gx + c, S, C, OW, W, npair, pbase, pinv, wcnt, iw0, iw1, 3, km); break;
+        default: pm_avgbwd_sep_z(go + c, gx + c, S, C, OW, W, npair, pbase, pinv, wcnt, iw0, iw1, 4, km); break;
+        }
+    }
+}
+#endif
+
 static void pm_avgbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const pm_job *j = ctx;
     const pm_geom *g = &j->g;
@@ -2089,6 +2151,15 @@ static void pm_avgbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
                 if (nb < na) nb = na;
             }
             const float *gn = go + (od0 < od1 ? od0 : 0) * OH * OW * C;
+#if PM_HAVE_Z16
+            if (OW <= PM_SEP_OW) { /* separable, the next rows prefetched first */
+                for (int64_t oh = na; oh < nb; oh++)
+                    for (int64_t b = 0; b < OW * C * (int64_t)sizeof(float); b += 64)
+                        __builtin_prefetch((const char *)(gn + oh * OW * C) + b);
+                pm_avgbwd_sep(go, j->y + r * W * C, C, OW, W, npair, pbase, pinv, wcnt, iw0, iw1);
+                continue;
+            }
+#endif
             int64_t pcol = 0; /* the previous pixel's column end */
             for (int64_t iw = 0; iw < W; iw++) {
                 for (int64_t oh = na; oh < nb; oh++)
