@@ -649,6 +649,8 @@ static inline void rs_prefetch_rows(const float *const *pf, int npf, int64_t off
  * rows pf alongside. */
 static inline void nhwc_combine(const float *const *tp, const float *tw, int nt, int64_t n,
                                 float *restrict d, const float *const *pf, int npf) {
+    (void)pf; /* (used by the vector loops only) */
+    (void)npf;
     int64_t c = 0;
 #if defined(__AVX512F__) && RS_HAVE_STREAM
     /* the same FMAs in 16-float registers */
