@@ -85,6 +85,24 @@ static inline void pm_st8(float *p, pm_v8 v) { memcpy(p, &v, sizeof v); }
 #endif
 /* Widest row whose column sums the NCHW average forward keeps on the stack. */
 #define PM_CS_W 2048
+#if PM_HAVE_Z16
+/* Lanes [0, min(r, 16)) of a 16-lane mask. */
+static inline __mmask16 pm_mask16(int64_t r) {
+    return r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
+}
+
+/* The 16 int64 indices at ii in the lanes of km, saturated to int32 (an
+ * index past INT32_MAX stays past every position). Plain loads where km is
+ * whole: masked loads that miss the cache measured 2x slower here. */
+static inline __m512i pm_idx16(const int64_t *ii, __mmask16 km) {
+    const bool whole = km == 0xFFFF;
+    const __m256i lo = _mm512_cvtsepi64_epi32(
+        whole ? _mm512_loadu_si512(ii) : _mm512_maskz_loadu_epi64((__mmask8)(km & 0xFF), ii));
+    const __m256i hi = _mm512_cvtsepi64_epi32(
+        whole ? _mm512_loadu_si512(ii + 8) : _mm512_maskz_loadu_epi64((__mmask8)(km >> 8), ii + 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+#endif
 /* Most window positions the AVX-512 windowed max backward lists per output. */
 #define PM_WIN_MAX 64
 /* How many outputs ahead it prefetches grad_out and the indices. */
@@ -1519,10 +1537,13 @@ static void pm_maxbwd_dense_range(void *ctx, int64_t begin, int64_t end) {
  * the block, then the output pixels in order), but for 16 channels at once:
  * the indices, saturated to int32, are compared with each position of the
  * output's window, and grad_out is added to that grad_x pixel in the lanes
- * that matched (a masked load, add and store). Each grad_x element gets the
+ * that matched (+0 in the other lanes of whole vectors: grad_x is never -0;
+ * a masked load, add and store for a tail). Each grad_x element gets the
  * same terms in the same order as in the scatter, so the sums are equal bit
- * for bit; an index outside its own window matches nothing (documented for
- * mft_max_pool2d_backward_windows). */
+ * for bit. An empty window's candidate is the forward's index for it (its
+ * start); any other index outside its own window matches nothing
+ * (documented for mft_max_pool2d_backward_windows). Streams are prefetched
+ * PM_WIN_AHEAD outputs ahead. */
 static void pm_maxbwd_win_range(void *ctx, int64_t begin, int64_t end) {
     const pm_dense_job *dj = ctx;
     const pm_job *j = dj->j;
@@ -1560,20 +1581,9 @@ static void pm_maxbwd_win_range(void *ctx, int64_t begin, int64_t end) {
                     __builtin_prefetch(j->ind + of + c);
                     __builtin_prefetch(j->ind + of + c + 8);
                     __builtin_prefetch(j->x + of + c);
-                    const int64_t r = c1 - c;
-                    const __mmask16 km = r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
-                    const int64_t *ii = j->ind + o * C + c;
-                    /* plain loads where the vector is whole: masked loads
-                     * that miss the cache measured 2x slower here */
+                    const __mmask16 km = pm_mask16(c1 - c);
                     const bool whole = km == 0xFFFF;
-                    const __m256i lo = _mm512_cvtsepi64_epi32(
-                        whole ? _mm512_loadu_si512(ii)
-                              : _mm512_maskz_loadu_epi64((__mmask8)(km & 0xFF), ii));
-                    const __m256i hi = _mm512_cvtsepi64_epi32(
-                        whole ? _mm512_loadu_si512(ii + 8)
-                              : _mm512_maskz_loadu_epi64((__mmask8)(km >> 8), ii + 8));
-                    const __m512i ix =
-                        _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                    const __m512i ix = pm_idx16(j->ind + o * C + c, km);
                     const __m512 g = whole ? _mm512_loadu_ps(j->x + o * C + c)
                                            : _mm512_maskz_loadu_ps(km, j->x + o * C + c);
                     if (whole) /* + 0 where not matched: grad_x is never -0 */
@@ -1647,13 +1657,8 @@ static void pm_maxbwd_nchw2x2_range(void *ctx, int64_t begin, int64_t end) {
                 float *row = gx + (2 * oh + dy) * W;
                 for (int64_t ow = 0; ow < OW; ow += 16) {
                     const int64_t nv = OW - ow < 16 ? OW - ow : 16;
-                    const __mmask16 km = (__mmask16)((1u << nv) - 1u);
-                    const int64_t *ii = ind + oh * OW + ow;
-                    const __m256i lo = _mm512_cvtsepi64_epi32(
-                        _mm512_maskz_loadu_epi64((__mmask8)(km & 0xFF), ii));
-                    const __m256i hi = _mm512_cvtsepi64_epi32(
-                        _mm512_maskz_loadu_epi64((__mmask8)(km >> 8), ii + 8));
-                    const __m512i ix = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                    const __mmask16 km = pm_mask16(nv);
+                    const __m512i ix = pm_idx16(ind + oh * OW + ow, km);
                     const __m512 g = _mm512_maskz_loadu_ps(km, go + oh * OW + ow);
                     const __m512i c0 =
                         _mm512_add_epi32(_mm512_set1_epi32((int32_t)((2 * oh + dy) * W + 2 * ow)),
@@ -1668,12 +1673,8 @@ static void pm_maxbwd_nchw2x2_range(void *ctx, int64_t begin, int64_t end) {
                     const __m512 a = _mm512_permutex2var_ps(v0, ilo, v1);
                     const __m512 b = _mm512_permutex2var_ps(v0, ihi, v1);
                     const int64_t n2 = 2 * nv; /* pixels written: 2 per output */
-                    _mm512_mask_storeu_ps(row + 2 * ow,
-                                          (__mmask16)(n2 >= 16 ? 0xFFFF : (1u << n2) - 1u), a);
-                    if (n2 > 16)
-                        _mm512_mask_storeu_ps(row + 2 * ow + 16,
-                                              (__mmask16)(n2 >= 32 ? 0xFFFF : (1u << (n2 - 16)) - 1u),
-                                              b);
+                    _mm512_mask_storeu_ps(row + 2 * ow, pm_mask16(n2), a);
+                    if (n2 > 16) _mm512_mask_storeu_ps(row + 2 * ow + 16, pm_mask16(n2 - 16), b);
                 }
                 for (int64_t iw = 2 * OW; iw < W; iw++) row[iw] = 0.0f;
             }
@@ -1986,7 +1987,7 @@ static inline void pm_avgbwd_pairs(const pm_geom *g, const float *go, float *out
     if (r > 0) {
         const int nv = (int)((r + 15) / 16);
         const int64_t last = r - 16 * (nv - 1);
-        const __mmask16 km = last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << last) - 1u);
+        const __mmask16 km = pm_mask16(last);
         go += cz;
         out += cz;
         switch (nv) {
@@ -2079,7 +2080,7 @@ static void pm_avgbwd_sep(const float *go, float *gx, int64_t C, int64_t OW, int
         const int64_t rem = C - c;
         const int nv = rem >= 64 ? 4 : (int)((rem + 15) / 16);
         const int64_t last = (rem >= 64 ? 64 : rem) - 16 * (nv - 1);
-        const __mmask16 km = last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << last) - 1u);
+        const __mmask16 km = pm_mask16(last);
         switch (nv) {
         case 1: pm_avgbwd_sep_z(go + c, gx + c, S, C, OW, W, npair, pbase, pinv, wcnt, iw0, iw1, 1, km); break;
         case 2: pm_avgbwd_sep_z(go + c, gx + c, S, C, OW, W, npair, pbase, pinv, wcnt, iw0, iw1, 2, km); break;

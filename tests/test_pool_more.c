@@ -1227,6 +1227,43 @@ static void test_global_avg(void) {
     mft_set_num_threads(before);
 }
 
+/* One chosen case for test_max_backward_windows: x (sizes xs, fmt) pooled
+ * with these windows (relu fused or not), grad_out random with every third
+ * element -0.0, index `bump` (if >= 0) moved 2^32 further; the windows
+ * variant must give the scatter's grad_x bit for bit, and some of it must be
+ * non-zero. */
+static void windows_case(const char *what, const int64_t xs[4], mft_format fmt, bool relu,
+                         const int64_t k[2], const int64_t st[2], const int64_t pd[2],
+                         const int64_t dl[2], uint64_t seed, int64_t bump) {
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, fmt, seed), *ind = NULL;
+    mft_tensor *y = relu ? mft_relu_max_pool2d_with_indices(x, k, st, pd, dl, false, &ind)
+                         : mft_max_pool2d_with_indices(x, k, st, pd, dl, false, &ind);
+    mft_tensor *g = y ? mft_randn(4, mft_tensor_sizes(y), MFT_F32, fmt, seed + 1) : NULL;
+    if (g) {
+        float *gd = mft_tensor_data(g);
+        for (int64_t i = 0; i < mft_tensor_numel(g); i += 3) gd[i] = -0.0f;
+    }
+    if (ind && bump >= 0) ((int64_t *)mft_tensor_data(ind))[bump] += (int64_t)1 << 32;
+    mft_tensor *want = g ? mft_max_pool2d_backward(g, x, ind) : NULL;
+    mft_tensor *got = g ? mft_max_pool2d_backward_windows(g, x, ind, k, st, pd, dl, false) : NULL;
+    CHECK_MSG(want && got, "%s: %s", what, mft_last_error_message());
+    if (want && got) {
+        const float *wd = mft_tensor_data(want);
+        bool moved = false;
+        for (int64_t i = 0; i < mft_tensor_numel(want); i++) moved |= wd[i] != 0.0f;
+        CHECK_MSG(moved && memcmp(mft_tensor_data(got), wd,
+                                  (size_t)mft_tensor_numel(x) * sizeof(float)) == 0,
+                  "%s (C %lld, %lldx%lld, relu %d): grad_x differs from the scatter", what,
+                  (long long)xs[1], (long long)xs[2], (long long)xs[3], (int)relu);
+    }
+    mft_tensor_release(want);
+    mft_tensor_release(got);
+    mft_tensor_release(g);
+    mft_tensor_release(y);
+    mft_tensor_release(ind);
+    mft_tensor_release(x);
+}
+
 /* mft_max_pool2d_backward_windows (the tape's call; NHWC gathers) against
  * mft_max_pool2d_backward (scatter over the indices): bit-identical grad_x,
  * NHWC and NCHW, for the indices of max_pool2d and relu_max_pool2d (-1
@@ -1300,88 +1337,23 @@ static void test_max_backward_windows(void) {
         for (int cc = 16; cc <= 19; cc += 3) {
             const int64_t es[4] = {2, cc, 3, 1}, ek[2] = {1, 2}, ess[2] = {1, st},
                           ep[2] = {0, 1}, ed[2] = {1, 2};
-            mft_tensor *ex = mft_randn(4, es, MFT_F32, MFT_CHANNELS_LAST, 11), *ei = NULL;
-            mft_tensor *ey = mft_max_pool2d_with_indices(ex, ek, ess, ep, ed, false, &ei);
-            mft_tensor *eg = ey ? mft_randn(4, mft_tensor_sizes(ey), MFT_F32, MFT_CHANNELS_LAST, 12)
-                                : NULL;
-            mft_tensor *want = eg ? mft_max_pool2d_backward(eg, ex, ei) : NULL;
-            mft_tensor *got = eg ? mft_max_pool2d_backward_windows(eg, ex, ei, ek, ess, ep, ed,
-                                                                   false)
-                                 : NULL;
-            CHECK_MSG(want && got, "empty windows, stride %d: %s", st, mft_last_error_message());
-            if (want && got) {
-                const float *wd = mft_tensor_data(want);
-                bool moved = false; /* some gradient landed outside the empty windows */
-                for (int64_t i = 0; i < mft_tensor_numel(want); i++) moved |= wd[i] != 0.0f;
-                CHECK_MSG(moved && memcmp(mft_tensor_data(got), wd,
-                                          (size_t)mft_tensor_numel(ex) * sizeof(float)) == 0,
-                          "empty windows, stride %d, C %d: grad_x differs from the scatter", st,
-                          cc);
-            }
-            mft_tensor_release(want);
-            mft_tensor_release(got);
-            mft_tensor_release(eg);
-            mft_tensor_release(ey);
-            mft_tensor_release(ei);
-            mft_tensor_release(ex);
+            windows_case("empty windows", es, MFT_CHANNELS_LAST, false, ek, ess, ep, ed, 11, -1);
         }
     /* 2x2 / stride 2 in NCHW (the dense two-row kernel): odd and even
-     * sizes, rows of more than 16 outputs with tails, relu's -1 indices and
-     * -0.0 gradients, against the scatter bit for bit */
-    {
-        static const int64_t hw[][2] = {{7, 39}, {8, 32}, {5, 3}, {2, 66}, {9, 2}};
-        for (int c = 0; c < 5; c++)
-            for (int relu = 0; relu < 2; relu++) {
-                const int64_t es[4] = {2, 3, hw[c][0], hw[c][1]}, k2[2] = {2, 2};
-                mft_tensor *ex = mft_randn(4, es, MFT_F32, MFT_CONTIGUOUS, 30 + (uint64_t)c), *ei = NULL;
-                mft_tensor *ey = relu ? mft_relu_max_pool2d_with_indices(ex, k2, NULL, NULL, NULL,
-                                                                         false, &ei)
-                                      : mft_max_pool2d_with_indices(ex, k2, NULL, NULL, NULL, false,
-                                                                    &ei);
-                mft_tensor *eg = ey ? mft_randn(4, mft_tensor_sizes(ey), MFT_F32, MFT_CONTIGUOUS,
-                                                40 + (uint64_t)c)
-                                    : NULL;
-                if (eg) {
-                    float *gd = mft_tensor_data(eg);
-                    for (int64_t i = 0; i < mft_tensor_numel(eg); i += 3) gd[i] = -0.0f;
-                }
-                mft_tensor *want = eg ? mft_max_pool2d_backward(eg, ex, ei) : NULL;
-                mft_tensor *got = eg ? mft_max_pool2d_backward_windows(eg, ex, ei, k2, NULL, NULL,
-                                                                       NULL, false)
-                                     : NULL;
-                CHECK_MSG(want && got && memcmp(mft_tensor_data(got), mft_tensor_data(want),
-                                                (size_t)mft_tensor_numel(ex) * sizeof(float)) == 0,
-                          "NCHW 2x2 windows, %lldx%lld, relu %d: grad_x differs from the scatter",
-                          (long long)hw[c][0], (long long)hw[c][1], relu);
-                mft_tensor_release(want);
-                mft_tensor_release(got);
-                mft_tensor_release(eg);
-                mft_tensor_release(ey);
-                mft_tensor_release(ei);
-                mft_tensor_release(ex);
-            }
-    }
+     * sizes, rows of more than 16 outputs with tails, relu's -1 indices */
+    static const int64_t hw[][2] = {{7, 39}, {8, 32}, {5, 3}, {2, 66}, {9, 2}};
+    for (int c = 0; c < 5; c++)
+        for (int relu = 0; relu < 2; relu++) {
+            const int64_t es[4] = {2, 3, hw[c][0], hw[c][1]}, k22[2] = {2, 2};
+            windows_case("NCHW 2x2 windows", es, MFT_CONTIGUOUS, relu, k22, NULL, NULL, NULL,
+                         30 + (uint64_t)c, -1);
+        }
     /* an index past the plane (here 2^32 + a position of its window) adds
      * nothing in either function: it must not wrap into the window */
     {
-        const int64_t es[4] = {1, 16, 5, 5}, k3[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
-        mft_tensor *ex = mft_randn(4, es, MFT_F32, MFT_CHANNELS_LAST, 21), *ei = NULL;
-        mft_tensor *ey = mft_max_pool2d_with_indices(ex, k3, s2, p1, NULL, false, &ei);
-        mft_tensor *eg = ey ? mft_randn(4, mft_tensor_sizes(ey), MFT_F32, MFT_CHANNELS_LAST, 22)
-                            : NULL;
-        if (ei) ((int64_t *)mft_tensor_data(ei))[3] += (int64_t)1 << 32;
-        mft_tensor *want = eg ? mft_max_pool2d_backward(eg, ex, ei) : NULL;
-        mft_tensor *got = eg ? mft_max_pool2d_backward_windows(eg, ex, ei, k3, s2, p1, NULL, false)
-                             : NULL;
-        CHECK_MSG(want && got && memcmp(mft_tensor_data(got), mft_tensor_data(want),
-                                        (size_t)mft_tensor_numel(ex) * sizeof(float)) == 0,
-                  "an index past the plane: grad_x differs from the scatter");
-        mft_tensor_release(want);
-        mft_tensor_release(got);
-        mft_tensor_release(eg);
-        mft_tensor_release(ey);
-        mft_tensor_release(ei);
-        mft_tensor_release(ex);
+        const int64_t es[4] = {1, 16, 5, 5}, k33[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
+        windows_case("an index past the plane", es, MFT_CHANNELS_LAST, false, k33, s2, p1, NULL,
+                     21, 4); /* (element 4's gradient is not one of the -0.0) */
     }
     /* the windows must give grad_out's sizes */
     const int64_t xs[4] = {1, 16, 6, 6}, k2[2] = {2, 2}, k3[2] = {3, 3};
