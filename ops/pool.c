@@ -873,6 +873,11 @@ static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const pool_job *j = ctx;
     const mft_pool2d_params *p = j->p;
     const int64_t C = j->C;
+    /* every position, and the start of an empty window, fits int32 */
+    const bool pos32 =
+        (double)(j->H + p->dilation[0] + 1) * (double)(j->W + p->dilation[1] + 1) <=
+        (double)INT32_MAX;
+    (void)pos32;
     for (int64_t r = begin; r < end; r++) {
         const int64_t n = r / j->OH, oh = r % j->OH;
         const float *in = j->x + n * j->H * j->W * C;
@@ -891,11 +896,6 @@ static void max_nhwc_range(void *ctx, int64_t begin, int64_t end) {
             pool_prefetch(in, j->W, C, ra, rb, p->dilation[0], w0 > pw1 ? w0 : pw1, w1);
             pw1 = w1;
             const int64_t first = h0 * j->W + w0;
-            /* every position, and the start of an empty window, fits int32 */
-            const bool pos32 = (double)(j->H + p->dilation[0] + 1) *
-                                   (double)(j->W + p->dilation[1] + 1) <=
-                               (double)INT32_MAX;
-            (void)pos32;
 #if POOL_HAVE_Z16
             if (pos32) {
                 const pz_win g = {h0, h1, p->dilation[0], w0, w1, p->dilation[1], j->W, C};
