@@ -1554,14 +1554,24 @@ static void pm_maxbwd_win_range(void *ctx, int64_t begin, int64_t end) {
         const int64_t n = it / j->cb, c0 = (it % j->cb) * PM_CBLOCK;
         const int64_t c1 = c0 + PM_CBLOCK < C ? c0 + PM_CBLOCK : C;
         float *gx = j->y + n * H * W * C;
-        if (c0 == 0 && c1 == C) memset(gx, 0, (size_t)(H * W * C) * sizeof *gx);
-        else
+        /* whole pixels: rows are zeroed just before the first window that
+         * reaches them (then still in cache for the sums); else up front */
+        const bool lazy = c0 == 0 && c1 == C;
+        int64_t zeroed = 0; /* rows [0, zeroed) are zero (lazy) */
+        if (!lazy)
             for (int64_t q = 0; q < H * W; q++)
                 memset(gx + q * C + c0, 0, (size_t)(c1 - c0) * sizeof *gx);
         for (int64_t oh = 0; oh < OH; oh++) {
             int64_t h0 = oh * p->stride[0] - p->padding[0];
             const int64_t h1 = h0 + (p->kernel[0] - 1) * p->dilation[0] + 1;
             while (h0 < 0) h0 += p->dilation[0];
+            if (lazy) {
+                const int64_t upto = h1 < H ? h1 : H;
+                if (upto > zeroed) {
+                    memset(gx + zeroed * W * C, 0, (size_t)((upto - zeroed) * W * C) * sizeof *gx);
+                    zeroed = upto;
+                }
+            }
             for (int64_t ow = 0; ow < OW; ow++) {
                 int64_t w0 = ow * p->stride[1] - p->padding[1];
                 const int64_t w1 = w0 + (p->kernel[1] - 1) * p->dilation[1] + 1;
@@ -1573,7 +1583,15 @@ static void pm_maxbwd_win_range(void *ctx, int64_t begin, int64_t end) {
                         pos[np++] = (int32_t)(ih * W + iw);
                 /* an empty window: the forward's index is its start h0*W + w0
                  * (-inf there), which the scatter adds to when in the plane */
-                if (np == 0 && h0 * W + w0 < H * W) pos[np++] = (int32_t)(h0 * W + w0);
+                if (np == 0 && h0 * W + w0 < H * W) {
+                    pos[np++] = (int32_t)(h0 * W + w0);
+                    const int64_t row = (h0 * W + w0) / W; /* (w0 may pass W) */
+                    if (lazy && row >= zeroed) {
+                        memset(gx + zeroed * W * C, 0,
+                               (size_t)((row + 1 - zeroed) * W * C) * sizeof *gx);
+                        zeroed = row + 1;
+                    }
+                }
                 const int64_t o = (n * OH + oh) * OW + ow;
                 /* the streams of a later output (the prefetcher lags here) */
                 const int64_t of = (o + PM_WIN_AHEAD) * C;
@@ -1605,6 +1623,8 @@ static void pm_maxbwd_win_range(void *ctx, int64_t begin, int64_t end) {
                 }
             }
         }
+        if (lazy && zeroed < H)
+            memset(gx + zeroed * W * C, 0, (size_t)((H - zeroed) * W * C) * sizeof *gx);
     }
 }
 #endif
