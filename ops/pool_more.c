@@ -1533,8 +1533,9 @@ static void pm_maxbwd_dense_range(void *ctx, int64_t begin, int64_t end) {
 
 #if PM_HAVE_Z16
 /* NHWC max backward over known, overlapping 2-D windows (3x3 / stride 2):
- * the scatter's work item (n, block of PM_CBLOCK channels) and order (zero
- * the block, then the output pixels in order), but for 16 channels at once:
+ * the scatter's work item (n, block of PM_CBLOCK channels) and order (the
+ * output pixels in order, onto zeros; for whole pixels each grad_x row is
+ * zeroed just before the first window reaching it), 16 channels at once:
  * the indices, saturated to int32, are compared with each position of the
  * output's window, and grad_out is added to that grad_x pixel in the lanes
  * that matched (+0 in the other lanes of whole vectors: grad_x is never -0;
