@@ -1227,17 +1227,26 @@ static void test_global_avg(void) {
     mft_set_num_threads(before);
 }
 
-/* One chosen case for test_max_backward_windows: x (sizes xs, fmt) pooled
- * with these windows (relu fused or not), grad_out random with every third
- * element -0.0, index `bump` (if >= 0) moved 2^32 further; the windows
- * variant must give the scatter's grad_x bit for bit, and some of it must be
- * non-zero. */
-static void windows_case(const char *what, const int64_t xs[4], mft_format fmt, bool relu,
-                         const int64_t k[2], const int64_t st[2], const int64_t pd[2],
-                         const int64_t dl[2], uint64_t seed, int64_t bump) {
+/* One case of test_max_backward_windows: x (sizes xs, fmt, from seed)
+ * pooled with windows p (relu fused or not), grad_out random with every
+ * third element -0.0, index `bump` (if >= 0) moved 2^32 further; the windows
+ * variant must give the scatter's grad_x bit for bit, in x's format and
+ * strides, and (need_nonzero) some of it non-zero. A forward that refuses
+ * the windows (too small, or relu over an empty window) is a failure unless
+ * may_refuse. Returns whether the two were compared. */
+static bool windows_case(const char *what, const int64_t xs[4], mft_format fmt, bool relu,
+                         const mft_pool2d_params *p, uint64_t seed, int64_t bump, bool may_refuse,
+                         bool need_nonzero) {
     mft_tensor *x = mft_randn(4, xs, MFT_F32, fmt, seed), *ind = NULL;
-    mft_tensor *y = relu ? mft_relu_max_pool2d_with_indices(x, k, st, pd, dl, false, &ind)
-                         : mft_max_pool2d_with_indices(x, k, st, pd, dl, false, &ind);
+    mft_tensor *y = relu ? mft_relu_max_pool2d_with_indices(x, p->kernel, p->stride, p->padding,
+                                                            p->dilation, p->ceil_mode, &ind)
+                         : mft_max_pool2d_with_indices(x, p->kernel, p->stride, p->padding,
+                                                       p->dilation, p->ceil_mode, &ind);
+    if (!y && may_refuse) {
+        mft_clear_error();
+        mft_tensor_release(x);
+        return false;
+    }
     mft_tensor *g = y ? mft_randn(4, mft_tensor_sizes(y), MFT_F32, fmt, seed + 1) : NULL;
     if (g) {
         float *gd = mft_tensor_data(g);
@@ -1245,16 +1254,27 @@ static void windows_case(const char *what, const int64_t xs[4], mft_format fmt, 
     }
     if (ind && bump >= 0) ((int64_t *)mft_tensor_data(ind))[bump] += (int64_t)1 << 32;
     mft_tensor *want = g ? mft_max_pool2d_backward(g, x, ind) : NULL;
-    mft_tensor *got = g ? mft_max_pool2d_backward_windows(g, x, ind, k, st, pd, dl, false) : NULL;
+    mft_tensor *got = g ? mft_max_pool2d_backward_windows(g, x, ind, p->kernel, p->stride,
+                                                          p->padding, p->dilation, p->ceil_mode)
+                        : NULL;
     CHECK_MSG(want && got, "%s: %s", what, mft_last_error_message());
     if (want && got) {
         const float *wd = mft_tensor_data(want);
         bool moved = false;
         for (int64_t i = 0; i < mft_tensor_numel(want); i++) moved |= wd[i] != 0.0f;
-        CHECK_MSG(moved && memcmp(mft_tensor_data(got), wd,
-                                  (size_t)mft_tensor_numel(x) * sizeof(float)) == 0,
-                  "%s (C %lld, %lldx%lld, relu %d): grad_x differs from the scatter", what,
-                  (long long)xs[1], (long long)xs[2], (long long)xs[3], (int)relu);
+        CHECK_MSG(mft_tensor_format(got) == fmt &&
+                      memcmp(mft_tensor_strides(got), mft_tensor_strides(want),
+                             4 * sizeof(int64_t)) == 0,
+                  "%s: grad_x not in x's format and strides", what);
+        CHECK_MSG((moved || !need_nonzero) &&
+                      memcmp(mft_tensor_data(got), wd, (size_t)mft_tensor_numel(x) * sizeof(float)) ==
+                          0,
+                  "%s (%s, C %lld, %lldx%lld, relu %d, k %lldx%lld s %lldx%lld p %lldx%lld d "
+                  "%lldx%lld): grad_x differs from the scatter",
+                  what, mft_format_name(fmt), (long long)xs[1], (long long)xs[2], (long long)xs[3],
+                  (int)relu, (long long)p->kernel[0], (long long)p->kernel[1],
+                  (long long)p->stride[0], (long long)p->stride[1], (long long)p->padding[0],
+                  (long long)p->padding[1], (long long)p->dilation[0], (long long)p->dilation[1]);
     }
     mft_tensor_release(want);
     mft_tensor_release(got);
@@ -1262,6 +1282,22 @@ static void windows_case(const char *what, const int64_t xs[4], mft_format fmt, 
     mft_tensor_release(y);
     mft_tensor_release(ind);
     mft_tensor_release(x);
+    return true;
+}
+
+/* Windows kernel k, stride st, padding pd, dilation dl (NULL: PyTorch's
+ * defaults), floor mode. */
+static mft_pool2d_params windows_of(const int64_t k[2], const int64_t st[2], const int64_t pd[2],
+                                    const int64_t dl[2]) {
+    mft_pool2d_params p;
+    memset(&p, 0, sizeof p);
+    for (int d = 0; d < 2; d++) {
+        p.kernel[d] = k[d];
+        p.stride[d] = st ? st[d] : k[d];
+        p.padding[d] = pd ? pd[d] : 0;
+        p.dilation[d] = dl ? dl[d] : 1;
+    }
+    return p;
 }
 
 /* mft_max_pool2d_backward_windows (the tape's call; NHWC gathers) against
@@ -1289,43 +1325,10 @@ static void test_max_backward_windows(void) {
                                tu_rng_int(&rng, 2, 12)};
         const mft_format fmt = it % 3 == 2 ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST;
         const bool relu = it % 2;
-        mft_tensor *x = mft_randn(4, xs, MFT_F32, fmt, 100 + (uint64_t)it), *ind = NULL;
-        mft_tensor *y = relu ? mft_relu_max_pool2d_with_indices(x, p.kernel, p.stride, p.padding,
-                                                                p.dilation, p.ceil_mode, &ind)
-                             : mft_max_pool2d_with_indices(x, p.kernel, p.stride, p.padding,
-                                                           p.dilation, p.ceil_mode, &ind);
-        if (!y) { /* too small for the windows, or an empty window (relu) */
-            mft_clear_error();
-            mft_tensor_release(x);
-            continue;
-        }
-        mft_tensor *g = mft_randn(4, mft_tensor_sizes(y), MFT_F32, fmt, 7 + (uint64_t)it);
-        float *gd = mft_tensor_data(g);
-        for (int64_t i = 0; i < mft_tensor_numel(g); i += 5) gd[i] = -0.0f; /* sign of zeros */
-        mft_tensor *want = mft_max_pool2d_backward(g, x, ind);
-        mft_tensor *got = mft_max_pool2d_backward_windows(g, x, ind, p.kernel, p.stride, p.padding,
-                                                          p.dilation, p.ceil_mode);
-        CHECK(want && got);
-        if (want && got) {
-            CHECK(mft_tensor_format(got) == fmt &&
-                  memcmp(mft_tensor_strides(got), mft_tensor_strides(want), 4 * sizeof(int64_t)) == 0);
-            const size_t bytes = (size_t)mft_tensor_numel(x) * sizeof(float);
-            CHECK_MSG(memcmp(mft_tensor_data(got), mft_tensor_data(want), bytes) == 0,
-                      "case %d (%s, %s, C %lld, k %lldx%lld s %lldx%lld p %lldx%lld d %lldx%lld): "
-                      "grad_x differs from the scatter", it, relu ? "relu_max" : "max",
-                      mft_format_name(fmt), (long long)xs[1], (long long)p.kernel[0],
-                      (long long)p.kernel[1], (long long)p.stride[0], (long long)p.stride[1],
-                      (long long)p.padding[0], (long long)p.padding[1], (long long)p.dilation[0],
-                      (long long)p.dilation[1]);
+        char what[48];
+        snprintf(what, sizeof what, "case %d", it);
+        if (windows_case(what, xs, fmt, relu, &p, 100 + (uint64_t)it, -1, true, false))
             dense_cases += fmt == MFT_CHANNELS_LAST && xs[1] >= 16 && !overlap;
-
-        }
-        mft_tensor_release(want);
-        mft_tensor_release(got);
-        mft_tensor_release(g);
-        mft_tensor_release(y);
-        mft_tensor_release(ind);
-        mft_tensor_release(x);
     }
     CHECK_MSG(dense_cases >= 40, "only %d cases reached the gather", dense_cases);
     printf("max backward with windows: %d gathered NHWC cases\n", dense_cases);
@@ -1337,7 +1340,8 @@ static void test_max_backward_windows(void) {
         for (int cc = 16; cc <= 19; cc += 3) {
             const int64_t es[4] = {2, cc, 3, 1}, ek[2] = {1, 2}, ess[2] = {1, st},
                           ep[2] = {0, 1}, ed[2] = {1, 2};
-            windows_case("empty windows", es, MFT_CHANNELS_LAST, false, ek, ess, ep, ed, 11, -1);
+            const mft_pool2d_params ew = windows_of(ek, ess, ep, ed);
+            windows_case("empty windows", es, MFT_CHANNELS_LAST, false, &ew, 11, -1, false, true);
         }
     /* 2x2 / stride 2 in NCHW (the dense two-row kernel): odd and even
      * sizes, rows of more than 16 outputs with tails, relu's -1 indices */
@@ -1345,15 +1349,18 @@ static void test_max_backward_windows(void) {
     for (int c = 0; c < 5; c++)
         for (int relu = 0; relu < 2; relu++) {
             const int64_t es[4] = {2, 3, hw[c][0], hw[c][1]}, k22[2] = {2, 2};
-            windows_case("NCHW 2x2 windows", es, MFT_CONTIGUOUS, relu, k22, NULL, NULL, NULL,
-                         30 + (uint64_t)c, -1);
+            const mft_pool2d_params w22 = windows_of(k22, NULL, NULL, NULL);
+            windows_case("NCHW 2x2 windows", es, MFT_CONTIGUOUS, relu, &w22, 30 + (uint64_t)c, -1,
+                         false, true);
         }
     /* an index past the plane (here 2^32 + a position of its window) adds
      * nothing in either function: it must not wrap into the window */
     {
         const int64_t es[4] = {1, 16, 5, 5}, k33[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
-        windows_case("an index past the plane", es, MFT_CHANNELS_LAST, false, k33, s2, p1, NULL,
-                     21, 4); /* (element 4's gradient is not one of the -0.0) */
+        const mft_pool2d_params w33 = windows_of(k33, s2, p1, NULL);
+        /* (element 4's gradient is not one of the -0.0) */
+        windows_case("an index past the plane", es, MFT_CHANNELS_LAST, false, &w33, 21, 4, false,
+                     true);
     }
     /* the windows must give grad_out's sizes */
     const int64_t xs[4] = {1, 16, 6, 6}, k2[2] = {2, 2}, k3[2] = {3, 3};
