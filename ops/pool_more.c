@@ -1486,10 +1486,11 @@ static void pm_maxbwd_nhwc_range(void *ctx, int64_t begin, int64_t end) {
  * scatter's sum bit for bit (0 + -0 is +0). An index outside its own window
  * matches nothing (the scatter would still add it). One work item: an
  * input row (n, ih). Vectors run over the channels, so it needs some
- * (C >= 16). Measured (8x64x56x56, 1 thread) and kept out: overlapping
- * windows, where gathering up to four windows per pixel took 0.61-0.70 ms
- * against the scatter's 0.43-0.49; NCHW planes, where an element-wise loop
- * lost to the scatter. */
+ * (C >= 16). Overlapping windows gather in pm_maxbwd_gather_range (an
+ * element-wise loop like this one over up to four windows per pixel lost to
+ * the scatter there: 0.61-0.70 ms against 0.43-0.49, 8x64x56x56, 1 thread).
+ * Measured and kept out: NCHW planes, where an element-wise loop lost to the
+ * scatter. */
 typedef struct pm_dense_job {
     const pm_job *j;
     const mft_pool2d_params *p;
@@ -1532,8 +1533,9 @@ static void pm_maxbwd_dense_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 #if PM_HAVE_Z16
-/* NHWC max backward over known, overlapping 2-D windows (3x3 / stride 2):
- * the scatter's work item (n, block of PM_CBLOCK channels) and order (the
+/* NHWC max backward over known, overlapping 2-D windows where the gather
+ * (below) does not apply (an empty window, rows wider than PM_GW_W, more
+ * than PM_GW windows per position along a dim): the scatter's work item (n, block of PM_CBLOCK channels) and order (the
  * output pixels in order, onto zeros; for whole pixels each grad_x row is
  * zeroed just before the first window reaching it), 16 channels at once:
  * the indices, saturated to int32, are compared with each position of the
@@ -1630,15 +1632,152 @@ static void pm_maxbwd_win_range(void *ctx, int64_t begin, int64_t end) {
 }
 #endif
 
-/* True when pm_maxbwd_dense_range applies: 2-D windows known that do not
- * overlap, 16 channels or more. */
-static bool pm_dense_applies(const mft_kernel_args *a) {
+#if PM_HAVE_Z16
+/* Most windows along one dim that hold one input position (and most output
+ * rows one input row reads) in the gathered max backward, and its widest
+ * input row (its per-column window lists are on the stack). */
+#define PM_GW 8
+#define PM_GW_W 512
+
+/* The outputs o along one dim whose window (start o*s - pad, k taps
+ * dilation d apart) holds input position i, ascending: written to l (at
+ * most PM_GW; the caller checked (k-1)*d / s + 1 <= PM_GW); returns how
+ * many. */
+static int pm_gather_list(int64_t i, int64_t k, int64_t s, int64_t pad, int64_t d, int64_t out,
+                          int32_t *l) {
+    const int64_t t = i + pad; /* = o*s + tap*d for a window o holding i */
+    int64_t lo = t - (k - 1) * d;
+    lo = lo <= 0 ? 0 : (lo + s - 1) / s;
+    int64_t hi = t / s;
+    if (hi >= out) hi = out - 1;
+    int nl = 0;
+    for (int64_t o = lo; o <= hi; o++)
+        if ((t - o * s) % d == 0) l[nl++] = (int32_t)o;
+    return nl;
+}
+
+/* NHWC max backward over known, overlapping, non-empty 2-D windows,
+ * gathered: each grad_x vector (16 channels of pixel (ih, iw)) starts at
+ * +0 and adds, in output order (oh, then ow), grad_out of each window
+ * holding the pixel in the lanes whose index equals the pixel's position,
+ * then is stored once: no zeroing pass and no read-modify-write of grad_x.
+ * These are the scatter's terms in the scatter's order on the same +0
+ * start, so the sums are equal bit for bit. An index outside its own window
+ * matches nothing (documented for mft_max_pool2d_backward_windows). The
+ * indices of the output rows in use are kept converted to int32 (saturated)
+ * in a ring of PM_GW rows. One work item: an input row (n, ih). */
+static void pm_maxbwd_gather_range(void *ctx, int64_t begin, int64_t end) {
+    const pm_dense_job *dj = ctx;
+    const pm_job *j = dj->j;
+    const mft_pool2d_params *p = dj->p;
+    const int64_t C = j->g.C, H = j->g.in[1], W = j->g.in[2], OH = j->g.out[1],
+                  OW = j->g.out[2];
+    const int64_t rowlen = OW * C;
+    int32_t *ring = mft__alloc((size_t)(PM_GW * rowlen) * sizeof(int32_t), 64);
+    int64_t ring_row[PM_GW]; /* the output row (n * OH + oh) each slot holds */
+    int32_t wl[PM_GW_W][PM_GW];
+    int nwl[PM_GW_W];
+    if (!ring) { /* out of memory: the same sums element by element */
+        for (int64_t r = begin; r < end; r++) {
+            const int64_t n = r / H, ih = r % H;
+            int32_t hl[PM_GW], wl1[PM_GW];
+            const int nh = pm_gather_list(ih, p->kernel[0], p->stride[0], p->padding[0],
+                                          p->dilation[0], OH, hl);
+            for (int64_t iw = 0; iw < W; iw++) {
+                const int nw = pm_gather_list(iw, p->kernel[1], p->stride[1], p->padding[1],
+                                              p->dilation[1], OW, wl1);
+                float *gx = j->y + (r * W + iw) * C;
+                for (int64_t c = 0; c < C; c++) gx[c] = 0.0f;
+                for (int a = 0; a < nh; a++)
+                    for (int b = 0; b < nw; b++) {
+                        const int64_t o = (n * OH + hl[a]) * OW + wl1[b];
+                        for (int64_t c = 0; c < C; c++)
+                            if (j->ind[o * C + c] == ih * W + iw) gx[c] += j->x[o * C + c];
+                    }
+            }
+        }
+        return;
+    }
+    for (int k = 0; k < PM_GW; k++) ring_row[k] = -1;
+    for (int64_t iw = 0; iw < W; iw++)
+        nwl[iw] = pm_gather_list(iw, p->kernel[1], p->stride[1], p->padding[1], p->dilation[1],
+                                 OW, wl[iw]);
+    const __mmask16 kt = pm_mask16(C % 16 ? C % 16 : 16); /* the last vector's lanes */
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / H, ih = r % H;
+        int32_t hl[PM_GW];
+        const int nh = pm_gather_list(ih, p->kernel[0], p->stride[0], p->padding[0],
+                                      p->dilation[0], OH, hl);
+        const int32_t *ixr[PM_GW]; /* the int32 indices of each listed output row */
+        const float *gor[PM_GW];   /* its grad_out */
+        for (int a = 0; a < nh; a++) {
+            const int64_t orow = n * OH + hl[a];
+            const int slot = (int)(orow % PM_GW);
+            int32_t *dst = ring + slot * rowlen;
+            if (ring_row[slot] != orow) {
+                const int64_t *src = j->ind + orow * rowlen;
+                for (int64_t e = 0; e < rowlen; e += 16) {
+                    const __mmask16 km = pm_mask16(rowlen - e);
+                    _mm512_mask_storeu_epi32(dst + e, km, pm_idx16(src + e, km));
+                }
+                ring_row[slot] = orow;
+            }
+            ixr[a] = dst;
+            gor[a] = j->x + orow * rowlen;
+        }
+        float *gx = j->y + r * W * C;
+        for (int64_t iw = 0; iw < W; iw++, gx += C) {
+            const __m512i pos = _mm512_set1_epi32((int32_t)(ih * W + iw));
+            const int nw = nwl[iw];
+            const int32_t *wv = wl[iw];
+            int64_t c = 0;
+            for (; c + 64 <= C; c += 64) { /* 4 vectors, one pass over the windows */
+                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (int a = 0; a < nh; a++)
+                    for (int b = 0; b < nw; b++) {
+                        const int64_t off = (int64_t)wv[b] * C + c;
+                        const int32_t *ip = ixr[a] + off;
+                        const float *gp = gor[a] + off;
+#define PM_GACC(A, k)                                                                              \
+    A = _mm512_mask_add_ps(                                                                        \
+        A, _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(ip + 16 * (k)), pos), A,                     \
+        _mm512_loadu_ps(gp + 16 * (k)))
+                        PM_GACC(a0, 0);
+                        PM_GACC(a1, 1);
+                        PM_GACC(a2, 2);
+                        PM_GACC(a3, 3);
+#undef PM_GACC
+                    }
+                _mm512_storeu_ps(gx + c, a0);
+                _mm512_storeu_ps(gx + c + 16, a1);
+                _mm512_storeu_ps(gx + c + 32, a2);
+                _mm512_storeu_ps(gx + c + 48, a3);
+            }
+            for (; c < C; c += 16) {
+                const bool whole = c + 16 <= C;
+                const __mmask16 km = whole ? (__mmask16)0xFFFF : kt;
+                __m512 acc = _mm512_setzero_ps();
+                for (int a = 0; a < nh; a++)
+                    for (int b = 0; b < nw; b++) {
+                        const int64_t off = (int64_t)wv[b] * C + c;
+                        const __m512i ix = _mm512_maskz_loadu_epi32(km, ixr[a] + off);
+                        const __mmask16 m = _mm512_mask_cmpeq_epi32_mask(km, ix, pos);
+                        acc = _mm512_mask_add_ps(acc, m, acc, _mm512_maskz_loadu_ps(km, gor[a] + off));
+                    }
+                _mm512_mask_storeu_ps(gx + c, km, acc);
+            }
+        }
+    }
+    mft__free(ring);
+}
+#endif
+
+/* True when no 2-D window of the max backward's params (a->params) is
+ * empty. An empty window's index (its start) may lie in another window,
+ * where the owner and gather rules would not add it: the scatter runs then. */
+static bool pm_windows_nonempty(const mft_kernel_args *a) {
     const mft_pool2d_params *p = a->params;
-    if (!p || a->inputs[0]->ndim != 4 || a->inputs[0]->sizes[1] < 16) return false;
     for (int d = 0; d < 2; d++) {
-        if (p->stride[d] < p->dilation[d] * (p->kernel[d] - 1) + 1) return false;
-        /* an empty window's index (its start) may lie in another window,
-         * where the owner rule would not add it: the scatter runs then */
         const int64_t in = a->outputs[0]->sizes[2 + d], out = a->inputs[0]->sizes[2 + d];
         for (int64_t o = 0; o < out; o++) {
             int64_t i0 = o * p->stride[d] - p->padding[d];
@@ -1648,6 +1787,34 @@ static bool pm_dense_applies(const mft_kernel_args *a) {
         }
     }
     return true;
+}
+
+/* True when pm_maxbwd_dense_range applies: 2-D windows known that do not
+ * overlap, none empty, 16 channels or more. */
+static bool pm_dense_applies(const mft_kernel_args *a) {
+    const mft_pool2d_params *p = a->params;
+    if (!p || a->inputs[0]->ndim != 4 || a->inputs[0]->sizes[1] < 16) return false;
+    for (int d = 0; d < 2; d++)
+        if (p->stride[d] < p->dilation[d] * (p->kernel[d] - 1) + 1) return false;
+    return pm_windows_nonempty(a);
+}
+
+/* True when pm_maxbwd_gather_range applies (AVX-512): 2-D windows known,
+ * none empty, at most PM_GW holding any position along each dim, input
+ * rows at most PM_GW_W wide, positions in int32. */
+static bool pm_gather_applies(const mft_kernel_args *a) {
+#if PM_HAVE_Z16
+    const mft_pool2d_params *p = a->params;
+    const mft_tensor *gx = a->outputs[0];
+    if (!p || gx->ndim != 4 || gx->sizes[3] > PM_GW_W || gx->sizes[2] * gx->sizes[3] >= INT32_MAX)
+        return false;
+    for (int d = 0; d < 2; d++)
+        if ((p->kernel[d] - 1) * p->dilation[d] / p->stride[d] + 1 > PM_GW) return false;
+    return pm_windows_nonempty(a);
+#else
+    (void)a;
+    return false;
+#endif
 }
 
 #if PM_HAVE_Z16
@@ -1737,6 +1904,12 @@ static void pm_maxbwd_nhwc(const mft_kernel_args *a) {
     const int64_t work = cw * (g.in[0] * g.in[1] * g.in[2] + g.out[0] * g.out[1] * g.out[2]);
 #if PM_HAVE_Z16
     const mft_pool2d_params *p = a->params;
+    if (pm_gather_applies(a)) {
+        pm_dense_job dj = {&j, p};
+        mft__parallel_for(0, g.N * g.in[1], pm_grain(g.in[2] * g.C * 4), pm_maxbwd_gather_range,
+                          &dj);
+        return;
+    }
     if (p && a->inputs[0]->ndim == 4 && p->kernel[0] * p->kernel[1] <= PM_WIN_MAX &&
         g.in[1] * g.in[2] < INT32_MAX) {
         pm_dense_job dj = {&j, p};

@@ -1362,6 +1362,21 @@ static void test_max_backward_windows(void) {
         windows_case("an index past the plane", es, MFT_CHANNELS_LAST, false, &w33, 21, 4, false,
                      true);
     }
+    /* the windowed scatter kernel, where the gather does not apply: rows
+     * wider than the gather's 512 columns; 9 windows holding a row (more
+     * than its 8); 3x3 / stride 2 and 9x1 / stride 1, with channel tails */
+    {
+        const int64_t wide[4] = {1, 19, 3, 520}, k33[2] = {3, 3}, s2[2] = {2, 2},
+                      p1[2] = {1, 1};
+        const mft_pool2d_params w33 = windows_of(k33, s2, p1, NULL);
+        windows_case("rows wider than the gather's", wide, MFT_CHANNELS_LAST, false, &w33, 41, -1,
+                     false, true);
+        const int64_t tall[4] = {2, 21, 12, 5}, k91[2] = {9, 1}, s11[2] = {1, 1},
+                      p40[2] = {4, 0};
+        const mft_pool2d_params w91 = windows_of(k91, s11, p40, NULL);
+        windows_case("9 windows per row", tall, MFT_CHANNELS_LAST, true, &w91, 42, -1, false,
+                     true);
+    }
     /* the windows must give grad_out's sizes */
     const int64_t xs[4] = {1, 16, 6, 6}, k2[2] = {2, 2}, k3[2] = {3, 3};
     mft_tensor *x = mft_randn(4, xs, MFT_F32, MFT_CHANNELS_LAST, 1), *ind = NULL;
