@@ -839,8 +839,11 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
                 for (int64_t e = j->th.start[a + 1]; e < j->th.start[a + 2] && npf < RS_PF_ROWS; e++)
                     if (j->th.idx[e] > last) pf[npf++] = s + j->th.idx[e] * rowlen;
             }
-            if (h1 - h0 == 1 && j->th.w[h0] == 1.0f) row = s + j->th.idx[h0] * rowlen;
-            else nhwc_taps(&j->th, h0, h1, s, rowlen, rowlen, tbuf, pf, npf);
+            const bool one = h1 - h0 == 1 && j->th.w[h0] == 1.0f;
+            /* the general columns take the combined row as they go (below) */
+            const bool lazy = !one && !j->wkind;
+            if (one) row = s + j->th.idx[h0] * rowlen;
+            else if (!lazy) nhwc_taps(&j->th, h0, h1, s, rowlen, rowlen, tbuf, pf, npf);
 #if RS_HAVE_V8
             if (j->wkind) { /* uniform columns, C % 8 == 0 */
                 nhwc_cols_uniform(j, row, drow);
@@ -849,9 +852,32 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
 #endif
             /* streaming: the row is built in dbuf (cache), then stored */
             float *d = j->stream ? dbuf : drow;
-            for (int64_t b = 0; b < j->DW; b++)
-                nhwc_taps(&j->tw, j->tw.start[b], j->tw.start[b + 1], row, C, C, d + b * C,
-                          NULL, 0);
+            /* lazy: the combined row is built just ahead of the pixels that
+             * read it, so it is read back from L1 and the source rows (and
+             * the next row's prefetches) stream at an even pace instead of
+             * in a burst before the column pass. Pieces start at multiples
+             * of 32 floats, so each element goes through the same vector
+             * loop (the same operations) as when the row is combined at
+             * once. */
+            int64_t done = 0;
+            for (int64_t b = 0; b < j->DW; b++) {
+                const int64_t e0 = j->tw.start[b], e1 = j->tw.start[b + 1];
+                if (lazy) {
+                    int64_t need = 0;
+                    for (int64_t e = e0; e < e1; e++)
+                        need = j->tw.idx[e] + 1 > need ? j->tw.idx[e] + 1 : need;
+                    need = (need * C + 31) / 32 * 32;
+                    if (need > rowlen) need = rowlen;
+                    if (need > done) {
+                        const float *pfo[RS_PF_ROWS];
+                        for (int k = 0; k < npf; k++) pfo[k] = pf[k] + done;
+                        nhwc_taps(&j->th, h0, h1, s + done, rowlen, need - done, tbuf + done,
+                                  pfo, npf);
+                        done = need;
+                    }
+                }
+                nhwc_taps(&j->tw, e0, e1, row, C, C, d + b * C, NULL, 0);
+            }
             if (j->stream) rs_stream_copy(drow, dbuf, j->DW * C);
             continue;
         }
