@@ -1104,8 +1104,26 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
                 const int64_t b0 = bwd ? lo + pW : lo * sW - pW;
                 for (int64_t e = 0; e < nr; e++) api[e] = rtab_a[e] + (b0 + rtab_k[e]) * sC;
             }
+#if CF_AVX512
+            /* plain forward, taps (row, kw 0..2) at unit W stride and
+             * dilation: the interior slides through registers */
+            bool slide = cf_mode != 1 && !bwd && mult == 1 && dC % 16 == 0 && g->K[2] == 3 &&
+                         sW == 1 && dlW == 1 && nr % 3 == 0 && nr <= 9 && lo < hi;
+            for (int64_t e = 0; slide && e < nr; e++)
+                slide = rtab_k[e] == e % 3 && rtab_a[e] == rtab_a[e - e % 3];
+#endif
             for (int64_t wcol = 0; wcol < dW; wcol++) {
                 float *o = rowbuf ? rowbuf + wcol * dC : j->o + (r * dW + wcol) * dC;
+#if CF_AVX512
+                if (slide && wcol == lo) {
+                    const float *rp[3], *wv[9];
+                    for (int64_t e = 0; e < nr; e++) wv[e] = rtab_w[e];
+                    for (int64_t k = 0; k < nr / 3; k++) rp[k] = api[3 * k];
+                    dw512_slide(o, j->bpad, rp, wv, (int)(nr / 3), hi - lo, sC, dC, nt);
+                    wcol = hi - 1;
+                    continue;
+                }
+#endif
                 if (wcol >= lo && wcol < hi) {
                     /* pairs (lo, lo+1), (lo+2, lo+3), ... share weight loads */
                     if (wcol + 1 < hi &&

@@ -400,6 +400,50 @@ static int64_t dw512_one(float *o, const float *b, const float *const *a, int64_
     }
     return c;
 }
+/* Plain depthwise forward with 3 taps along W at unit stride and
+ * dilation, over n consecutive dst pixels of one row whose taps all lie in
+ * the source (the interior): the nr source rows start at rp[k] (the first
+ * pixel's first tap column), tap (k, kw) has packed weights wv[3*k + kw].
+ * Per 16-channel slice the 3*nr weights stay in registers, and the source
+ * columns slide through registers: each pixel loads one new column per row
+ * (nr loads for 3*nr FMAs, against 3*nr + weights in dw512_two). Taps in
+ * order (k, kw), even ones onto the bias, odd ones onto 0, summed at the
+ * end. 8x64x56x56 3x3, 1 thread: one image (in cache) 0.060 -> 0.046 ms,
+ * all 8 0.52 -> 0.37-0.39 ms. dC % 16 == 0. */
+static inline __attribute__((always_inline)) void
+dw512_slide_nr(float *o, const float *b, const float *const *rp, const float *const *wv,
+               int64_t n, int64_t sC, int64_t dC, bool nt, const int nr) {
+    for (int64_t c = 0; c + 16 <= dC; c += 16) {
+        __m512 w[3][3], pa[3], pb[3];
+        for (int k = 0; k < nr; k++) {
+            for (int kw = 0; kw < 3; kw++) w[k][kw] = _mm512_loadu_ps(wv[3 * k + kw] + c);
+            pa[k] = _mm512_loadu_ps(rp[k] + c);
+            pb[k] = _mm512_loadu_ps(rp[k] + sC + c);
+        }
+        const __m512 bias = _mm512_loadu_ps(b + c);
+        for (int64_t i = 0; i < n; i++) {
+            __m512 pc[3], acc[2] = {bias, _mm512_setzero_ps()};
+            for (int k = 0; k < nr; k++) pc[k] = _mm512_loadu_ps(rp[k] + (i + 2) * sC + c);
+            for (int k = 0; k < nr; k++) {
+                acc[(3 * k) & 1] = _mm512_fmadd_ps(pa[k], w[k][0], acc[(3 * k) & 1]);
+                acc[(3 * k + 1) & 1] = _mm512_fmadd_ps(pb[k], w[k][1], acc[(3 * k + 1) & 1]);
+                acc[(3 * k + 2) & 1] = _mm512_fmadd_ps(pc[k], w[k][2], acc[(3 * k + 2) & 1]);
+                pa[k] = pb[k];
+                pb[k] = pc[k];
+            }
+            dw512_st(o + i * dC + c, _mm512_add_ps(acc[0], acc[1]), nt);
+        }
+    }
+}
+static void dw512_slide(float *o, const float *b, const float *const *rp,
+                        const float *const *wv, int nr, int64_t n, int64_t sC, int64_t dC,
+                        bool nt) {
+    switch (nr) {
+    case 1: dw512_slide_nr(o, b, rp, wv, n, sC, dC, nt, 1); break;
+    case 2: dw512_slide_nr(o, b, rp, wv, n, sC, dC, nt, 2); break;
+    default: dw512_slide_nr(o, b, rp, wv, n, sC, dC, nt, 3); break;
+    }
+}
 static int64_t dw512_two(float *o0, float *o1, const float *b, const float *const *a,
                          int64_t sh0, int64_t sh1, const float *const *w, int64_t nu, int64_t dC,
                          bool nt) {

@@ -313,6 +313,11 @@ static void sweep(bool threads) {
          * stride and dilation */
         mk2(2, 64, 64, 64, 7, 9, 3, 1, 1, 1, true), mk2(1, 80, 80, 80, 6, 5, 3, 1, 1, 1, false),
         mk2(2, 64, 64, 64, 9, 8, 3, 2, 1, 2, true),
+        /* the sliding forward (3 taps along W, unit stride and dilation, C % 16
+         * == 0): one tap row (H = 1), two (edge rows), one interior pixel
+         * (W = 3), no padding, padding 2, 16 and 48 channels */
+        mk2(2, 64, 64, 64, 1, 9, 3, 1, 1, 1, true), mk2(1, 32, 32, 32, 5, 3, 3, 1, 1, 1, false),
+        mk2(2, 48, 48, 48, 6, 12, 3, 1, 0, 1, true), mk2(1, 16, 16, 16, 4, 20, 3, 1, 2, 1, true),
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (int f = 0; f < 2; f++) run_case(&cs[i], fmts[f], fmts[(i + (size_t)f) % 2], threads);
