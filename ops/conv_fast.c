@@ -201,6 +201,9 @@ static inline void valid_range(int64_t on, int64_t n, int64_t s, int64_t off, in
 
 #include "conv_fast_kernels.h"
 
+/* Most taps whose offsets the indirect driver tables (interior tiles). */
+#define IND_MAX_T 64
+
 /* ---------------------------------------------------------------- indirect driver
  * Shapes (NHWC, packed): src (N, sD, sH, sW, srcC); dst (N, dD, dH, dW, dstC).
  * Forward: src = x, dst = y, K = Cgi, M = Cgo. backward_input: src = grad_y,
@@ -221,6 +224,9 @@ typedef struct ind_job {
     bool identity; /* every dst pixel reads the same src pixel, one tap */
     bool onchw; /* dst is NCHW (N, dstC, dS): items go through a pixel-major buffer */
     int64_t dS;
+    /* source pixel offset of tap t from a dst pixel's first tap source
+     * (forward; unit-stride backward: negative), for interior tiles */
+    int64_t toff[IND_MAX_T];
 } ind_job;
 
 /* Element c of dst pixel q. */
@@ -266,11 +272,19 @@ static int64_t ind_tile(const ind_job *j, int64_t tl, int64_t *px, int32_t *tp) 
     const int64_t q0 = tl * TILE_M;
     int64_t r = q0 / j->dW, c = q0 % j->dW;
     int64_t h = r % j->dH, a = (r / j->dH) % j->dD, n = r / (j->dH * j->dD);
+    const int64_t sgn = j->bwd ? -1 : 1;
+    bool inner = unit && g->T <= IND_MAX_T; /* every tap of every pixel inside */
     for (int i = 0; i < TILE_M; i++) {
         pv[i] = q0 + i < j->P;
+        inner = inner && pv[i];
         const int64_t pos[3] = {a, h, c};
-        for (int dd = 0; dd < 3; dd++)
+        for (int dd = 0; dd < 3; dd++) {
             b[i][dd] = j->bwd ? pos[dd] + g->p[dd] : pos[dd] * g->s[dd] - g->p[dd];
+            /* the taps' source positions run from b to b +- (K-1)*dilation */
+            const int64_t e = b[i][dd] + sgn * (g->K[dd] - 1) * g->d[dd];
+            inner = inner && (b[i][dd] < e ? b[i][dd] : e) >= 0 &&
+                    (b[i][dd] > e ? b[i][dd] : e) < ssz[dd];
+        }
         nb[i] = n * j->sD;
         if (++c == j->dW) {
             c = 0;
@@ -283,7 +297,19 @@ static int64_t ind_tile(const ind_job *j, int64_t tl, int64_t *px, int32_t *tp) 
             }
         }
     }
-    const int64_t sgn = j->bwd ? -1 : 1;
+    if (inner) {
+        /* interior tile: tap t of pixel i reads base_i + toff[t]; every tap
+         * listed, in the order below (backward last to first) */
+        int64_t base[TILE_M];
+        for (int i = 0; i < TILE_M; i++)
+            base[i] = ((nb[i] + b[i][0]) * j->sH + b[i][1]) * j->sW + b[i][2];
+        for (int64_t u = 0; u < g->T; u++) {
+            const int64_t t = j->bwd ? g->T - 1 - u : u;
+            tp[u] = (int32_t)t;
+            for (int i = 0; i < TILE_M; i++) px[u * TILE_M + i] = base[i] + j->toff[t];
+        }
+        return g->T;
+    }
     int64_t u = 0, kk[3] = {0, 0, 0};
     for (int64_t t = 0; t < g->T; t++) {
         const int64_t o[3] = {sgn * kk[0] * g->d[0], sgn * kk[1] * g->d[1], sgn * kk[2] * g->d[2]};
@@ -577,6 +603,12 @@ static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, boo
     j.micro2 = pick_ind_micro2();
     j.onchw = onchw;
     j.dS = j.dD * j.dH * j.dW;
+    for (int64_t t = 0; t < g->T && t < IND_MAX_T; t++) {
+        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
+                      kd = t / (g->K[2] * g->K[1]);
+        const int64_t sg = bwd ? -1 : 1;
+        j.toff[t] = sg * (((kd * g->d[0]) * j.sH + kh * g->d[1]) * j.sW + kw * g->d[2]);
+    }
     j.identity = g->T == 1 && j.sD == j.dD && j.sH == j.dH && j.sW == j.dW;
     for (int i = 0; i < 3; i++) j.identity &= g->s[i] == 1 && g->p[i] == 0;
     const size_t wn = (size_t)(g->G * j.nb * g->T * j.K * TILE_N);
