@@ -4,7 +4,7 @@ side by side in one run.
 
     /usr/bin/python3 bench/compare_cnn.py [--bench build/bench/bench_conv ...]
         [--benches conv,pool,norm,resize,gemm] [--threads 1,2] [--rounds 3]
-        [--reps 7] [--only SUB1,SUB2] [--json-out FILE]
+        [--reps 7] [--only SUB1,SUB2] [--json-out FILE] [--no-pin]
 
 Each C benchmark bench/bench_<fam>.c, run as `bench_<fam> --json --threads T
 --reps R --blocked`, prints one JSON object:
@@ -23,7 +23,12 @@ is timed (torch.set_num_threads(T); one untimed call before each sample;
 median of --reps samples); rounds alternate which side goes first. Both
 sides take a case's samples back to back (--blocked makes the C benchmark do
 so; by default it interleaves its cases, which leaves a case's data less
-warm than PyTorch's, and which this script did before 2026-11-26). Per case
+warm than PyTorch's, and which this script did before 2026-11-26). In
+1-thread rounds both sides are pinned to the same core (os.sched_setaffinity;
+the C benchmark inherits it), round r on core r mod ncores: the two cores of
+the development VM differ by up to 13% in FMA throughput, and unpinned the
+two processes could each land on a different one (--no-pin: the old way).
+Per case
 the table shows medians over rounds of: our time, PyTorch's time, the
 speed-up torch_time / our_time computed within each round (> 1: mft is
 faster), and for both sides the fraction of the round's reference reached:
@@ -120,6 +125,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="run only case keys containing one of these "
                     "comma-separated substrings")
     ap.add_argument("--json-out", default="")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="leave 1-thread rounds unpinned (before 2026-11-26)")
     args = ap.parse_args()
 
     binaries: Dict[str, str] = {}
@@ -155,9 +162,14 @@ def main() -> int:
     # rows[(fam, key, T)] = list of per-round dicts
     rows: Dict[tuple, List[dict]] = {}
     setups: Dict[tuple, object] = {}
+    all_cpus = sorted(os.sched_getaffinity(0))
     for r in range(args.rounds):
         for t in threads:
             torch.set_num_threads(t)
+            # 1 thread: both sides on the same core (the C benchmark inherits
+            # this process's affinity), another core each round
+            pin = [all_cpus[r % len(all_cpus)]] if t == 1 and not args.no_pin else all_cpus
+            os.sched_setaffinity(0, pin)
             for fam, binary in binaries.items():
                 def c_side():
                     return run_c(binary, t, args.reps)
