@@ -227,6 +227,16 @@ typedef struct ind_job {
     /* source pixel offset of tap t from a dst pixel's first tap source
      * (forward; unit-stride backward: negative), for interior tiles */
     int64_t toff[IND_MAX_T];
+    /* the order of the dst pixels (NULL: flat): grouped into classes of the
+     * same taps inside the source (interior, each edge, each corner), class
+     * by class, then image by image, then position, so that a tile's
+     * padding taps are padding for all its pixels and are skipped instead
+     * of multiplying zeros. ord[e]: a position within an image (flat), oc[e]
+     * its (d, h, w); class c holds entries [cls[c], cls[c + 1]). */
+    const int64_t *ord;
+    const int32_t (*oc)[3];
+    const int64_t *cls;
+    int ncls;
 } ind_job;
 
 /* Element c of dst pixel q. */
@@ -263,21 +273,77 @@ static inline int64_t ind_src_pixel(const ind_job *j, int64_t q, int64_t t) {
  * no strided grad_y pixel reaches), those taps' indices in tp (forward in
  * tap order, backward last to first, see below); returns how many. Positions are stepped, not divided, from the tile's first pixel;
  * forward and unit-stride backward need one unsigned compare per dim. */
-static int64_t ind_tile(const ind_job *j, int64_t tl, int64_t *px, int32_t *tp) {
+/* The dst pixels of tile tl: dq[i] (flat dst pixel index, -1 past the
+ * end), their images nn[i] and positions ps[i] = (d, h, w); in flat order,
+ * or in j->ord's class order. Stepped, not divided, pixel to pixel. */
+static void ind_tile_pixels(const ind_job *j, int64_t tl, int64_t *dq, int64_t *nn,
+                            int64_t (*ps)[3]) {
+    const int64_t q0 = tl * TILE_M;
+    if (!j->ord) {
+        int64_t r = q0 / j->dW, c = q0 % j->dW;
+        int64_t h = r % j->dH, a = (r / j->dH) % j->dD, n = r / (j->dH * j->dD);
+        for (int i = 0; i < TILE_M; i++) {
+            dq[i] = q0 + i < j->P ? q0 + i : -1;
+            nn[i] = n;
+            ps[i][0] = a;
+            ps[i][1] = h;
+            ps[i][2] = c;
+            if (++c == j->dW) {
+                c = 0;
+                if (++h == j->dH) {
+                    h = 0;
+                    if (++a == j->dD) {
+                        a = 0;
+                        n++;
+                    }
+                }
+            }
+        }
+        return;
+    }
+    const int64_t N = j->g->N;
+    int cl = 0;
+    while (cl < j->ncls && q0 >= N * j->cls[cl + 1]) cl++;
+    int64_t cnt = 1, n = 0, k = 0;
+    if (cl < j->ncls) {
+        cnt = j->cls[cl + 1] - j->cls[cl];
+        const int64_t r = q0 - N * j->cls[cl];
+        n = r / cnt;
+        k = r % cnt;
+    }
+    for (int i = 0; i < TILE_M; i++) {
+        if (q0 + i >= j->P) {
+            dq[i] = -1;
+            nn[i] = ps[i][0] = ps[i][1] = ps[i][2] = 0;
+            continue;
+        }
+        const int64_t e = j->cls[cl] + k;
+        dq[i] = n * j->dS + j->ord[e];
+        nn[i] = n;
+        for (int dd = 0; dd < 3; dd++) ps[i][dd] = j->oc[e][dd];
+        if (++k == cnt) {
+            k = 0;
+            if (++n == N && ++cl < j->ncls) {
+                n = 0;
+                cnt = j->cls[cl + 1] - j->cls[cl];
+            }
+        }
+    }
+}
+
+static int64_t ind_tile(const ind_job *j, int64_t tl, int64_t *px, int32_t *tp, int64_t *dq) {
     const cgeom *g = j->g;
     const int64_t ssz[3] = {j->sD, j->sH, j->sW};
     const bool unit = !j->bwd || (g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1);
-    int64_t b[TILE_M][3], nb[TILE_M];
+    int64_t b[TILE_M][3], nb[TILE_M], nn[TILE_M], ps[TILE_M][3];
     bool pv[TILE_M];
-    const int64_t q0 = tl * TILE_M;
-    int64_t r = q0 / j->dW, c = q0 % j->dW;
-    int64_t h = r % j->dH, a = (r / j->dH) % j->dD, n = r / (j->dH * j->dD);
+    ind_tile_pixels(j, tl, dq, nn, ps);
     const int64_t sgn = j->bwd ? -1 : 1;
     bool inner = unit && g->T <= IND_MAX_T; /* every tap of every pixel inside */
     for (int i = 0; i < TILE_M; i++) {
-        pv[i] = q0 + i < j->P;
+        pv[i] = dq[i] >= 0;
         inner = inner && pv[i];
-        const int64_t pos[3] = {a, h, c};
+        const int64_t *pos = ps[i];
         for (int dd = 0; dd < 3; dd++) {
             b[i][dd] = j->bwd ? pos[dd] + g->p[dd] : pos[dd] * g->s[dd] - g->p[dd];
             /* the taps' source positions run from b to b +- (K-1)*dilation */
@@ -285,17 +351,7 @@ static int64_t ind_tile(const ind_job *j, int64_t tl, int64_t *px, int32_t *tp) 
             inner = inner && (b[i][dd] < e ? b[i][dd] : e) >= 0 &&
                     (b[i][dd] > e ? b[i][dd] : e) < ssz[dd];
         }
-        nb[i] = n * j->sD;
-        if (++c == j->dW) {
-            c = 0;
-            if (++h == j->dH) {
-                h = 0;
-                if (++a == j->dD) {
-                    a = 0;
-                    n++;
-                }
-            }
-        }
+        nb[i] = nn[i] * j->sD;
     }
     if (inner) {
         /* interior tile: tap t of pixel i reads base_i + toff[t]; every tap
@@ -411,21 +467,25 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
             const char *b = (const char *)(j->src + (q2 < j->P ? q2 : j->P) * j->srcC);
             for (; a < b; a += 64) __builtin_prefetch(a, 0, 3);
         }
-        int64_t nu[TILES_PER_ITEM];
+        int64_t nu[TILES_PER_ITEM], dqs[TILES_PER_ITEM][TILE_M];
+        bool run[TILES_PER_ITEM]; /* the tile's dst pixels are consecutive */
         for (int64_t tl = t0; tl < t1; tl++) {
             const int64_t li = tl - t0;
             int64_t *px = pix + li * T * TILE_M;
             int32_t *tp = taps + li * T;
+            int64_t *dq = dqs[li];
             if (j->identity) { /* 1x1, stride 1, no padding: src pixel = dst pixel */
                 for (int i = 0; i < TILE_M; i++) {
                     const int64_t q = tl * TILE_M + i;
-                    px[i] = q < j->P ? q : -1;
+                    px[i] = dq[i] = q < j->P ? q : -1;
                 }
                 tp[0] = 0;
                 nu[li] = 1;
-                continue;
+            } else {
+                nu[li] = ind_tile(j, tl, px, tp, dq);
             }
-            nu[li] = ind_tile(j, tl, px, tp);
+            run[li] = true;
+            for (int i = 1; i < TILE_M; i++) run[li] = run[li] && dq[i] == dq[0] + i;
         }
         for (int64_t gg = 0; gg < g->G; gg++) {
             for (int64_t tl = t0; tl < t1; tl++) {
@@ -446,11 +506,13 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                     const int64_t li = tl - t0;
                     const int64_t q0 = tl * TILE_M;
                     const int64_t rows = j->P - q0 < TILE_M ? j->P - q0 : TILE_M;
+                    const int64_t *dq = dqs[li];
+                    /* (ibuf: flat order, j->ord is NULL) */
                     float *out =
-                        (ibuf ? ibuf + (q0 - t0 * TILE_M) * j->dstC : j->dst + q0 * j->dstC) +
+                        (ibuf ? ibuf + (q0 - t0 * TILE_M) * j->dstC : j->dst + dq[0] * j->dstC) +
                         gg * j->M + cb * TILE_N;
                     const float *const *pt = ptrs + li * T * TILE_M;
-                    const bool direct = rows == TILE_M && cols == width;
+                    const bool direct = rows == TILE_M && cols == width && run[li];
                     float *o = direct ? out : tmp;
                     const int64_t ldo = direct ? j->dstC : width;
                     if (two)
@@ -459,7 +521,7 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                         j->micro(nu[li], taps + li * T, K, pt, wg, b16, o, ldo);
                     if (!direct)
                         for (int64_t i = 0; i < rows; i++)
-                            memcpy(out + i * j->dstC, tmp + i * width,
+                            memcpy(out + (dq[i] - dq[0]) * j->dstC, tmp + i * width,
                                    (size_t)cols * sizeof(float));
                 }
                 cb += two ? 2 : 1;
@@ -577,6 +639,72 @@ static void ind_img_range(void *ctx, int64_t begin, int64_t end) {
     mft__free(buf);
 }
 
+/* Most classes of dst pixels (distinct sets of taps inside the source)
+ * j->ord may hold; more (big padding, dilation) leave the flat order. */
+#define IND_MAX_CLS 32
+
+/* Sets j->ord / oc / cls / ncls (see ind_job) when the dst pixels of an
+ * image fall into 2..IND_MAX_CLS classes of inside taps; returns the memory
+ * to free (NULL: flat order kept). Classes in order of first appearance
+ * (the interior, with a 3x3 / pad 1 kernel, is the second), positions
+ * ascending within each. */
+static void *ind_order(ind_job *j) {
+    const cgeom *g = j->g;
+    const int64_t S = j->dS, T = g->T;
+    if (T < 2 || T > 64 || S < 2 || S > ((int64_t)1 << 20)) return NULL;
+    uint64_t sig[IND_MAX_CLS];
+    int64_t cnt[IND_MAX_CLS + 1];
+    int ncls = 0;
+    uint8_t *cl = mft__alloc((size_t)S, 64);
+    if (!cl) return NULL;
+    for (int64_t q = 0; q < S; q++) {
+        uint64_t m = 0;
+        for (int64_t t = 0; t < T; t++) m |= (uint64_t)(ind_src_pixel(j, q, t) >= 0) << t;
+        int c = 0;
+        while (c < ncls && sig[c] != m) c++;
+        if (c == ncls) {
+            if (ncls == IND_MAX_CLS) {
+                mft__free(cl);
+                return NULL;
+            }
+            sig[ncls] = m;
+            cnt[ncls++] = 0;
+        }
+        cnt[c]++;
+        cl[q] = (uint8_t)c;
+    }
+    if (ncls < 2) { /* every pixel alike: the flat order is the same */
+        mft__free(cl);
+        return NULL;
+    }
+    const size_t bytes = (size_t)(ncls + 1) * sizeof(int64_t) + (size_t)S * sizeof(int64_t) +
+                         (size_t)S * 3 * sizeof(int32_t);
+    char *mem = mft__alloc(bytes, 64);
+    if (!mem) {
+        mft__free(cl);
+        return NULL;
+    }
+    int64_t *cls = (int64_t *)(void *)mem, *ord = cls + ncls + 1;
+    int32_t(*oc)[3] = (int32_t(*)[3])(void *)(ord + S);
+    cls[0] = 0;
+    for (int c = 0; c < ncls; c++) cls[c + 1] = cls[c] + cnt[c];
+    int64_t fill[IND_MAX_CLS];
+    for (int c = 0; c < ncls; c++) fill[c] = cls[c];
+    for (int64_t q = 0; q < S; q++) {
+        const int64_t e = fill[cl[q]]++;
+        ord[e] = q;
+        oc[e][0] = (int32_t)(q / (j->dH * j->dW));
+        oc[e][1] = (int32_t)(q / j->dW % j->dH);
+        oc[e][2] = (int32_t)(q % j->dW);
+    }
+    mft__free(cl);
+    j->ord = ord;
+    j->oc = (const int32_t(*)[3])oc;
+    j->cls = cls;
+    j->ncls = ncls;
+    return mem;
+}
+
 /* src_nchw: src is NCHW and dst NCHW (onchw must be set), images in parallel. */
 static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, bool onchw,
                      bool src_nchw) {
@@ -632,9 +760,15 @@ static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, boo
     j.wp = wp;
     j.bpad = bpad;
     j.zero = zero;
-    if (j.P > 0 && src_nchw) mft__parallel_for_dynamic(0, g->N, 1, ind_img_range, &j);
-    else if (j.P > 0) /* items are independent: dynamic chunks balance unequal cores */
+    void *ordmem = NULL;
+    if (j.P > 0 && src_nchw) {
+        mft__parallel_for_dynamic(0, g->N, 1, ind_img_range, &j);
+    } else if (j.P > 0) { /* items are independent: dynamic chunks balance unequal cores */
+        /* (NCHW dst: its item buffer takes pixels in flat order) */
+        if (!onchw && !j.identity) ordmem = ind_order(&j);
         mft__parallel_for_dynamic(0, j.nitems, cf_chunk(j.nitems), ind_range, &j);
+    }
+    mft__free(ordmem);
     mft__free(wp);
     mft__free(bpad);
     mft__free(zero);
