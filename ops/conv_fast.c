@@ -640,68 +640,109 @@ static void ind_img_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* Most classes of dst pixels (distinct sets of taps inside the source)
- * j->ord may hold; more (big padding, dilation) leave the flat order. */
-#define IND_MAX_CLS 32
+ * j->ord may hold; more (big padding, dilation, strided backward) leave the
+ * flat order. */
+#define IND_MAX_CLS 64
+
+/* Class of each position along dim dd (cl[0..n)): positions with the same
+ * taps k inside the source share one, numbered in order of first
+ * appearance; returns how many (0: more than IND_MAX_CLS). */
+static int ind_dim_classes(const ind_job *j, int dd, int64_t n, uint8_t *cl) {
+    const cgeom *g = j->g;
+    const int64_t ssz = dd == 0 ? j->sD : dd == 1 ? j->sH : j->sW;
+    uint64_t sig[IND_MAX_CLS];
+    int nc = 0;
+    for (int64_t x = 0; x < n; x++) {
+        uint64_t m = 0;
+        for (int64_t k = 0; k < g->K[dd]; k++) {
+            int64_t v;
+            bool ok = true;
+            if (!j->bwd) {
+                v = x * g->s[dd] - g->p[dd] + k * g->d[dd];
+            } else {
+                v = x + g->p[dd] - k * g->d[dd];
+                if (v < 0 || v % g->s[dd]) ok = false;
+                v /= g->s[dd];
+            }
+            m |= (uint64_t)(ok && v >= 0 && v < ssz) << k;
+        }
+        int c = 0;
+        while (c < nc && sig[c] != m) c++;
+        if (c == nc) {
+            if (nc == IND_MAX_CLS) return 0;
+            sig[nc++] = m;
+        }
+        cl[x] = (uint8_t)c;
+    }
+    return nc;
+}
 
 /* Sets j->ord / oc / cls / ncls (see ind_job) when the dst pixels of an
- * image fall into 2..IND_MAX_CLS classes of inside taps; returns the memory
- * to free (NULL: flat order kept). Classes in order of first appearance
- * (the interior, with a 3x3 / pad 1 kernel, is the second), positions
- * ascending within each. */
+ * image fall into 2..IND_MAX_CLS classes of inside taps (a class: one class
+ * along each dim); returns the memory to free (NULL: flat order kept).
+ * Classes in order of their per-dim classes, positions ascending within
+ * each. O(positions): no per-(pixel, tap) test. */
 static void *ind_order(ind_job *j) {
     const cgeom *g = j->g;
-    const int64_t S = j->dS, T = g->T;
-    if (T < 2 || T > 64 || S < 2 || S > ((int64_t)1 << 20)) return NULL;
-    uint64_t sig[IND_MAX_CLS];
-    int64_t cnt[IND_MAX_CLS + 1];
-    int ncls = 0;
-    uint8_t *cl = mft__alloc((size_t)S, 64);
-    if (!cl) return NULL;
-    for (int64_t q = 0; q < S; q++) {
-        uint64_t m = 0;
-        for (int64_t t = 0; t < T; t++) m |= (uint64_t)(ind_src_pixel(j, q, t) >= 0) << t;
-        int c = 0;
-        while (c < ncls && sig[c] != m) c++;
-        if (c == ncls) {
-            if (ncls == IND_MAX_CLS) {
-                mft__free(cl);
-                return NULL;
-            }
-            sig[ncls] = m;
-            cnt[ncls++] = 0;
-        }
-        cnt[c]++;
-        cl[q] = (uint8_t)c;
+    const int64_t S = j->dS, dn[3] = {j->dD, j->dH, j->dW};
+    if (g->T < 2 || g->T > 64 || S < 2 || S > ((int64_t)1 << 20)) return NULL;
+    uint8_t *dc = mft__alloc((size_t)(dn[0] + dn[1] + dn[2]), 64);
+    if (!dc) return NULL;
+    uint8_t *dcl[3] = {dc, dc + dn[0], dc + dn[0] + dn[1]};
+    int nd[3];
+    int64_t ncls = 1;
+    for (int dd = 0; dd < 3; dd++) {
+        nd[dd] = ind_dim_classes(j, dd, dn[dd], dcl[dd]);
+        ncls *= nd[dd];
     }
-    if (ncls < 2) { /* every pixel alike: the flat order is the same */
-        mft__free(cl);
+    if (ncls < 2 || ncls > IND_MAX_CLS) { /* one class: the flat order is it */
+        mft__free(dc);
         return NULL;
     }
     const size_t bytes = (size_t)(ncls + 1) * sizeof(int64_t) + (size_t)S * sizeof(int64_t) +
                          (size_t)S * 3 * sizeof(int32_t);
     char *mem = mft__alloc(bytes, 64);
     if (!mem) {
-        mft__free(cl);
+        mft__free(dc);
         return NULL;
     }
     int64_t *cls = (int64_t *)(void *)mem, *ord = cls + ncls + 1;
     int32_t(*oc)[3] = (int32_t(*)[3])(void *)(ord + S);
+    int64_t cnt[IND_MAX_CLS], fill[IND_MAX_CLS];
+    for (int64_t c = 0; c < ncls; c++) cnt[c] = 0;
+    /* class of (a, h, w) = (cl_d * nh + cl_h) * nw + cl_w */
+#define IND_CLASS_OF(a, h, w)                                                                      \
+    (((int64_t)dcl[0][a] * nd[1] + dcl[1][h]) * nd[2] + dcl[2][w])
+    for (int64_t a = 0; a < dn[0]; a++)
+        for (int64_t h = 0; h < dn[1]; h++)
+            for (int64_t w = 0; w < dn[2]; w++) cnt[IND_CLASS_OF(a, h, w)]++;
+    /* drop empty classes (a combination no position has) */
+    int64_t nk = 0, map[IND_MAX_CLS];
     cls[0] = 0;
-    for (int c = 0; c < ncls; c++) cls[c + 1] = cls[c] + cnt[c];
-    int64_t fill[IND_MAX_CLS];
-    for (int c = 0; c < ncls; c++) fill[c] = cls[c];
-    for (int64_t q = 0; q < S; q++) {
-        const int64_t e = fill[cl[q]]++;
-        ord[e] = q;
-        oc[e][0] = (int32_t)(q / (j->dH * j->dW));
-        oc[e][1] = (int32_t)(q / j->dW % j->dH);
-        oc[e][2] = (int32_t)(q % j->dW);
+    for (int64_t c = 0; c < ncls; c++) {
+        map[c] = nk;
+        if (cnt[c]) {
+            fill[nk] = cls[nk];
+            cls[nk + 1] = cls[nk] + cnt[c];
+            nk++;
+        }
     }
-    mft__free(cl);
+    int64_t q = 0;
+    for (int64_t a = 0; a < dn[0]; a++)
+        for (int64_t h = 0; h < dn[1]; h++)
+            for (int64_t w = 0; w < dn[2]; w++, q++) {
+                const int64_t e = fill[map[IND_CLASS_OF(a, h, w)]]++;
+                ord[e] = q;
+                oc[e][0] = (int32_t)a;
+                oc[e][1] = (int32_t)h;
+                oc[e][2] = (int32_t)w;
+            }
+#undef IND_CLASS_OF
+    mft__free(dc);
     j->ord = ord;
     j->oc = (const int32_t(*)[3])oc;
     j->cls = cls;
-    j->ncls = ncls;
+    j->ncls = (int)nk;
     return mem;
 }
 
