@@ -742,10 +742,14 @@ static inline void nhwc_taps(const gtab *t, int64_t e0, int64_t e1, const float 
 /* NHWC row buffer (floats): a source row (SW * C) combined over T_h[a]. */
 #define RS_TROW 8192
 /* NHWC destination row buffer (floats, DW * C) of the streaming path, and
- * the smallest destination (bytes) written with non-temporal stores: a
- * result much larger than the caches would otherwise be read into them
- * before being overwritten (the forward of an upsample writes 4x what it
- * reads). */
+ * the smallest share of the destination per thread (bytes) written with
+ * non-temporal stores: a result much larger than the caches would
+ * otherwise be read into them before being overwritten (the forward of an
+ * upsample writes 4x what it reads). Per thread: one core's plain stores
+ * are limited by its own line fills, so at 1 thread streaming wins
+ * (8x64x56x56 nearest x2: 0.70-0.86 ms against 0.90-1.23); two cores'
+ * plain stores keep up and leave the result in the last-level cache,
+ * where streaming lost (0.37-0.73 against 0.26-0.39 ms). */
 #define RS_DROW 8192
 #define RS_STREAM_MIN ((int64_t)16 << 20)
 
@@ -957,7 +961,7 @@ static bool fast_run(const mft_kernel_args *a, bool backward, bool nhwc) {
     j.stream = false;
 #if RS_HAVE_STREAM
     j.stream = nhwc && j.DW * j.C <= RS_DROW && j.SW * j.C <= RS_TROW &&
-               dst->numel * (int64_t)sizeof(float) >= RS_STREAM_MIN;
+               dst->numel * (int64_t)sizeof(float) / mft_get_num_threads() >= RS_STREAM_MIN;
 #endif
     j.wkind = 0;
 #if RS_HAVE_V8

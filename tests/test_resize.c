@@ -567,10 +567,11 @@ static void test_wide_rows(void) {
     }
 }
 
-/* Results of 16 MB or more take the NHWC streaming stores (non-temporal,
- * through a row buffer): uniform columns (nearest / bilinear x2, C % 8 ==
- * 0), general taps (bicubic) and rows that start unaligned (C = 5), against
- * the reference kernel and across thread counts (bitwise). */
+/* Results of 16 MB or more per thread take the NHWC streaming stores
+ * (non-temporal, through a row buffer): uniform columns (nearest / bilinear
+ * x2, C % 8 == 0), general taps (bicubic) and rows that start unaligned (C =
+ * 5), against the reference kernel; at 2 threads (8 MB each: plain stores)
+ * bitwise equal to 1 thread. */
 static void test_streaming(void) {
     uint64_t rng = 23;
     static const struct { int64_t C, H, W, OH, OW; int m; } cs[] = {
