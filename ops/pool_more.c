@@ -1799,11 +1799,11 @@ static bool pm_dense_applies(const mft_kernel_args *a) {
     return pm_windows_nonempty(a);
 }
 
-/* True when pm_maxbwd_gather_range applies (AVX-512): 2-D windows known,
- * none empty, at most PM_GW holding any position along each dim, input
- * rows at most PM_GW_W wide, positions in int32. */
-static bool pm_gather_applies(const mft_kernel_args *a) {
 #if PM_HAVE_Z16
+/* True when pm_maxbwd_gather_range applies: 2-D windows known, none empty,
+ * at most PM_GW holding any position along each dim, input rows at most
+ * PM_GW_W wide, positions in int32. */
+static bool pm_gather_applies(const mft_kernel_args *a) {
     const mft_pool2d_params *p = a->params;
     const mft_tensor *gx = a->outputs[0];
     if (!p || gx->ndim != 4 || gx->sizes[3] > PM_GW_W || gx->sizes[2] * gx->sizes[3] >= INT32_MAX)
@@ -1811,11 +1811,8 @@ static bool pm_gather_applies(const mft_kernel_args *a) {
     for (int d = 0; d < 2; d++)
         if ((p->kernel[d] - 1) * p->dilation[d] / p->stride[d] + 1 > PM_GW) return false;
     return pm_windows_nonempty(a);
-#else
-    (void)a;
-    return false;
-#endif
 }
+#endif
 
 #if PM_HAVE_Z16
 /* NCHW max backward over known 2x2 / stride 2 windows (no padding or
