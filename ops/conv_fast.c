@@ -1312,20 +1312,22 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
                 for (int64_t e = 0; e < nr; e++) api[e] = rtab_a[e] + (b0 + rtab_k[e]) * sC;
             }
 #if CF_AVX512
-            /* plain forward, taps (row, kw 0..2) at unit W stride and
-             * dilation: the interior slides through registers */
-            bool slide = cf_mode != 1 && !bwd && mult == 1 && dC % 16 == 0 && g->K[2] == 3 &&
-                         sW == 1 && dlW == 1 && nr % 3 == 0 && nr <= 9 && lo < hi;
+            /* plain forward or backward_input, taps (row, kw 0..2) at unit
+             * W stride and dilation: the interior slides through registers */
+            bool slide = cf_mode != 1 && mult == 1 && dC % 16 == 0 && g->K[2] == 3 && sW == 1 &&
+                         dlW == 1 && nr % 3 == 0 && nr <= 9 && lo < hi;
             for (int64_t e = 0; slide && e < nr; e++)
-                slide = rtab_k[e] == e % 3 && rtab_a[e] == rtab_a[e - e % 3];
+                slide = rtab_k[e] == (bwd ? -(e % 3) : e % 3) && rtab_a[e] == rtab_a[e - e % 3];
 #endif
             for (int64_t wcol = 0; wcol < dW; wcol++) {
                 float *o = rowbuf ? rowbuf + wcol * dC : j->o + (r * dW + wcol) * dC;
 #if CF_AVX512
                 if (slide && wcol == lo) {
+                    /* taps by source column ascending: the backward's
+                     * kw = 2, 1, 0 (its source column falls as kw rises) */
                     const float *rp[3], *wv[9];
-                    for (int64_t e = 0; e < nr; e++) wv[e] = rtab_w[e];
-                    for (int64_t k = 0; k < nr / 3; k++) rp[k] = api[3 * k];
+                    for (int64_t e = 0; e < nr; e++) wv[e] = rtab_w[bwd ? e + 2 - 2 * (e % 3) : e];
+                    for (int64_t k = 0; k < nr / 3; k++) rp[k] = api[bwd ? 3 * k + 2 : 3 * k];
                     dw512_slide(o, j->bpad, rp, wv, (int)(nr / 3), hi - lo, sC, dC, nt);
                     wcol = hi - 1;
                     continue;
