@@ -1200,28 +1200,74 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
             float *part = j->part + r * T * Cout;
             memset(part, 0, (size_t)(T * Cout) * sizeof(float));
             const int64_t r0 = r * j->rows / j->nchunks, r1 = (r + 1) * j->rows / j->nchunks;
+#if CF_AVX512
+            /* plain, one depth tap, <= 3 tap rows of 3 taps at unit W stride
+             * and dilation: each row's interior columns slide through
+             * registers (dw512_bw_slide), the per-tap loop takes the edges */
+            const bool bw_slide = cf_mode != 1 && mult == 1 && Cout % 16 == 0 &&
+                                  g->K[0] == 1 && g->K[1] <= 3 && g->K[2] == 3 &&
+                                  g->s[2] == 1 && g->d[2] == 1;
+#else
+            const bool bw_slide = false;
+            (void)bw_slide;
+#endif
             for (int64_t row = r0; row < r1; row++) {
                 const int64_t oh = row % g->OH, od = (row / g->OH) % g->OD,
                               n = row / (g->OH * g->OD);
+                int64_t L = 0, R = 0; /* the interior [L, R), done by the slide */
+#if CF_AVX512
+                if (bw_slide) {
+                    R = g->OW;
+                    for (int64_t kw = 0; kw < 3; kw++) {
+                        int64_t lo, hi;
+                        valid_range(g->OW, g->W, 1, kw - g->p[2], &lo, &hi);
+                        L = lo > L ? lo : L;
+                        R = hi < R ? hi : R;
+                    }
+                    const int64_t id = od * g->s[0] - g->p[0];
+                    const float *xr[3];
+                    int64_t tix[9];
+                    int nr = 0;
+                    for (int64_t kh = 0; L < R && id >= 0 && id < g->D && kh < g->K[1]; kh++) {
+                        const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+                        if (ih < 0 || ih >= g->H) continue;
+                        xr[nr] = j->b + (((n * g->D + id) * g->H + ih) * g->W + L - g->p[2]) * Cin;
+                        for (int kw = 0; kw < 3; kw++) tix[3 * nr + kw] = kh * 3 + kw;
+                        nr++;
+                    }
+                    if (nr > 0)
+                        dw512_bw_slide(part, xr, j->a + (row * g->OW + L) * Cout, R - L, Cout, tix,
+                                       nr);
+                    else
+                        L = R = 0;
+                }
+#endif
                 for (int64_t t = 0; t < T; t++) {
                     const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
                                   kd = t / (g->K[2] * g->K[1]);
                     const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
                     const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
                     if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
-                    int64_t lo, hi;
+                    int64_t vlo, vhi;
                     const int64_t off = kw * g->d[2] - g->p[2];
-                    valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
-                    if (hi <= lo) continue;
-                    const float *gy0 = j->a + (row * g->OW + lo) * Cout;
-                    const float *x0 =
-                        j->b + (((n * g->D + id) * g->H + ih) * g->W + lo * g->s[2] + off) * Cin;
-                    float *pt = part + t * Cout;
-                    if (dw_bw_run(pt, x0, g->s[2] * Cin, gy0, Cout, hi - lo, mult)) continue;
-                    for (int64_t ow = lo; ow < hi; ow++) {
-                        /* pt[co] += x[co / mult] * gy[co] */
-                        dw_fma(pt, x0 + (ow - lo) * g->s[2] * Cin, gy0 + (ow - lo) * Cout, Cout,
-                               mult);
+                    valid_range(g->OW, g->W, g->s[2], off, &vlo, &vhi);
+                    /* the valid columns outside the slid interior: up to two runs */
+                    for (int seg = 0; seg < 2; seg++) {
+                        const int64_t lo = L < R ? (seg ? (R > vlo ? R : vlo) : vlo)
+                                                 : (seg ? vhi : vlo);
+                        const int64_t hi = L < R ? (seg ? vhi : (L < vhi ? L : vhi)) : vhi;
+                        if (hi <= lo) continue;
+                        const float *gy0 = j->a + (row * g->OW + lo) * Cout;
+                        const float *x0 = j->b + (((n * g->D + id) * g->H + ih) * g->W +
+                                                  lo * g->s[2] + off) *
+                                                     Cin;
+                        float *pt = part + t * Cout;
+                        if (dw_bw_run(pt, x0, g->s[2] * Cin, gy0, Cout, hi - lo, mult)) continue;
+                        for (int64_t ow = lo; ow < hi; ow++) {
+                            /* pt[co] += x[co / mult] * gy[co] */
+                            dw_fma(pt, x0 + (ow - lo) * g->s[2] * Cin, gy0 + (ow - lo) * Cout,
+                                   Cout, mult);
+                        }
                     }
                 }
             }

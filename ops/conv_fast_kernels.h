@@ -444,6 +444,48 @@ static void dw512_slide(float *o, const float *b, const float *const *rp,
     default: dw512_slide_nr(o, b, rp, wv, n, sC, dC, nt, 3); break;
     }
 }
+/* Plain depthwise backward_weight over the interior n output columns of one
+ * row (every kw tap inside), 3 taps along W at unit stride and dilation: tap
+ * (k, kw) of the nr source rows xr[k] (at the first column's kw = 0 source)
+ * gets sum over the columns of grad_y * x, per 16-channel slice in 3*nr
+ * registers, the source columns sliding through registers (nr + 1 loads per
+ * 3*nr FMAs); then added to part[tix[3*k + kw] * C]. C % 16 == 0. */
+static inline __attribute__((always_inline)) void
+dw512_bw_slide_nr(float *part, const float *const *xr, const float *gy, int64_t n, int64_t C,
+                  const int64_t *tix, const int nr) {
+    for (int64_t c = 0; c + 16 <= C; c += 16) {
+        __m512 acc[3][3], v0[3], v1[3];
+        for (int k = 0; k < nr; k++) {
+            for (int kw = 0; kw < 3; kw++) acc[k][kw] = _mm512_setzero_ps();
+            v0[k] = _mm512_loadu_ps(xr[k] + c);
+            v1[k] = _mm512_loadu_ps(xr[k] + C + c);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const __m512 gv = _mm512_loadu_ps(gy + i * C + c);
+            for (int k = 0; k < nr; k++) {
+                const __m512 v2 = _mm512_loadu_ps(xr[k] + (i + 2) * C + c);
+                acc[k][0] = _mm512_fmadd_ps(gv, v0[k], acc[k][0]);
+                acc[k][1] = _mm512_fmadd_ps(gv, v1[k], acc[k][1]);
+                acc[k][2] = _mm512_fmadd_ps(gv, v2, acc[k][2]);
+                v0[k] = v1[k];
+                v1[k] = v2;
+            }
+        }
+        for (int k = 0; k < nr; k++)
+            for (int kw = 0; kw < 3; kw++) {
+                float *pt = part + tix[3 * k + kw] * C + c;
+                _mm512_storeu_ps(pt, _mm512_add_ps(_mm512_loadu_ps(pt), acc[k][kw]));
+            }
+    }
+}
+static void dw512_bw_slide(float *part, const float *const *xr, const float *gy, int64_t n,
+                           int64_t C, const int64_t *tix, int nr) {
+    switch (nr) {
+    case 1: dw512_bw_slide_nr(part, xr, gy, n, C, tix, 1); break;
+    case 2: dw512_bw_slide_nr(part, xr, gy, n, C, tix, 2); break;
+    default: dw512_bw_slide_nr(part, xr, gy, n, C, tix, 3); break;
+    }
+}
 static int64_t dw512_two(float *o0, float *o1, const float *b, const float *const *a,
                          int64_t sh0, int64_t sh1, const float *const *w, int64_t nu, int64_t dC,
                          bool nt) {
