@@ -1665,7 +1665,8 @@ static int pm_gather_list(int64_t i, int64_t k, int64_t s, int64_t pad, int64_t 
  * start, so the sums are equal bit for bit. An index outside its own window
  * matches nothing (documented for mft_max_pool2d_backward_windows). The
  * indices of the output rows in use are kept converted to int32 (saturated)
- * in a ring of PM_GW rows. One work item: an input row (n, ih). */
+ * in a ring of as many rows as one input row reads. One work item: an
+ * input row (n, ih). */
 static void pm_maxbwd_gather_range(void *ctx, int64_t begin, int64_t end) {
     const pm_dense_job *dj = ctx;
     const pm_job *j = dj->j;
@@ -1673,7 +1674,9 @@ static void pm_maxbwd_gather_range(void *ctx, int64_t begin, int64_t end) {
     const int64_t C = j->g.C, H = j->g.in[1], W = j->g.in[2], OH = j->g.out[1],
                   OW = j->g.out[2];
     const int64_t rowlen = OW * C;
-    int32_t *ring = mft__alloc((size_t)(PM_GW * rowlen) * sizeof(int32_t), 64);
+    /* output rows one input row reads: consecutive, at most nring of them */
+    const int nring = (int)((p->kernel[0] - 1) * p->dilation[0] / p->stride[0] + 1);
+    int32_t *ring = mft__alloc((size_t)(nring * rowlen) * sizeof(int32_t), 64);
     int64_t ring_row[PM_GW]; /* the output row (n * OH + oh) each slot holds */
     int32_t wl[PM_GW_W][PM_GW];
     int nwl[PM_GW_W];
@@ -1698,7 +1701,7 @@ static void pm_maxbwd_gather_range(void *ctx, int64_t begin, int64_t end) {
         }
         return;
     }
-    for (int k = 0; k < PM_GW; k++) ring_row[k] = -1;
+    for (int k = 0; k < nring; k++) ring_row[k] = -1;
     for (int64_t iw = 0; iw < W; iw++)
         nwl[iw] = pm_gather_list(iw, p->kernel[1], p->stride[1], p->padding[1], p->dilation[1],
                                  OW, wl[iw]);
@@ -1712,7 +1715,7 @@ static void pm_maxbwd_gather_range(void *ctx, int64_t begin, int64_t end) {
         const float *gor[PM_GW];   /* its grad_out */
         for (int a = 0; a < nh; a++) {
             const int64_t orow = n * OH + hl[a];
-            const int slot = (int)(orow % PM_GW);
+            const int slot = (int)(orow % nring);
             int32_t *dst = ring + slot * rowlen;
             if (ring_row[slot] != orow) {
                 const int64_t *src = j->ind + orow * rowlen;
