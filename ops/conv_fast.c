@@ -716,22 +716,18 @@ static void *ind_order(ind_job *j) {
     for (int64_t a = 0; a < dn[0]; a++)
         for (int64_t h = 0; h < dn[1]; h++)
             for (int64_t w = 0; w < dn[2]; w++) cnt[IND_CLASS_OF(a, h, w)]++;
-    /* drop empty classes (a combination no position has) */
-    int64_t nk = 0, map[IND_MAX_CLS];
+    /* (no class is empty: the positions are every combination of the
+     * per-dim positions, so every combination of per-dim classes) */
     cls[0] = 0;
     for (int64_t c = 0; c < ncls; c++) {
-        map[c] = nk;
-        if (cnt[c]) {
-            fill[nk] = cls[nk];
-            cls[nk + 1] = cls[nk] + cnt[c];
-            nk++;
-        }
+        fill[c] = cls[c];
+        cls[c + 1] = cls[c] + cnt[c];
     }
     int64_t q = 0;
     for (int64_t a = 0; a < dn[0]; a++)
         for (int64_t h = 0; h < dn[1]; h++)
             for (int64_t w = 0; w < dn[2]; w++, q++) {
-                const int64_t e = fill[map[IND_CLASS_OF(a, h, w)]]++;
+                const int64_t e = fill[IND_CLASS_OF(a, h, w)]++;
                 ord[e] = q;
                 oc[e][0] = (int32_t)a;
                 oc[e][1] = (int32_t)h;
@@ -742,7 +738,7 @@ static void *ind_order(ind_job *j) {
     j->ord = ord;
     j->oc = (const int32_t(*)[3])oc;
     j->cls = cls;
-    j->ncls = (int)nk;
+    j->ncls = (int)ncls;
     return mem;
 }
 
@@ -1207,9 +1203,6 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
             const bool bw_slide = cf_mode != 1 && mult == 1 && Cout % 16 == 0 &&
                                   g->K[0] == 1 && g->K[1] <= 3 && g->K[2] == 3 &&
                                   g->s[2] == 1 && g->d[2] == 1;
-#else
-            const bool bw_slide = false;
-            (void)bw_slide;
 #endif
             for (int64_t row = r0; row < r1; row++) {
                 const int64_t oh = row % g->OH, od = (row / g->OH) % g->OD,
