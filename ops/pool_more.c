@@ -1535,8 +1535,8 @@ static void pm_maxbwd_dense_range(void *ctx, int64_t begin, int64_t end) {
 #if PM_HAVE_Z16
 /* NHWC max backward over known, overlapping 2-D windows where the gather
  * (below) does not apply (an empty window, rows wider than PM_GW_W, more
- * than PM_GW windows per position along a dim): the scatter's work item (n, block of PM_CBLOCK channels) and order (the
- * output pixels in order, onto zeros; for whole pixels each grad_x row is
+ * than PM_GW windows per position along a dim): the scatter's work item
+ * (n, block of PM_CBLOCK channels) and order (the output pixels in order, onto zeros; for whole pixels each grad_x row is
  * zeroed just before the first window reaching it), 16 channels at once:
  * the indices, saturated to int32, are compared with each position of the
  * output's window, and grad_out is added to that grad_x pixel in the lanes
@@ -1765,7 +1765,8 @@ static void pm_maxbwd_gather_range(void *ctx, int64_t begin, int64_t end) {
                         const int64_t off = (int64_t)wv[b] * C + c;
                         const __m512i ix = _mm512_maskz_loadu_epi32(km, ixr[a] + off);
                         const __mmask16 m = _mm512_mask_cmpeq_epi32_mask(km, ix, pos);
-                        acc = _mm512_mask_add_ps(acc, m, acc, _mm512_maskz_loadu_ps(km, gor[a] + off));
+                        acc = _mm512_mask_add_ps(acc, m, acc,
+                                                 _mm512_maskz_loadu_ps(km, gor[a] + off));
                     }
                 _mm512_mask_storeu_ps(gx + c, km, acc);
             }
