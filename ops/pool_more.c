@@ -1536,8 +1536,9 @@ static void pm_maxbwd_dense_range(void *ctx, int64_t begin, int64_t end) {
 /* NHWC max backward over known, overlapping 2-D windows where the gather
  * (below) does not apply (an empty window, rows wider than PM_GW_W, more
  * than PM_GW windows per position along a dim): the scatter's work item
- * (n, block of PM_CBLOCK channels) and order (the output pixels in order, onto zeros; for whole pixels each grad_x row is
- * zeroed just before the first window reaching it), 16 channels at once:
+ * (n, block of PM_CBLOCK channels) and order (the output pixels in order,
+ * onto zeros; for whole pixels each grad_x row is zeroed just before the
+ * first window reaching it), 16 channels at once:
  * the indices, saturated to int32, are compared with each position of the
  * output's window, and grad_out is added to that grad_x pixel in the lanes
  * that matched (+0 in the other lanes of whole vectors: grad_x is never -0;
