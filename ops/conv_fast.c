@@ -237,6 +237,7 @@ typedef struct ind_job {
     const int32_t (*oc)[3];
     const int64_t *cls;
     int ncls;
+    int64_t nimg; /* images the job's pixels cover (g->N, or 1 per image) */
 } ind_job;
 
 /* Element c of dst pixel q. */
@@ -301,7 +302,7 @@ static void ind_tile_pixels(const ind_job *j, int64_t tl, int64_t *dq, int64_t *
         }
         return;
     }
-    const int64_t N = j->g->N;
+    const int64_t N = j->nimg;
     int cl = 0;
     while (cl < j->ncls && q0 >= N * j->cls[cl + 1]) cl++;
     int64_t cnt = 1, n = 0, k = 0;
@@ -507,12 +508,13 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                     const int64_t q0 = tl * TILE_M;
                     const int64_t rows = j->P - q0 < TILE_M ? j->P - q0 : TILE_M;
                     const int64_t *dq = dqs[li];
-                    /* (ibuf: flat order, j->ord is NULL) */
+                    /* ibuf: rows by slot (q0 - t0 * TILE_M + i), flushed to
+                     * the tile's pixels below; else the pixels' own rows */
                     float *out =
                         (ibuf ? ibuf + (q0 - t0 * TILE_M) * j->dstC : j->dst + dq[0] * j->dstC) +
                         gg * j->M + cb * TILE_N;
                     const float *const *pt = ptrs + li * T * TILE_M;
-                    const bool direct = rows == TILE_M && cols == width && run[li];
+                    const bool direct = rows == TILE_M && cols == width && (ibuf || run[li]);
                     float *o = direct ? out : tmp;
                     const int64_t ldo = direct ? j->dstC : width;
                     if (two)
@@ -521,20 +523,25 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                         j->micro(nu[li], taps + li * T, K, pt, wg, b16, o, ldo);
                     if (!direct)
                         for (int64_t i = 0; i < rows; i++)
-                            memcpy(out + (dq[i] - dq[0]) * j->dstC, tmp + i * width,
+                            memcpy(out + (ibuf ? i : dq[i] - dq[0]) * j->dstC, tmp + i * width,
                                    (size_t)cols * sizeof(float));
                 }
                 cb += two ? 2 : 1;
             }
         }
-        if (ibuf) { /* pixel-major item buffer -> NCHW, one run per image */
-            const int64_t qa = t0 * TILE_M, qb = t1 * TILE_M < j->P ? t1 * TILE_M : j->P;
-            for (int64_t q = qa; q < qb;) {
+        if (ibuf) { /* pixel-major item buffer -> NCHW, by runs of consecutive
+                     * pixels of one image (the slots' pixels: dqs) */
+            const int64_t ns = (t1 * TILE_M < j->P ? t1 * TILE_M : j->P) - t0 * TILE_M;
+            for (int64_t a = 0; a < ns;) {
+                const int64_t q = dqs[a / TILE_M][a % TILE_M];
                 const int64_t n = q / j->dS, s0 = q % j->dS;
-                const int64_t len = qb - q < j->dS - s0 ? qb - q : j->dS - s0;
-                tr_block(ibuf + (q - qa) * j->dstC, j->dstC, j->dst + n * j->dstC * j->dS + s0,
-                         j->dS, len, j->dstC);
-                q += len;
+                int64_t len = 1;
+                while (a + len < ns && s0 + len < j->dS &&
+                       dqs[(a + len) / TILE_M][(a + len) % TILE_M] == q + len)
+                    len++;
+                tr_block(ibuf + a * j->dstC, j->dstC, j->dst + n * j->dstC * j->dS + s0, j->dS,
+                         len, j->dstC);
+                a += len;
             }
         }
     }
@@ -634,6 +641,7 @@ static void ind_img_range(void *ctx, int64_t begin, int64_t end) {
         jj.P = j->dS;
         jj.ntiles = cdiv(jj.P, TILE_M);
         jj.nitems = cdiv(jj.ntiles, TILES_PER_ITEM);
+        jj.nimg = 1; /* (the class order, if any, is per image) */
         ind_range(&jj, 0, jj.nitems);
     }
     mft__free(buf);
@@ -797,14 +805,12 @@ static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, boo
     j.wp = wp;
     j.bpad = bpad;
     j.zero = zero;
-    void *ordmem = NULL;
-    if (j.P > 0 && src_nchw) {
+    j.nimg = g->N;
+    void *ordmem = j.P > 0 && !j.identity ? ind_order(&j) : NULL;
+    if (j.P > 0 && src_nchw) /* per image: the jobs' class orders cover one image each */
         mft__parallel_for_dynamic(0, g->N, 1, ind_img_range, &j);
-    } else if (j.P > 0) { /* items are independent: dynamic chunks balance unequal cores */
-        /* (NCHW dst: its item buffer takes pixels in flat order) */
-        if (!onchw && !j.identity) ordmem = ind_order(&j);
+    else if (j.P > 0) /* items are independent: dynamic chunks balance unequal cores */
         mft__parallel_for_dynamic(0, j.nitems, cf_chunk(j.nitems), ind_range, &j);
-    }
     mft__free(ordmem);
     mft__free(wp);
     mft__free(bpad);
