@@ -246,6 +246,22 @@ static inline float *ind_dst(const ind_job *j, int64_t q, int64_t c) {
     return j->dst + ((q / j->dS) * j->dstC + c) * j->dS + q % j->dS;
 }
 
+/* The source position along dim dd that tap k of dst position x reads, or
+ * -1 (padding, or a backward tap no strided grad_y position reaches). */
+static inline int64_t ind_src_pos(const ind_job *j, int dd, int64_t x, int64_t k) {
+    const cgeom *g = j->g;
+    const int64_t ssz = dd == 0 ? j->sD : dd == 1 ? j->sH : j->sW;
+    int64_t v;
+    if (!j->bwd) {
+        v = x * g->s[dd] - g->p[dd] + k * g->d[dd];
+    } else {
+        v = x + g->p[dd] - k * g->d[dd];
+        if (v < 0 || v % g->s[dd]) return -1;
+        v /= g->s[dd];
+    }
+    return v >= 0 && v < ssz ? v : -1;
+}
+
 /* The src pixel (flat index) tap t of dst pixel q reads, or -1. */
 static inline int64_t ind_src_pixel(const ind_job *j, int64_t q, int64_t t) {
     const cgeom *g = j->g;
@@ -254,18 +270,10 @@ static inline int64_t ind_src_pixel(const ind_job *j, int64_t q, int64_t t) {
     r /= j->dH;
     int64_t a = r % j->dD, n = r / j->dD;
     const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1], kd = t / (g->K[2] * g->K[1]);
-    const int64_t pos[3] = {a, b, c}, kk[3] = {kd, kh, kw}, ssz[3] = {j->sD, j->sH, j->sW};
+    const int64_t pos[3] = {a, b, c}, kk[3] = {kd, kh, kw};
     int64_t sp[3];
-    for (int i = 0; i < 3; i++) {
-        if (!j->bwd) {
-            sp[i] = pos[i] * g->s[i] - g->p[i] + kk[i] * g->d[i];
-        } else {
-            int64_t v = pos[i] + g->p[i] - kk[i] * g->d[i];
-            if (v < 0 || v % g->s[i]) return -1;
-            sp[i] = v / g->s[i];
-        }
-        if (sp[i] < 0 || sp[i] >= ssz[i]) return -1;
-    }
+    for (int i = 0; i < 3; i++)
+        if ((sp[i] = ind_src_pos(j, i, pos[i], kk[i])) < 0) return -1;
     return ((n * j->sD + sp[0]) * j->sH + sp[1]) * j->sW + sp[2];
 }
 
@@ -656,24 +664,12 @@ static void ind_img_range(void *ctx, int64_t begin, int64_t end) {
  * taps k inside the source share one, numbered in order of first
  * appearance; returns how many (0: more than IND_MAX_CLS). */
 static int ind_dim_classes(const ind_job *j, int dd, int64_t n, uint8_t *cl) {
-    const cgeom *g = j->g;
-    const int64_t ssz = dd == 0 ? j->sD : dd == 1 ? j->sH : j->sW;
     uint64_t sig[IND_MAX_CLS];
     int nc = 0;
     for (int64_t x = 0; x < n; x++) {
         uint64_t m = 0;
-        for (int64_t k = 0; k < g->K[dd]; k++) {
-            int64_t v;
-            bool ok = true;
-            if (!j->bwd) {
-                v = x * g->s[dd] - g->p[dd] + k * g->d[dd];
-            } else {
-                v = x + g->p[dd] - k * g->d[dd];
-                if (v < 0 || v % g->s[dd]) ok = false;
-                v /= g->s[dd];
-            }
-            m |= (uint64_t)(ok && v >= 0 && v < ssz) << k;
-        }
+        for (int64_t k = 0; k < j->g->K[dd]; k++)
+            m |= (uint64_t)(ind_src_pos(j, dd, x, k) >= 0) << k;
         int c = 0;
         while (c < nc && sig[c] != m) c++;
         if (c == nc) {
