@@ -1395,6 +1395,62 @@ static void test_max_backward_windows(void) {
     mft_tensor_release(x);
 }
 
+/* mft_max_pool2d_backward_windows with overlapping windows (NHWC, the
+ * gathered kernel) while each allocation fails in turn: the call returns
+ * NULL with MFT_ERR_NOMEM naming it, or its result equals the scatter's bit
+ * for bit (a failing scratch allocation inside the kernel takes its
+ * element-wise fallback); nothing leaks. */
+static void test_windows_alloc_failures(void) {
+    const int64_t xs[4] = {2, 19, 7, 9}, k33[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, MFT_CHANNELS_LAST, 5), *ind = NULL;
+    mft_tensor *y = mft_max_pool2d_with_indices(x, k33, s2, p1, NULL, false, &ind);
+    mft_tensor *g = y ? mft_randn(4, mft_tensor_sizes(y), MFT_F32, MFT_CHANNELS_LAST, 6) : NULL;
+    mft_tensor *want = g ? mft_max_pool2d_backward(g, x, ind) : NULL;
+    CHECK(x && y && ind && g && want);
+    const int64_t live0 = mft_live_tensors();
+    const mft_allocator fa = {fa_alloc, fa_free, NULL};
+    int fell_back = 0;
+    bool done = false;
+    for (long long at = 1; at < 64 && !done && want; at++) {
+        for (int th = 1; th <= 2; th++) {
+            mft_set_num_threads(th);
+            mft_set_allocator(&fa);
+            g_alloc_count = 0;
+            g_fail_at = at;
+            mft_clear_error();
+            mft_tensor *r = mft_max_pool2d_backward_windows(g, x, ind, k33, s2, p1, NULL, false);
+            const bool failed = g_alloc_count >= at;
+            g_fail_at = 0;
+            mft_set_allocator(NULL);
+            if (r) {
+                CHECK_MSG(memcmp(mft_tensor_data(r), mft_tensor_data(want),
+                                 (size_t)mft_tensor_numel(want) * sizeof(float)) == 0,
+                          "allocation %lld failing, %d threads: grad_x differs from the scatter",
+                          at, th);
+                fell_back += failed;
+                done = !failed;
+            } else {
+                CHECK_MSG(failed && mft_last_error() == MFT_ERR_NOMEM &&
+                              strstr(mft_last_error_message(), "mft_max_pool2d_backward_windows") ==
+                                  mft_last_error_message(),
+                          "allocation %lld failing: status %s, '%s'", at,
+                          mft_status_str(mft_last_error()), mft_last_error_message());
+            }
+            mft_tensor_release(r);
+            CHECK_MSG(mft_live_tensors() == live0, "allocation %lld failing: %lld tensors leak", at,
+                      (long long)(mft_live_tensors() - live0));
+        }
+    }
+    mft_set_num_threads(0);
+    mft_clear_error();
+    CHECK_MSG(done, "never succeeded");
+#if defined(__AVX512F__)
+    CHECK_MSG(fell_back > 0, "no failing allocation reached the kernel's fallback");
+#endif
+    mft_tensor *ts[] = {x, y, ind, g, want};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+}
+
 int main(void) {
     RUN(test_golden);
     RUN(test_global_avg);
@@ -1406,5 +1462,6 @@ int main(void) {
     RUN(test_threads_and_dispatch);
     RUN(test_errors);
     RUN(test_alloc_failures);
+    RUN(test_windows_alloc_failures);
     TEST_MAIN_END();
 }
