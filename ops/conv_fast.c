@@ -598,19 +598,37 @@ static void pack_range(void *ctx, int64_t begin, int64_t end) {
                     }
             continue;
         }
+        /* o written in address order, each 16-float line whole (written one
+         * float per line per pass, 16 passes, the packing of 8x256x14x14
+         * k256's 2.4 MB of weights took 10% of the forward) */
         const float *wg = g->w + gg * g->Cgo * g->ws[0];
-        for (int j = 0; j < TILE_N; j++) {
-            const int64_t m = cb * TILE_N + j;
-            if (m >= pj->M) {
-                for (int64_t q = 0; q < T * K; q++) o[q * TILE_N + j] = 0.0f;
-                continue;
-            }
-            const float *wm = wg + m * ms;
-            for (int64_t k = 0; k < K; k++) {
-                const float *wk = wm + k * ks;
-                for (int64_t t = 0; t < T; t++) o[(t * K + k) * TILE_N + j] = wk[toff[t]];
-            }
+        const int64_t mv = pj->M - cb * TILE_N < TILE_N ? pj->M - cb * TILE_N : TILE_N;
+        const float *wm[TILE_N];
+        for (int64_t j = 0; j < mv; j++) wm[j] = wg + (cb * TILE_N + j) * ms;
+        if (mv == TILE_N && ms == 1) { /* a line is 16 consecutive floats of w */
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t k = 0; k < K; k++)
+                    memcpy(o + (t * K + k) * TILE_N, wm[0] + k * ks + toff[t],
+                           TILE_N * sizeof(float));
+            continue;
         }
+        if (ks == 1) { /* per tap, the (m, k) block of w transposed (channels_last forward) */
+            for (int64_t t = 0; t < T; t++) {
+                float *ot = o + t * K * TILE_N;
+                tr_block(wm[0] + toff[t], ms, ot, TILE_N, mv, K);
+                for (int64_t k = 0; k < K && mv < TILE_N; k++)
+                    memset(ot + k * TILE_N + mv, 0, (size_t)(TILE_N - mv) * sizeof(float));
+            }
+            continue;
+        }
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t k = 0; k < K; k++) {
+                float *ol = o + (t * K + k) * TILE_N;
+                const int64_t e = k * ks + toff[t];
+                int64_t j = 0;
+                for (; j < mv; j++) ol[j] = wm[j][e];
+                for (; j < TILE_N; j++) ol[j] = 0.0f;
+            }
     }
 }
 
@@ -832,6 +850,60 @@ typedef struct bw_job {
     int64_t bm;          /* rows (input channels) per tile: TILE_M, or 8 (AVX-512) */
 } bw_job;
 
+#define BWC_ROWS 8 /* output rows per micro-kernel call */
+
+/* Adds output rows [rb, re) (flat (n, od, oh), at most BWC_ROWS) of group gg
+ * into the accumulators of c_out blocks [cb0, cb1): block cb's
+ * [tap][ci block][bm][16] at acc + (cb - cb0) * T * nbi * bm * 16. One
+ * micro-kernel call per (tap, c_in block, c_out block or pair) covers all
+ * the rows whose input row exists for the tap, so the accumulators are
+ * loaded and stored once per block of rows, not once per row. */
+static void bw_rows(const bw_job *j, int64_t gg, int64_t rb, int64_t re, int64_t cb0,
+                    int64_t cb1, float *acc) {
+    const cgeom *g = j->g;
+    const int64_t T = g->T, nbi = j->nbi, blk = T * nbi * j->bm * TILE_N;
+    const int64_t goff = j->gs == g->Cout ? gg * g->Cgo : gg * j->nbo * TILE_N;
+    const int64_t xs = g->s[2] * g->Cin;
+    const float *xrows[BW_MAX_M];
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1], kd = t / (g->K[2] * g->K[1]);
+        int64_t lo, hi;
+        const int64_t off = kw * g->d[2] - g->p[2];
+        valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
+        if (hi <= lo) continue;
+        /* the rows of this block whose input row exists for tap t */
+        int64_t xo[BWC_ROWS], go[BWC_ROWS], nq = 0;
+        for (int64_t r = rb; r < re; r++) {
+            const int64_t oh = r % g->OH, od = (r / g->OH) % g->OD, n = r / (g->OH * g->OD);
+            const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
+            const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
+            if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
+            xo[nq] = ((n * g->D + id) * g->H + ih) * g->W * g->Cin + (lo * g->s[2] + off) * g->Cin;
+            go[nq] = (r * g->OW + lo) * j->gs;
+            nq++;
+        }
+        if (!nq) continue;
+        for (int64_t ib = 0; ib < nbi; ib++) {
+            for (int i = 0; i < j->bm; i++) {
+                int64_t ci = ib * j->bm + i;
+                if (ci >= g->Cgi) ci = g->Cgi - 1;
+                xrows[i] = j->x + gg * g->Cgi + ci;
+            }
+            for (int64_t cb = cb0; cb < cb1;) {
+                float *a0 = acc + (cb - cb0) * blk + (t * nbi + ib) * j->bm * TILE_N;
+                const float *gp = j->gy + goff + cb * TILE_N;
+                if (j->micro2 && cb + 1 < cb1) { /* two c_out blocks, 6x32 */
+                    j->micro2(nq, xo, go, hi - lo, xrows, xs, gp, j->gs, a0, a0 + blk);
+                    cb += 2;
+                } else {
+                    j->micro(nq, xo, go, hi - lo, xrows, xs, gp, j->gs, a0);
+                    cb++;
+                }
+            }
+        }
+    }
+}
+
 static void bw_range(void *ctx, int64_t begin, int64_t end) {
     const bw_job *j = ctx;
     const cgeom *g = j->g;
@@ -875,42 +947,9 @@ static void bw_range(void *ctx, int64_t begin, int64_t end) {
             continue;
         }
         memset(acc, 0, (size_t)(nblk * blk) * sizeof(float));
-        const int64_t goff = j->gs == g->Cout ? gg * g->Cgo : gg * j->nbo * TILE_N;
-        for (int64_t n = 0; n < g->N; n++)
-            for (int64_t od = 0; od < g->OD; od++)
-                for (int64_t oh = 0; oh < g->OH; oh++) {
-                    const float *gyr = j->gy + ((n * g->OD + od) * g->OH + oh) * g->OW * j->gs +
-                                       goff + cb0 * TILE_N;
-                    for (int64_t t = 0; t < T; t++) {
-                        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
-                                      kd = t / (g->K[2] * g->K[1]);
-                        const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
-                        const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
-                        if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
-                        int64_t lo, hi;
-                        const int64_t off = kw * g->d[2] - g->p[2];
-                        valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
-                        if (hi <= lo) continue;
-                        const float *xr = j->x + ((n * g->D + id) * g->H + ih) * g->W * g->Cin +
-                                          (lo * g->s[2] + off) * g->Cin + gg * g->Cgi;
-                        const int64_t xs = g->s[2] * g->Cin;
-                        for (int64_t ib = 0; ib < nbi; ib++) {
-                            const float *rows[BW_MAX_M];
-                            for (int i = 0; i < j->bm; i++) {
-                                int64_t ci = ib * j->bm + i;
-                                if (ci >= g->Cgi) ci = g->Cgi - 1;
-                                rows[i] = xr + ci;
-                            }
-                            float *a0 = acc + (t * nbi + ib) * j->bm * TILE_N;
-                            if (nblk == 2)
-                                j->micro2(1, NULL, NULL, hi - lo, rows, xs, gyr + lo * j->gs,
-                                          j->gs, a0, a0 + blk);
-                            else
-                                j->micro(1, NULL, NULL, hi - lo, rows, xs, gyr + lo * j->gs,
-                                         j->gs, a0);
-                        }
-                    }
-                }
+        const int64_t rows = g->N * g->OD * g->OH;
+        for (int64_t rb = 0; rb < rows; rb += BWC_ROWS)
+            bw_rows(j, gg, rb, rb + BWC_ROWS < rows ? rb + BWC_ROWS : rows, cb0, cb0 + nblk, acc);
         for (int64_t co = cb0 * TILE_N; co < c1; co++) {
             const float *ab = acc + (co / TILE_N - cb0) * blk;
             const int64_t jj = co % TILE_N;
@@ -949,7 +988,6 @@ static void bw_pad_range(void *ctx, int64_t begin, int64_t end) {
  * partials in chunk order, so results do not depend on the thread count. */
 #define BWC_CHUNKS  8
 #define BWC_MAX_ACC (256 * 1024)
-#define BWC_ROWS    8 /* output rows per micro-kernel call */
 
 typedef struct bwc_job {
     const bw_job *b;
@@ -960,60 +998,13 @@ typedef struct bwc_job {
 static void bwc_range(void *ctx, int64_t begin, int64_t end) {
     const bwc_job *c = ctx;
     const bw_job *j = c->b;
-    const cgeom *g = j->g;
-    const int64_t T = g->T, nbi = j->nbi, nbo = j->nbo;
     for (int64_t it = begin; it < end; it++) {
         const int64_t gg = it / c->nch, ch = it % c->nch;
         const int64_t r0 = ch * c->rows / c->nch, r1 = (ch + 1) * c->rows / c->nch;
         float *acc = c->part + it * c->accn;
         memset(acc, 0, (size_t)c->accn * sizeof(float));
-        const int64_t goff = j->gs == g->Cout ? gg * g->Cgo : gg * nbo * TILE_N;
-        const int64_t xs = g->s[2] * g->Cin;
-        const float *xrows[BW_MAX_M];
-        for (int64_t rb = r0; rb < r1; rb += BWC_ROWS) {
-            const int64_t re = rb + BWC_ROWS < r1 ? rb + BWC_ROWS : r1;
-            for (int64_t t = 0; t < T; t++) {
-                const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
-                              kd = t / (g->K[2] * g->K[1]);
-                int64_t lo, hi;
-                const int64_t off = kw * g->d[2] - g->p[2];
-                valid_range(g->OW, g->W, g->s[2], off, &lo, &hi);
-                if (hi <= lo) continue;
-                /* the rows of this block whose input row exists for tap t */
-                int64_t xo[BWC_ROWS], go[BWC_ROWS], nq = 0;
-                for (int64_t r = rb; r < re; r++) {
-                    const int64_t oh = r % g->OH, od = (r / g->OH) % g->OD,
-                                  n = r / (g->OH * g->OD);
-                    const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
-                    const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
-                    if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) continue;
-                    xo[nq] = ((n * g->D + id) * g->H + ih) * g->W * g->Cin +
-                             (lo * g->s[2] + off) * g->Cin;
-                    go[nq] = (r * g->OW + lo) * j->gs;
-                    nq++;
-                }
-                if (!nq) continue;
-                for (int64_t ib = 0; ib < nbi; ib++) {
-                    for (int i = 0; i < j->bm; i++) {
-                        int64_t ci = ib * j->bm + i;
-                        if (ci >= g->Cgi) ci = g->Cgi - 1;
-                        xrows[i] = j->x + gg * g->Cgi + ci;
-                    }
-                    for (int64_t cb = 0; cb < nbo;) {
-                        float *a0 = acc + ((cb * T + t) * nbi + ib) * j->bm * TILE_N;
-                        const float *gp = j->gy + goff + cb * TILE_N;
-                        if (j->micro2 && cb + 1 < nbo) { /* two c_out blocks, 6x32 */
-                            j->micro2(nq, xo, go, hi - lo, xrows, xs, gp, j->gs, a0,
-                                      a0 + T * nbi * j->bm * TILE_N);
-                            cb += 2;
-                        } else {
-                            j->micro(nq, xo, go, hi - lo, xrows, xs, gp, j->gs, a0);
-                            cb++;
-                        }
-                    }
-                }
-            }
-        }
+        for (int64_t rb = r0; rb < r1; rb += BWC_ROWS)
+            bw_rows(j, gg, rb, rb + BWC_ROWS < r1 ? rb + BWC_ROWS : r1, 0, j->nbo, acc);
     }
 }
 
@@ -2447,7 +2438,15 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
         return;
     const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
     const int64_t nitems = g.G * cdiv(g.Cgi, TILE_N);
+    /* grad_y in place pays where the row-chunked partials fit; past that
+     * (the per-c_in-block items of pwb_range), both operands to NHWC and
+     * bw_conv measured faster: 8x256x14x14 k256 3x3 at 1 thread 14.0-16.9
+     * -> 10.6-13.5 ms, 8x128x28x28 k128 11.0-13.5 -> 10.4-11.4 */
+    const int64_t accn = g.T * cdiv(g.Cgi, TILE_N) * cdiv(g.Cgo, TILE_M) * TILE_M * TILE_N;
+    const bool chunked = g.N * g.OD * g.OH >= BWC_CHUNKS &&
+                         accn * (int64_t)sizeof(float) <= BWC_MAX_ACC;
     if (cf_mode != 2 && !is_depthwise(&g) &&
+        (chunked || g.N * g.OD * g.OH < BWC_CHUNKS) &&
         (nitems >= 2 || nitems >= g.G * cdiv(g.Cgo, TILE_N))) {
         /* x to NHWC only; grad_y rows read in place (Note at pw_range) */
         float *xt = mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
@@ -2460,9 +2459,9 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
             c.rows = g.N * g.OD * g.OH;
             c.nch = BWC_CHUNKS;
             c.Mp = cdiv(g.Cgo, TILE_M) * TILE_M;
-            c.accn = g.T * pj.nbi * c.Mp * TILE_N;
+            c.accn = accn;
             c.part = NULL;
-            if (c.rows >= BWC_CHUNKS && c.accn * (int64_t)sizeof(float) <= BWC_MAX_ACC)
+            if (chunked)
                 c.part = mft__alloc((size_t)(g.G * c.nch * c.accn) * sizeof(float), 64);
             if (c.part) {
                 mft__parallel_for_dynamic(0, g.G * c.nch, cf_chunk(g.G * c.nch), pwbc_range, &c);
