@@ -477,7 +477,6 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
             for (; a < b; a += 64) __builtin_prefetch(a, 0, 3);
         }
         int64_t nu[TILES_PER_ITEM], dqs[TILES_PER_ITEM][TILE_M];
-        bool run[TILES_PER_ITEM]; /* the tile's dst pixels are consecutive */
         for (int64_t tl = t0; tl < t1; tl++) {
             const int64_t li = tl - t0;
             int64_t *px = pix + li * T * TILE_M;
@@ -493,8 +492,6 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
             } else {
                 nu[li] = ind_tile(j, tl, px, tp, dq);
             }
-            run[li] = true;
-            for (int i = 1; i < TILE_M; i++) run[li] = run[li] && dq[i] == dq[0] + i;
         }
         for (int64_t gg = 0; gg < g->G; gg++) {
             for (int64_t tl = t0; tl < t1; tl++) {
@@ -522,13 +519,18 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
                         (ibuf ? ibuf + (q0 - t0 * TILE_M) * j->dstC : j->dst + dq[0] * j->dstC) +
                         gg * j->M + cb * TILE_N;
                     const float *const *pt = ptrs + li * T * TILE_M;
-                    const bool direct = rows == TILE_M && cols == width && (ibuf || run[li]);
-                    float *o = direct ? out : tmp;
-                    const int64_t ldo = direct ? j->dstC : width;
+                    /* rows stored in place (each at its pixel's row: class-
+                     * ordered tiles need not be consecutive) unless the
+                     * tile is short or narrow: then through tmp */
+                    const bool direct = rows == TILE_M && cols == width;
+                    float *orow[TILE_M];
+                    for (int i = 0; i < TILE_M; i++)
+                        orow[i] = !direct ? tmp + i * width
+                                  : out + (ibuf ? i : dq[i] - dq[0]) * j->dstC;
                     if (two)
-                        j->micro2(nu[li], taps + li * T, K, pt, wg, T * K * TILE_N, b16, o, ldo);
+                        j->micro2(nu[li], taps + li * T, K, pt, wg, T * K * TILE_N, b16, orow);
                     else
-                        j->micro(nu[li], taps + li * T, K, pt, wg, b16, o, ldo);
+                        j->micro(nu[li], taps + li * T, K, pt, wg, b16, orow);
                     if (!direct)
                         for (int64_t i = 0; i < rows; i++)
                             memcpy(out + (ibuf ? i : dq[i] - dq[0]) * j->dstC, tmp + i * width,
@@ -2159,12 +2161,12 @@ static void pw_range(void *ctx, int64_t begin, int64_t end) {
                 for (int i = 0; i < TILE_M; i++) ptrs[i] = ag + (m0 + i) * Kp;
                 float *out = o + m0 * S + c0;
                 const bool direct = rows == TILE_M && cols == width;
-                float *dd = direct ? out : tmp;
-                const int64_t ldo = direct ? S : width;
+                float *orow[TILE_M];
+                for (int i = 0; i < TILE_M; i++) orow[i] = direct ? out + i * S : tmp + i * width;
                 if (two)
-                    j->micro2(1, &tap0, Kp, ptrs, panel, ws, zero32, dd, ldo);
+                    j->micro2(1, &tap0, Kp, ptrs, panel, ws, zero32, orow);
                 else
-                    j->micro(1, &tap0, Kp, ptrs, panel, zero32, dd, ldo);
+                    j->micro(1, &tap0, Kp, ptrs, panel, zero32, orow);
                 if (!direct)
                     for (int64_t i = 0; i < rows; i++)
                         memcpy(out + i * S, tmp + i * width, (size_t)cols * sizeof(float));

@@ -10,13 +10,15 @@
 #define MFT_CONV_FAST_KERNELS_H
 
 /* ---------------------------------------------------------------- micro-kernels
- * out[i][j] = b16[j] + sum over (u < nu, k < K) a_u,i[k] * w_u[k][j] for a
- * 6x16 tile; a_u,i = ptrs[6u + i], w_u = wg + taps[u]*K*16. */
+ * orow[i][j] = b16[j] + sum over (u < nu, k < K) a_u,i[k] * w_u[k][j] for a
+ * 6x16 tile; a_u,i = ptrs[6u + i], w_u = wg + taps[u]*K*16. Each row is
+ * stored at its own pointer, so a tile's dst pixels need not be evenly
+ * spaced (class-ordered tiles: no copy through a buffer). */
 typedef void (*ind_micro_fn)(int64_t nu, const int32_t *taps, int64_t K, const float *const *ptrs,
-                             const float *wg, const float *b16, float *out, int64_t ldo);
+                             const float *wg, const float *b16, float *const *orow);
 
 static void ind_micro_c(int64_t nu, const int32_t *taps, int64_t K, const float *const *ptrs,
-                        const float *wg, const float *b16, float *out, int64_t ldo) {
+                        const float *wg, const float *b16, float *const *orow) {
     for (int i = 0; i < TILE_M; i++) {
         float t[TILE_N];
         for (int j = 0; j < TILE_N; j++) t[j] = b16[j];
@@ -28,7 +30,7 @@ static void ind_micro_c(int64_t nu, const int32_t *taps, int64_t K, const float 
                 for (int j = 0; j < TILE_N; j++) t[j] += av * w[j];
             }
         }
-        for (int j = 0; j < TILE_N; j++) out[i * ldo + j] = t[j];
+        for (int j = 0; j < TILE_N; j++) orow[i][j] = t[j];
     }
 }
 
@@ -61,7 +63,7 @@ static void bw_micro_c(int64_t nq, const int64_t *xo, const int64_t *go, int64_t
 
 #if CF_AVX2 && !CF_AVX512
 static void ind_micro_avx(int64_t nu, const int32_t *taps, int64_t K, const float *const *ptrs,
-                          const float *wg, const float *b16, float *out, int64_t ldo) {
+                          const float *wg, const float *b16, float *const *orow) {
     __m256 c00 = _mm256_loadu_ps(b16), c01 = _mm256_loadu_ps(b16 + 8);
     __m256 c10 = c00, c11 = c01, c20 = c00, c21 = c01, c30 = c00, c31 = c01, c40 = c00, c41 = c01,
            c50 = c00, c51 = c01;
@@ -91,18 +93,18 @@ static void ind_micro_avx(int64_t nu, const int32_t *taps, int64_t K, const floa
             c51 = _mm256_fmadd_ps(av, b1, c51);
         }
     }
-    _mm256_storeu_ps(out, c00);
-    _mm256_storeu_ps(out + 8, c01);
-    _mm256_storeu_ps(out + ldo, c10);
-    _mm256_storeu_ps(out + ldo + 8, c11);
-    _mm256_storeu_ps(out + 2 * ldo, c20);
-    _mm256_storeu_ps(out + 2 * ldo + 8, c21);
-    _mm256_storeu_ps(out + 3 * ldo, c30);
-    _mm256_storeu_ps(out + 3 * ldo + 8, c31);
-    _mm256_storeu_ps(out + 4 * ldo, c40);
-    _mm256_storeu_ps(out + 4 * ldo + 8, c41);
-    _mm256_storeu_ps(out + 5 * ldo, c50);
-    _mm256_storeu_ps(out + 5 * ldo + 8, c51);
+    _mm256_storeu_ps(orow[0], c00);
+    _mm256_storeu_ps(orow[0] + 8, c01);
+    _mm256_storeu_ps(orow[1], c10);
+    _mm256_storeu_ps(orow[1] + 8, c11);
+    _mm256_storeu_ps(orow[2], c20);
+    _mm256_storeu_ps(orow[2] + 8, c21);
+    _mm256_storeu_ps(orow[3], c30);
+    _mm256_storeu_ps(orow[3] + 8, c31);
+    _mm256_storeu_ps(orow[4], c40);
+    _mm256_storeu_ps(orow[4] + 8, c41);
+    _mm256_storeu_ps(orow[5], c50);
+    _mm256_storeu_ps(orow[5] + 8, c51);
 }
 
 static void bw_micro_avx(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
@@ -163,7 +165,7 @@ static void bw_micro_avx(int64_t nq, const int64_t *xo, const int64_t *go, int64
 #define CF512_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 static void ind_micro_avx512(int64_t nu, const int32_t *taps, int64_t K,
                              const float *const *ptrs, const float *wg, const float *b16,
-                             float *out, int64_t ldo) {
+                             float *const *orow) {
     const __m512 zero = _mm512_setzero_ps(), bias = _mm512_loadu_ps(b16);
 #define DECL(i) __m512 c##i = bias, d##i = zero;
     CF512_ROWS(DECL)
@@ -188,7 +190,7 @@ static void ind_micro_avx512(int64_t nu, const int32_t *taps, int64_t K,
 #undef STEP
         }
     }
-#define STORE(i) _mm512_storeu_ps(out + i * ldo, _mm512_add_ps(c##i, d##i));
+#define STORE(i) _mm512_storeu_ps(orow[i], _mm512_add_ps(c##i, d##i));
     CF512_ROWS(STORE)
 #undef STORE
 }
@@ -245,7 +247,7 @@ CF512_BW_MICRO(bw_micro8_avx512, CF512_ROWS8, CF512_BW_ROWPTR8)
  * run in (u, k) / (q, r) order in one chain per register. */
 static void ind_micro2_avx512(int64_t nu, const int32_t *taps, int64_t K,
                               const float *const *ptrs, const float *wg, int64_t ws,
-                              const float *b32, float *out, int64_t ldo) {
+                              const float *b32, float *const *orow) {
     const __m512 bias0 = _mm512_loadu_ps(b32), bias1 = _mm512_loadu_ps(b32 + TILE_N);
 #define DECL(i) __m512 c##i = bias0, d##i = bias1;
     CF512_ROWS(DECL)
@@ -266,8 +268,8 @@ static void ind_micro2_avx512(int64_t nu, const int32_t *taps, int64_t K,
         }
     }
 #define STORE(i)                                                                                   \
-    _mm512_storeu_ps(out + i * ldo, c##i);                                                         \
-    _mm512_storeu_ps(out + i * ldo + TILE_N, d##i);
+    _mm512_storeu_ps(orow[i], c##i);                                                               \
+    _mm512_storeu_ps(orow[i] + TILE_N, d##i);
     CF512_ROWS(STORE)
 #undef STORE
 }
@@ -304,7 +306,7 @@ CF512_BW_MICRO2(bw_micro2_8_avx512, CF512_ROWS8, CF512_BW_ROWPTR8)
 /* The 6x32 kernels, or NULL where the 6x16 ones run alone. */
 typedef void (*ind_micro2_fn)(int64_t nu, const int32_t *taps, int64_t K,
                               const float *const *ptrs, const float *wg, int64_t ws,
-                              const float *b32, float *out, int64_t ldo);
+                              const float *b32, float *const *orow);
 typedef void (*bw_micro2_fn)(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
                              const float *const *xr, int64_t xs, const float *gp0, int64_t gs,
                              float *acc0, float *acc1);
