@@ -821,6 +821,57 @@ static void nhwc_cols_uniform(const fast_job *j, const float *restrict row, floa
 }
 #endif
 
+/* NHWC affine columns (Note [Affine columns], P = 1 and K = 4: every
+ * column of the run [qlo, qhi) reads entries S*b + aoff[0][k] with weights
+ * aw[0][k], as in the bilinear x2 backward), C % 16 == 0: d[b] = the sum
+ * over k of those C-vectors, with the FMAs of
+ * nhwc_combine in the same order from +0 (bit-identical to the per-pixel
+ * path) but without its per-pixel walk of the table (which, with 64
+ * channels, cost more than the arithmetic: bilinear x2 backward). */
+#if defined(__AVX512F__) && RS_HAVE_STREAM
+#define RS_NHWC_AFFINE 1
+static void nhwc_affine_cols(const fast_job *j, const float *restrict row, float *restrict d,
+                             int64_t b0, int64_t b1) {
+    const int64_t C = j->C, S = j->as;
+    const __m512 w0 = _mm512_set1_ps(j->aw[0][0]), w1 = _mm512_set1_ps(j->aw[0][1]),
+                 w2 = _mm512_set1_ps(j->aw[0][2]), w3 = _mm512_set1_ps(j->aw[0][3]);
+    const int64_t o0 = j->aoff[0][0] * C, o1 = j->aoff[0][1] * C, o2 = j->aoff[0][2] * C,
+                  o3 = j->aoff[0][3] * C;
+    for (int64_t b = b0; b < b1; b++) {
+        const float *p = row + S * b * C;
+        float *o = d + b * C;
+        for (int64_t c = 0; c < C; c += 16) {
+            __m512 a = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p + o0 + c), _mm512_setzero_ps());
+            a = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p + o1 + c), a);
+            a = _mm512_fmadd_ps(w2, _mm512_loadu_ps(p + o2 + c), a);
+            a = _mm512_fmadd_ps(w3, _mm512_loadu_ps(p + o3 + c), a);
+            _mm512_storeu_ps(o + c, a);
+        }
+    }
+}
+#else
+#define RS_NHWC_AFFINE 0
+#endif
+
+/* Lazy combination of the source rows (fast_nhwc_range): the combined row
+ * tbuf holds [0, *done); extends it to `need` floats (rounded up to 32,
+ * at most rowlen). */
+static inline void nhwc_lazy_upto(const fast_job *j, int64_t h0, int64_t h1, const float *s,
+                                  int64_t rowlen, float *tbuf, const float *const *pf, int npf,
+                                  int64_t need, int64_t *done) {
+    need = (need + 31) / 32 * 32;
+    if (need > rowlen) need = rowlen;
+    if (need <= *done) return;
+    const float *pfo[RS_PF_ROWS];
+    for (int k = 0; k < npf; k++) pfo[k] = pf[k] + *done;
+    nhwc_taps(&j->th, h0, h1, s + *done, rowlen, need - *done, tbuf + *done, pfo, npf);
+    *done = need;
+}
+
+/* Columns per block of the NHWC affine path (the combined row is extended
+ * once per block). */
+#define RS_AFF_BLK 8
+
 static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const fast_job *j = ctx;
     const int64_t C = j->C, rowlen = j->SW * C;
@@ -864,23 +915,31 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
              * loop (the same operations) as when the row is combined at
              * once. */
             int64_t done = 0;
-            for (int64_t b = 0; b < j->DW; b++) {
+            for (int64_t b = 0; b < j->DW;) {
+#if RS_NHWC_AFFINE
+                if (j->ap == 1 && b == j->qlo) { /* the affine run, by blocks */
+                    int32_t hi = 0; /* the last source column a column reads, past S*b */
+                    for (int k = 0; k < 4; k++) hi = j->aoff[0][k] > hi ? j->aoff[0][k] : hi;
+                    while (b < j->qhi) {
+                        const int64_t be = b + RS_AFF_BLK < j->qhi ? b + RS_AFF_BLK : j->qhi;
+                        if (lazy)
+                            nhwc_lazy_upto(j, h0, h1, s, rowlen, tbuf, pf, npf,
+                                           (j->as * (be - 1) + hi + 1) * C, &done);
+                        nhwc_affine_cols(j, row, d, b, be);
+                        b = be;
+                    }
+                    continue;
+                }
+#endif
                 const int64_t e0 = j->tw.start[b], e1 = j->tw.start[b + 1];
                 if (lazy) {
                     int64_t need = 0;
                     for (int64_t e = e0; e < e1; e++)
                         need = j->tw.idx[e] + 1 > need ? j->tw.idx[e] + 1 : need;
-                    need = (need * C + 31) / 32 * 32;
-                    if (need > rowlen) need = rowlen;
-                    if (need > done) {
-                        const float *pfo[RS_PF_ROWS];
-                        for (int k = 0; k < npf; k++) pfo[k] = pf[k] + done;
-                        nhwc_taps(&j->th, h0, h1, s + done, rowlen, need - done, tbuf + done,
-                                  pfo, npf);
-                        done = need;
-                    }
+                    nhwc_lazy_upto(j, h0, h1, s, rowlen, tbuf, pf, npf, need * C, &done);
                 }
                 nhwc_taps(&j->tw, e0, e1, row, C, C, d + b * C, NULL, 0);
+                b++;
             }
             if (j->stream) rs_stream_copy(drow, dbuf, j->DW * C);
             continue;
@@ -974,6 +1033,13 @@ static bool fast_run(const mft_kernel_args *a, bool backward, bool nhwc) {
         }
         j.wkind = one ? 1 : two ? 2 : 0;
     }
+#endif
+#if RS_NHWC_AFFINE
+    /* NHWC columns of one affine form (P = 1, K = 4: the bilinear backward
+     * of an x2 upsample), 16-channel vectors */
+    if (nhwc && !j.wkind && j.kw == 4 && j.C % 16 == 0 && j.SW * j.C <= RS_TROW &&
+        !affine_find(&j, 1, 2))
+        affine_find(&j, 1, 1);
 #endif
 #if RS_HAVE_STREAM
     /* aligned rows for the uniform path's streaming stores */

@@ -605,6 +605,41 @@ static void test_streaming(void) {
     }
 }
 
+/* The NHWC bilinear x2 backward with C % 16 == 0 runs its middle columns
+ * (4 grad_out columns each, same weights, stride 2) through the affine
+ * column loop, in blocks of 8 columns with the combined row extended per
+ * block: against the reference kernel, at widths that end a block early
+ * and late, and bitwise equal at 1 and 2 threads. */
+static void test_affine_nhwc_backward(void) {
+    uint64_t rng = 31;
+    static const int64_t sh[][3] = {{16, 7, 12}, {48, 5, 29}, {64, 9, 33}, {32, 3, 17}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+        const int64_t xs[4] = {2, sh[i][0], sh[i][1], sh[i][2]};
+        const int64_t ys[4] = {2, sh[i][0], 2 * sh[i][1], 2 * sh[i][2]};
+        mft_tensor *x = mft_empty(4, xs, MFT_F32, MFT_CHANNELS_LAST);
+        mft_tensor *g = mft_empty(4, ys, MFT_F32, MFT_CHANNELS_LAST);
+        fill_random(g, &rng);
+        mft_set_num_threads(1);
+        mft_tensor *g1 = mft_interpolate_backward(g, x, MFT_INTERP_BILINEAR, false);
+        mft_set_num_threads(2);
+        mft_tensor *g2 = mft_interpolate_backward(g, x, MFT_INTERP_BILINEAR, false);
+        mft_set_num_threads(0);
+        CHECK(g1 && g2 && mft_tensor_hash(g1) == mft_tensor_hash(g2));
+        mft_tensor *gr = mft_empty(4, xs, MFT_F32, MFT_CONTIGUOUS);
+        mft_interp_params p = {MFT_INTERP_BILINEAR, false};
+        const mft_tensor *in[1] = {g};
+        mft_tensor *o[1] = {gr};
+        mft_kernel_args a = {1, 1, in, o, &p};
+        mft__interp_reference(MFT__OP_INTERPOLATE_BACKWARD, MFT_F32)(&a);
+        char what[96];
+        snprintf(what, sizeof what, "affine NHWC backward C=%lld W=%lld", (long long)xs[1],
+                 (long long)xs[3]);
+        if (g1) tensors_close(g1, gr, 1e-4, what);
+        mft_tensor *ts[] = {x, g, g1, g2, gr};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    }
+}
+
 /* ------------------------------------------------------------------ (c) gradcheck */
 /* sum(g * interpolate(x)) by central differences in x (F64), vs backward. */
 static void test_finite_differences(void) {
@@ -762,6 +797,7 @@ int main(void) {
     RUN(test_parallel);
     RUN(test_wide_rows);
     RUN(test_streaming);
+    RUN(test_affine_nhwc_backward);
     RUN(test_finite_differences);
     RUN(test_dispatch);
     RUN(test_errors);
