@@ -21,7 +21,7 @@
  *   y = (x - mean) / sqrt(var + eps) * w + b.
  *   scratch[nscratch]: work space for the built-in kernels: batch_norm
  *   2*C + max(N*C, ceil(N*S / BN_ROWS)*C) doubles (S = spatial numel),
- *   group_norm gn_nhwc_scratch, layer_norm 2*L + 2 (L = prod(normalized_shape)).
+ *   group_norm gn_nhwc_scratch, layer_norm L + 1 (2*L floats, L = prod(normalized_shape)).
  * The op itself reads the running stats before (eval) and updates them after
  * (training: running = (1-momentum)*running + momentum*stat, unbiased var)
  * the kernel, so kernels never touch them.
@@ -477,26 +477,26 @@ static void ln_nhwc_cols(void *v, int64_t b0, int64_t e) {
     }
 }
 
-/* weight / bias of the normalised block into wf / bf (L floats each) in the
- * order perm gives (perm[p] = logical index of physical position p; NULL:
- * identity); absent ones as 1 / 0. */
-static void ln_gather(const mft__norm_kparams *kp, int64_t L, const int64_t *perm, float *wf,
+/* weight / bias of the normalised block into wf / bf in physical order:
+ * position P holds logical element Q of MFT__LN_PERM_FOR(Nb, C, Sp) (Nb = C
+ * = 1, Sp = L: the identity); absent ones as 1 / 0. */
+static void ln_gather(const mft__norm_kparams *kp, int64_t Nb, int64_t C, int64_t Sp, float *wf,
                       float *bf) {
     for (int k = 0; k < 2; k++) {
         const mft_tensor *t = k ? kp->bias : kp->weight;
         float *dst = k ? bf : wf;
         const float *tp = gln_packed(t);
-        for (int64_t p = 0; p < L; p++) {
-            const int64_t q = perm ? perm[p] : p;
-            dst[p] = tp ? tp[q] : (float)norm_ld_F32(t, q, k ? 0.0 : 1.0);
-        }
+        if (tp)
+            MFT__LN_PERM_FOR(Nb, C, Sp, P, Q, dst[P] = tp[Q];)
+        else
+            MFT__LN_PERM_FOR(Nb, C, Sp, P, Q, dst[P] = (float)norm_ld_F32(t, Q, k ? 0.0 : 1.0);)
     }
 }
 
 /* NHWC layer_norm F32. nnorm >= nd - 1: the normalised block holds C, so
  * each set is one contiguous run in NHWC too (only permuted): ln_sets with
  * the weight / bias gathered in physical order. Otherwise ln_nhwc_cols.
- * Scratch: 2 * L floats + L int64 (the permutation). */
+ * Scratch: 2 * L floats. */
 static void layer_norm_nhwc_f32(const mft_kernel_args *a) {
     const mft__norm_kparams *kp = a->params;
     const mft_tensor *x = a->inputs[0];
@@ -518,17 +518,13 @@ static void layer_norm_nhwc_f32(const mft_kernel_args *a) {
     j.G = 1;
     j.len = L;
     if (kp->p.nnorm >= nd - 1) {
-        int64_t *perm = (int64_t *)(void *)(kp->scratch + L);
         const int64_t C = x->sizes[1], Sp = mft__dims_prod(x, 2, nd);
         const int64_t Nb = kp->p.nnorm == nd ? x->sizes[0] : 1;
-        for (int64_t n = 0; n < Nb; n++)
-            for (int64_t sp = 0; sp < Sp; sp++)
-                for (int64_t c = 0; c < C; c++) perm[(n * Sp + sp) * C + c] = (n * C + c) * Sp + sp;
-        ln_gather(kp, L, perm, wf, bf);
+        ln_gather(kp, Nb, C, Sp, wf, bf);
         j.S = 1;
         mft__parallel_for(0, x->numel / L, bn_grain(L), ln_sets, &j);
     } else {
-        ln_gather(kp, L, NULL, wf, bf);
+        ln_gather(kp, 1, 1, L, wf, bf);
         j.S = mft__dims_prod(x, 2, nd - kp->p.nnorm); /* Lsp */
         const int64_t nch = (j.C + LN_COLS - 1) / LN_COLS;
         const int64_t items = x->sizes[0] * j.S * nch;
@@ -953,7 +949,7 @@ static mft_tensor *layer_norm_impl(const char *fn, const mft_tensor *x, int nnor
     const int64_t nstat = L ? x->numel / L : 0;
     mft__norm_kparams kp = {{eps, 0.0, true, 0, nnorm}, weight, bias, NULL, NULL, NULL, 0};
     /* NHWC kernel: 2 L floats + L int64 */
-    return norm_run(fn, MFT__OP_LAYER_NORM, x, &kp, nstat, 2 * L + 2, NULL, NULL, NULL, NULL, 0,
+    return norm_run(fn, MFT__OP_LAYER_NORM, x, &kp, nstat, L + 1, NULL, NULL, NULL, NULL, 0,
                     smean, srstd);
 }
 

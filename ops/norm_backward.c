@@ -511,9 +511,11 @@ static void lnb_cols(void *v, int64_t b, int64_t e) {
     }
 }
 
-/* perm: physical position p of the normalised block -> logical affine index
- * (NULL: identity). Scratch: len floats (weight) + 2 * len doubles. */
-static void lnb_run(const mft_kernel_args *a, const int64_t *perm) {
+/* The normalised block in physical order holds, at position P, logical
+ * element Q of MFT__LN_PERM_FOR(Nb, C, Sp) (Nb = C = 1, Sp = len: the
+ * identity, grad_w / grad_b summed in place). Scratch: len floats (weight)
+ * + 2 * len doubles. */
+static void lnb_run(const mft_kernel_args *a, int64_t Nb, int64_t C, int64_t Sp) {
     const mft__normb_kparams *kp = a->params;
     const mft_tensor *x = a->inputs[1];
     const int64_t L = mft__dims_prod(x, x->ndim - kp->p.nnorm, x->ndim);
@@ -521,6 +523,7 @@ static void lnb_run(const mft_kernel_args *a, const int64_t *perm) {
         for (int64_t i = 0; i < L; i++) kp->gw[i] = kp->gb[i] = 0.0;
         return;
     }
+    const bool perm = C > 1;
     lnb_job j;
     j.dy = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
     j.x = (const float *)(const void *)mft__tensor_ptr(x);
@@ -537,9 +540,9 @@ static void lnb_run(const mft_kernel_args *a, const int64_t *perm) {
         const mft_tensor *w = kp->weight;
         if (mft_tensor_is_contiguous(w, MFT_CONTIGUOUS)) {
             const float *wp = (const float *)(const void *)mft__tensor_ptr(w);
-            for (int64_t p = 0; p < L; p++) wf[p] = wp[perm ? perm[p] : p];
+            MFT__LN_PERM_FOR(Nb, C, Sp, P, Q, wf[P] = wp[Q];)
         } else {
-            for (int64_t p = 0; p < L; p++) wf[p] = (float)nb_ld(w, perm ? perm[p] : p);
+            MFT__LN_PERM_FOR(Nb, C, Sp, P, Q, wf[P] = (float)nb_ld(w, Q);)
         }
         j.wf = wf;
     }
@@ -548,14 +551,18 @@ static void lnb_run(const mft_kernel_args *a, const int64_t *perm) {
         const int64_t nb = (L + NB_COLS - 1) / NB_COLS;
         mft__parallel_for(0, nb, nb_grain(j.rows * NB_COLS), lnb_cols, &j);
         if (perm)
-            for (int64_t p = 0; p < L; p++) {
-                kp->gw[perm[p]] = j.gwp[p];
-                kp->gb[perm[p]] = j.gbp[p];
-            }
+            MFT__LN_PERM_TILED(Nb, C, Sp, P, Q, {
+                kp->gw[Q] = j.gwp[P];
+                kp->gb[Q] = j.gbp[P];
+            })
     }
 }
 
-static void layer_norm_bwd_nchw_f32(const mft_kernel_args *a) { lnb_run(a, NULL); }
+static void layer_norm_bwd_nchw_f32(const mft_kernel_args *a) {
+    const mft_tensor *x = a->inputs[1];
+    lnb_run(a, 1, 1,
+            mft__dims_prod(x, x->ndim - ((const mft__normb_kparams *)a->params)->p.nnorm, x->ndim));
+}
 
 /* NHWC layer_norm with nnorm <= nd - 2: x [N, Lsp, P, C] physically, each
  * set (n, c, lead) a column of a [P, C] block, affine index p. Columns:
@@ -659,14 +666,14 @@ static void lnb_nhwc_cols_run(const mft_kernel_args *a) {
 }
 
 /* NHWC: the normalised block (dims lead..nd-1) is contiguous iff it holds C
- * (nnorm >= nd - 1); physical order of the block: (spatial..., C). The
- * permutation goes in the second half of the weight scratch area. */
+ * (nnorm >= nd - 1); physical order of the block: (spatial..., C), walked
+ * by MFT__LN_PERM_FOR. */
 static void layer_norm_bwd_nhwc_f32(const mft_kernel_args *a) {
     const mft__normb_kparams *kp = a->params;
     const mft_tensor *x = a->inputs[1];
     const int nd = x->ndim;
     if (nd < 3 || nd > 5) {
-        lnb_run(a, NULL);
+        layer_norm_bwd_nchw_f32(a);
         return;
     }
     if (kp->p.nnorm < nd - 1) {
@@ -678,16 +685,9 @@ static void layer_norm_bwd_nhwc_f32(const mft_kernel_args *a) {
         lnb_nhwc_cols_run(a);
         return;
     }
-    const int64_t L = mft__dims_prod(x, nd - kp->p.nnorm, nd);
-    int64_t *perm = (int64_t *)(void *)(kp->scratch + 2 * L + (L + 1) / 2 + 1);
     /* block dims (logical): [C, spatial...] when nnorm == nd - 1, else
      * [N, C, spatial...]; physical: [N?, spatial..., C] */
-    const int64_t C = x->sizes[1], Sp = mft__dims_prod(x, 2, nd);
-    const int64_t Nb = kp->p.nnorm == nd ? x->sizes[0] : 1;
-    for (int64_t n = 0; n < Nb; n++)
-        for (int64_t s = 0; s < Sp; s++)
-            for (int64_t c = 0; c < C; c++) perm[(n * Sp + s) * C + c] = (n * C + c) * Sp + s;
-    lnb_run(a, perm);
+    lnb_run(a, kp->p.nnorm == nd ? x->sizes[0] : 1, x->sizes[1], mft__dims_prod(x, 2, nd));
 }
 
 /* ---------------------------------------------------------------- table */
@@ -1030,9 +1030,10 @@ mft_status mft_layer_norm_backward(const mft_tensor *grad_out, const mft_tensor 
     kp.p.eps = eps;
     kp.p.nnorm = nnorm;
     kp.weight = weight;
-    /* layer_norm kernels: 2 L doubles + L floats + L int64 (NHWC permutation) */
+    /* layer_norm kernels: 2 L doubles + L floats */
     mft_status st = nb_run(fn, MFT__OP_LAYER_NORM_BACKWARD, grad_out, x, &kp, nstat, mean, rstd,
-                           nnorm, normalized_shape, 4 * L + 4, grad_x, grad_weight, grad_bias);
+                           nnorm, normalized_shape, 2 * L + L / 2 + 1, grad_x, grad_weight,
+                           grad_bias);
     mft_tensor_release(m2);
     mft_tensor_release(r2);
     return st;
