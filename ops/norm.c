@@ -948,7 +948,7 @@ static mft_tensor *layer_norm_impl(const char *fn, const mft_tensor *x, int nnor
     const int64_t L = mft__dims_prod(x, lead, x->ndim);
     const int64_t nstat = L ? x->numel / L : 0;
     mft__norm_kparams kp = {{eps, 0.0, true, 0, nnorm}, weight, bias, NULL, NULL, NULL, 0};
-    /* NHWC kernel: 2 L floats + L int64 */
+    /* NHWC kernel: 2 L floats */
     return norm_run(fn, MFT__OP_LAYER_NORM, x, &kp, nstat, L + 1, NULL, NULL, NULL, NULL, 0,
                     smean, srstd);
 }
