@@ -412,20 +412,28 @@ static void gtab_fill(gtab *t, const mft_interp_params *p, int64_t in, int64_t o
     t->start[0] = 0;
 }
 
+/* The regular part of one dim's table: the run [klo, khi) around the
+ * middle whose entries all have kw entries, and inside it the affine run
+ * of Note [Affine columns] (P, S > 0 when found). */
+typedef struct rs_aff {
+    int64_t kw, klo, khi;
+    int ap, as;
+    int64_t qlo, qhi;
+    int32_t aoff[2][4];
+    float aw[2][4];
+} rs_aff;
+
 typedef struct fast_job {
     const float *src;
     float *dst;
     int64_t N, C, SH, SW, DH, DW; /* source and destination spatial sizes */
     gtab th, tw;
-    int64_t kw, klo, khi; /* columns [klo, khi) have kw entries each */
-    bool dup2;            /* every column has 1 entry, weight 1, reading b / 2 */
-    bool stream;          /* NHWC: rows via a buffer and non-temporal stores */
-    int wkind;            /* NHWC: nhwc_cols_uniform's column form, or 0 */
-    /* affine run (Note [Affine columns]): P, S > 0 when found */
-    int ap, as;
-    int64_t qlo, qhi;
-    int32_t aoff[2][4];
-    float aw[2][4];
+    rs_aff ac, ar; /* the regular runs of the columns (tw) and rows (th) */
+    bool dup2;     /* every column has 1 entry, weight 1, reading b / 2 */
+    bool stream;   /* NHWC: rows via a buffer and non-temporal stores */
+    int wkind;     /* NHWC: nhwc_cols_uniform's column form, or 0 */
+    bool blk2;     /* NHWC: Note [Separable 4x4 blocks] applies */
+    int64_t redge; /* NHWC: the first source float the columns past ac.qhi read */
 } fast_job;
 
 /* Row buffer of the NCHW kernel (source-row width, floats). */
@@ -462,10 +470,10 @@ static void gather_any(const gtab *t, const float *restrict row, float *restrict
  * with gathers (slow on many x86 cores). Columns outside the run, or tables
  * without one, use the gathers below. */
 static void affine_cols(const fast_job *j, const float *restrict row, float *restrict d) {
-    const int P = j->ap, S = j->as, K = (int)j->kw;
-    const int64_t q0 = j->qlo, q1 = j->qhi;
-    const float(*W)[4] = j->aw;
-    const int32_t(*O)[4] = j->aoff;
+    const int P = j->ac.ap, S = j->ac.as, K = (int)j->ac.kw;
+    const int64_t q0 = j->ac.qlo, q1 = j->ac.qhi;
+    const float(*W)[4] = j->ac.aw;
+    const int32_t(*O)[4] = j->ac.aoff;
     if (P == 2 && S == 1 && K == 2) { /* bilinear x2 forward */
         const float *restrict a0 = row + O[0][0], *restrict a1 = row + O[0][1];
         const float *restrict b0 = row + O[1][0], *restrict b1 = row + O[1][1];
@@ -498,40 +506,54 @@ static void affine_cols(const fast_job *j, const float *restrict row, float *res
     }
 }
 
-/* Column group q (columns P*q .. P*q + P-1) matches the pattern. */
-static bool affine_match(const fast_job *j, int64_t base, int P, int S, int K, int64_t q) {
+/* The run [klo, khi) of table t (n destinations) around the middle whose
+ * entries have as many entries as the middle one; no affine run yet. */
+static void run_find(const gtab *t, int64_t n, rs_aff *a) {
+    const int64_t mid = n / 2;
+    const int64_t *st = t->start;
+    a->kw = st[mid + 1] - st[mid];
+    a->klo = mid;
+    a->khi = mid + 1;
+    while (a->klo > 0 && st[a->klo] - st[a->klo - 1] == a->kw) a->klo--;
+    while (a->khi < n && st[a->khi + 1] - st[a->khi] == a->kw) a->khi++;
+    a->ap = a->as = 0;
+}
+
+/* Group q (destinations P*q .. P*q + P-1) of table t matches the pattern. */
+static bool affine_match(const gtab *t, const rs_aff *a, int64_t base, int P, int S, int K,
+                         int64_t q) {
     for (int r = 0; r < P; r++)
         for (int k = 0; k < K; k++) {
             const int64_t e = base + (P * q + r) * K + k;
-            if (j->tw.idx[e] != S * q + j->aoff[r][k] || j->tw.w[e] != j->aw[r][k]) return false;
+            if (t->idx[e] != S * q + a->aoff[r][k] || t->w[e] != a->aw[r][k]) return false;
         }
     return true;
 }
 
-/* The affine run for (P, S) around the middle of columns [klo, khi) (which
- * have kw entries each), extended both ways while the pattern holds; false
- * if shorter than 8 columns. */
-static bool affine_find(fast_job *j, int P, int S) {
-    const int K = (int)j->kw;
+/* The affine run for (P, S) of table t around the middle of [klo, khi)
+ * (which have kw entries each), extended both ways while the pattern
+ * holds; false if shorter than 8 destinations. */
+static bool affine_find(const gtab *t, rs_aff *a, int P, int S) {
+    const int K = (int)a->kw;
     if (K < 1 || K > 4) return false;
-    const int64_t qa = (j->klo + P - 1) / P, qb = j->khi / P; /* groups inside */
+    const int64_t qa = (a->klo + P - 1) / P, qb = a->khi / P; /* groups inside */
     if ((qb - qa) * P < 8) return false;
-    /* entry k of column b in [klo, khi): start[klo] + (b - klo) * K + k */
-    const int64_t base = j->tw.start[j->klo] - j->klo * K, qm = (qa + qb) / 2;
+    /* entry k of destination b in [klo, khi): start[klo] + (b - klo) * K + k */
+    const int64_t base = t->start[a->klo] - a->klo * K, qm = (qa + qb) / 2;
     for (int r = 0; r < P; r++)
         for (int k = 0; k < K; k++) {
             const int64_t e = base + (P * qm + r) * K + k;
-            j->aoff[r][k] = (int32_t)(j->tw.idx[e] - S * qm);
-            j->aw[r][k] = j->tw.w[e];
+            a->aoff[r][k] = (int32_t)(t->idx[e] - S * qm);
+            a->aw[r][k] = t->w[e];
         }
     int64_t qlo = qm, qhi = qm + 1;
-    while (qlo > qa && affine_match(j, base, P, S, K, qlo - 1)) qlo--;
-    while (qhi < qb && affine_match(j, base, P, S, K, qhi)) qhi++;
+    while (qlo > qa && affine_match(t, a, base, P, S, K, qlo - 1)) qlo--;
+    while (qhi < qb && affine_match(t, a, base, P, S, K, qhi)) qhi++;
     if ((qhi - qlo) * P < 8) return false;
-    j->ap = P;
-    j->as = S;
-    j->qlo = qlo;
-    j->qhi = qhi;
+    a->ap = P;
+    a->as = S;
+    a->qlo = qlo;
+    a->qhi = qhi;
     return true;
 }
 
@@ -548,24 +570,25 @@ static void nchw_gather_row(const fast_job *j, const float *restrict row, float 
         }
         return;
     }
-    if (j->ap) {
-        gather_any(&j->tw, row, d, 0, j->ap * j->qlo);
+    const rs_aff *ac = &j->ac;
+    if (ac->ap) {
+        gather_any(&j->tw, row, d, 0, ac->ap * ac->qlo);
         affine_cols(j, row, d);
-        gather_any(&j->tw, row, d, j->ap * j->qhi, DW);
+        gather_any(&j->tw, row, d, ac->ap * ac->qhi, DW);
         return;
     }
-    gather_any(&j->tw, row, d, 0, j->klo);
-    const int64_t e0 = j->tw.start[j->klo], n = j->khi - j->klo;
+    gather_any(&j->tw, row, d, 0, ac->klo);
+    const int64_t e0 = j->tw.start[ac->klo], n = ac->khi - ac->klo;
     const float *w = j->tw.w + e0;
     const int32_t *ix = j->tw.idx + e0;
-    switch (j->kw) {
-    case 1: gather_fixed(d + j->klo, row, w, ix, n, 1); break;
-    case 2: gather_fixed(d + j->klo, row, w, ix, n, 2); break;
-    case 3: gather_fixed(d + j->klo, row, w, ix, n, 3); break;
-    case 4: gather_fixed(d + j->klo, row, w, ix, n, 4); break;
-    default: gather_any(&j->tw, row, d, j->klo, j->khi); break;
+    switch (ac->kw) {
+    case 1: gather_fixed(d + ac->klo, row, w, ix, n, 1); break;
+    case 2: gather_fixed(d + ac->klo, row, w, ix, n, 2); break;
+    case 3: gather_fixed(d + ac->klo, row, w, ix, n, 3); break;
+    case 4: gather_fixed(d + ac->klo, row, w, ix, n, 4); break;
+    default: gather_any(&j->tw, row, d, ac->klo, ac->khi); break;
     }
-    gather_any(&j->tw, row, d, j->khi, DW);
+    gather_any(&j->tw, row, d, ac->khi, DW);
 }
 
 /* NCHW: rows r = plane * DH + a of dst (packed N, C, DH, DW). */
@@ -832,11 +855,12 @@ static void nhwc_cols_uniform(const fast_job *j, const float *restrict row, floa
 #define RS_NHWC_AFFINE 1
 static void nhwc_affine_cols(const fast_job *j, const float *restrict row, float *restrict d,
                              int64_t b0, int64_t b1) {
-    const int64_t C = j->C, S = j->as;
-    const __m512 w0 = _mm512_set1_ps(j->aw[0][0]), w1 = _mm512_set1_ps(j->aw[0][1]),
-                 w2 = _mm512_set1_ps(j->aw[0][2]), w3 = _mm512_set1_ps(j->aw[0][3]);
-    const int64_t o0 = j->aoff[0][0] * C, o1 = j->aoff[0][1] * C, o2 = j->aoff[0][2] * C,
-                  o3 = j->aoff[0][3] * C;
+    const rs_aff *ac = &j->ac;
+    const int64_t C = j->C, S = ac->as;
+    const __m512 w0 = _mm512_set1_ps(ac->aw[0][0]), w1 = _mm512_set1_ps(ac->aw[0][1]),
+                 w2 = _mm512_set1_ps(ac->aw[0][2]), w3 = _mm512_set1_ps(ac->aw[0][3]);
+    const int64_t o0 = ac->aoff[0][0] * C, o1 = ac->aoff[0][1] * C, o2 = ac->aoff[0][2] * C,
+                  o3 = ac->aoff[0][3] * C;
     for (int64_t b = b0; b < b1; b++) {
         const float *p = row + S * b * C;
         float *o = d + b * C;
@@ -853,24 +877,163 @@ static void nhwc_affine_cols(const fast_job *j, const float *restrict row, float
 #define RS_NHWC_AFFINE 0
 #endif
 
-/* Lazy combination of the source rows (fast_nhwc_range): the combined row
- * tbuf holds [0, *done); extends it to `need` floats (rounded up to 32,
- * at most rowlen). */
-static inline void nhwc_lazy_upto(const fast_job *j, int64_t h0, int64_t h1, const float *s,
-                                  int64_t rowlen, float *tbuf, const float *const *pf, int npf,
-                                  int64_t need, int64_t *done) {
+/* Lazy combination of the source rows (nhwc_cols): the combined row tbuf
+ * holds [0, done) (or what the columns left to do read of it). */
+typedef struct rs_lazy {
+    int64_t h0, h1, rowlen, done;
+    const float *s;
+    float *tbuf;
+    const float *const *pf;
+    int npf;
+} rs_lazy;
+
+/* Extends lz's combined row to `need` floats (rounded up to 32, at most
+ * rowlen). */
+static inline void nhwc_lazy_upto(const fast_job *j, rs_lazy *lz, int64_t need) {
     need = (need + 31) / 32 * 32;
-    if (need > rowlen) need = rowlen;
-    if (need <= *done) return;
+    if (need > lz->rowlen) need = lz->rowlen;
+    const int64_t done = lz->done;
+    if (need <= done) return;
     const float *pfo[RS_PF_ROWS];
-    for (int k = 0; k < npf; k++) pfo[k] = pf[k] + *done;
-    nhwc_taps(&j->th, h0, h1, s + *done, rowlen, need - *done, tbuf + *done, pfo, npf);
-    *done = need;
+    for (int k = 0; k < lz->npf; k++) pfo[k] = lz->pf[k] + done;
+    nhwc_taps(&j->th, lz->h0, lz->h1, lz->s + done, lz->rowlen, need - done, lz->tbuf + done,
+              pfo, lz->npf);
+    lz->done = need;
 }
 
-/* Columns per block of the NHWC affine path (the combined row is extended
- * once per block). */
+/* Columns per block of the NHWC affine path (a lazy combined row is
+ * extended once per block). */
 #define RS_AFF_BLK 8
+
+/* Columns [b_lo, b_hi) of an NHWC destination row d (DW x C) from the row
+ * `row` (SW x C) by the W table: the affine run by blocks, the other
+ * columns pixel by pixel. With lz, `row` is lz's combined row, built just
+ * ahead of the pixels that read it, so it is read back from L1 and the
+ * source rows (and the next row's prefetches) stream at an even pace
+ * instead of in a burst before the column pass. Pieces start at multiples
+ * of 32 floats, so each element goes through the same vector loop (the
+ * same operations) as when the row is combined at once. */
+static void nhwc_cols(const fast_job *j, const float *restrict row, float *restrict d,
+                      rs_lazy *lz, int64_t b_lo, int64_t b_hi) {
+    const int64_t C = j->C;
+    for (int64_t b = b_lo; b < b_hi;) {
+#if RS_NHWC_AFFINE
+        const rs_aff *ac = &j->ac;
+        if (ac->ap == 1 && b >= ac->qlo && b < ac->qhi) { /* the affine run, by blocks */
+            int32_t hi = 0; /* the last source column a column reads, past S*b */
+            for (int k = 0; k < 4; k++) hi = ac->aoff[0][k] > hi ? ac->aoff[0][k] : hi;
+            const int64_t bq = ac->qhi < b_hi ? ac->qhi : b_hi;
+            while (b < bq) {
+                const int64_t be = b + RS_AFF_BLK < bq ? b + RS_AFF_BLK : bq;
+                if (lz) nhwc_lazy_upto(j, lz, (ac->as * (be - 1) + hi + 1) * C);
+                nhwc_affine_cols(j, row, d, b, be);
+                b = be;
+            }
+            continue;
+        }
+#endif
+        const int64_t e0 = j->tw.start[b], e1 = j->tw.start[b + 1];
+        if (lz) {
+            int64_t need = 0;
+            for (int64_t e = e0; e < e1; e++)
+                need = j->tw.idx[e] + 1 > need ? j->tw.idx[e] + 1 : need;
+            nhwc_lazy_upto(j, lz, need * C);
+        }
+        nhwc_taps(&j->tw, e0, e1, row, C, C, d + b * C, NULL, 0);
+        b++;
+    }
+}
+
+/* Note [Separable 4x4 blocks]
+ * When the rows and the columns both have an affine run with P = 1, S = 2
+ * and K = 4 consecutive entries (the bilinear backward of an x2 upsample),
+ * a destination pixel (a, b) inside both runs is
+ *     sum_l wc[l] * v(a, 2b + oc + l),  v(a, q) = sum_k wr[k] * src[2a + or + k, q]
+ * (the lazy path's order: the column sums first). Rows a and a + 1 read
+ * six source rows, two of them shared, and columns b and b + 1 share two
+ * of their four column sums. So rows go in pairs and the kernel walks the
+ * columns keeping the last two column sums of both rows in registers:
+ * each source element is loaded once per pair, where the lazy path loads
+ * it once per row, stores the combined row and reads it back. The FMAs
+ * are the lazy path's, in its order (from +0), so the results are
+ * bit-identical to it; the edge columns and rows outside the runs take
+ * the lazy path. */
+#if RS_NHWC_AFFINE
+/* The column sums of rows a and a + 1 at the source pixel p (row 2a + or). */
+static inline __attribute__((always_inline)) void blk2_colsum(const __m512 *wr, const float *p,
+                                                              int64_t rl, __m512 *va, __m512 *vb) {
+    const __m512 x0 = _mm512_loadu_ps(p), x1 = _mm512_loadu_ps(p + rl),
+                 x2 = _mm512_loadu_ps(p + 2 * rl), x3 = _mm512_loadu_ps(p + 3 * rl),
+                 x4 = _mm512_loadu_ps(p + 4 * rl), x5 = _mm512_loadu_ps(p + 5 * rl);
+    __m512 a = _mm512_fmadd_ps(wr[0], x0, _mm512_setzero_ps());
+    __m512 b = _mm512_fmadd_ps(wr[0], x2, _mm512_setzero_ps());
+    a = _mm512_fmadd_ps(wr[1], x1, a);
+    b = _mm512_fmadd_ps(wr[1], x3, b);
+    a = _mm512_fmadd_ps(wr[2], x2, a);
+    b = _mm512_fmadd_ps(wr[2], x4, b);
+    *va = _mm512_fmadd_ps(wr[3], x3, a);
+    *vb = _mm512_fmadd_ps(wr[3], x5, b);
+}
+
+static inline __attribute__((always_inline)) __m512 blk2_sum4(const __m512 *wc, __m512 v0,
+                                                              __m512 v1, __m512 v2, __m512 v3) {
+    __m512 a = _mm512_fmadd_ps(wc[0], v0, _mm512_setzero_ps());
+    a = _mm512_fmadd_ps(wc[1], v1, a);
+    a = _mm512_fmadd_ps(wc[2], v2, a);
+    return _mm512_fmadd_ps(wc[3], v3, a);
+}
+
+/* Channels [c, c + 16 * NV) of the columns [ac.qlo, ac.qhi) of the rows
+ * d0, d1 (a, a + 1); r0 is source row 2a + or. NV is 1 or 4 (a literal:
+ * the arrays below then live in registers). */
+static inline __attribute__((always_inline)) void blk2_group(const fast_job *j,
+                                                             const float *r0, float *d0,
+                                                             float *d1, int64_t c, const int NV) {
+    const int64_t C = j->C, rl = j->SW * C;
+    const rs_aff *ac = &j->ac;
+    __m512 wr[4], wc[4];
+    for (int k = 0; k < 4; k++) {
+        wr[k] = _mm512_set1_ps(j->ar.aw[0][k]);
+        wc[k] = _mm512_set1_ps(ac->aw[0][k]);
+    }
+    __m512 a0[4], a1[4], b0[4], b1[4]; /* the last two column sums of each row */
+    const float *p = r0 + (2 * ac->qlo + ac->aoff[0][0]) * C + c;
+    for (int v = 0; v < NV; v++) {
+        blk2_colsum(wr, p + 16 * v, rl, &a0[v], &b0[v]);
+        blk2_colsum(wr, p + C + 16 * v, rl, &a1[v], &b1[v]);
+    }
+    for (int64_t b = ac->qlo; b < ac->qhi; b++, p += 2 * C) {
+        for (int v = 0; v < NV; v++) {
+            __m512 a2, a3, b2, b3;
+            blk2_colsum(wr, p + 2 * C + 16 * v, rl, &a2, &b2);
+            blk2_colsum(wr, p + 3 * C + 16 * v, rl, &a3, &b3);
+            _mm512_storeu_ps(d0 + b * C + c + 16 * v, blk2_sum4(wc, a0[v], a1[v], a2, a3));
+            _mm512_storeu_ps(d1 + b * C + c + 16 * v, blk2_sum4(wc, b0[v], b1[v], b2, b3));
+            a0[v] = a2;
+            a1[v] = a3;
+            b0[v] = b2;
+            b1[v] = b3;
+        }
+    }
+}
+
+/* Destination rows a and a + 1 of an image (s: its source, d0: row a)
+ * by Note [Separable 4x4 blocks]; the edge columns by the lazy path. */
+static void nhwc_blk2_rows(const fast_job *j, const float *s, int64_t a, float *d0,
+                           float *tbuf) {
+    const int64_t C = j->C, rowlen = j->SW * C, DW = j->DW;
+    for (int i = 0; i < 2; i++) {
+        rs_lazy lz = {j->th.start[a + i], j->th.start[a + i + 1], rowlen, 0, s, tbuf, NULL, 0};
+        nhwc_cols(j, tbuf, d0 + i * DW * C, &lz, 0, j->ac.qlo);
+        lz.done = j->redge;
+        nhwc_cols(j, tbuf, d0 + i * DW * C, &lz, j->ac.qhi, DW);
+    }
+    const float *r0 = s + (2 * a + j->ar.aoff[0][0]) * rowlen;
+    int64_t c = 0;
+    for (; c + 64 <= C; c += 64) blk2_group(j, r0, d0, d0 + DW * C, c, 4);
+    for (; c < C; c += 16) blk2_group(j, r0, d0, d0 + DW * C, c, 1);
+}
+#endif
 
 static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
     const fast_job *j = ctx;
@@ -882,6 +1045,13 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
         const float *s = j->src + n * j->SH * rowlen;
         float *drow = j->dst + r * j->DW * C;
         const int64_t h0 = j->th.start[a], h1 = j->th.start[a + 1];
+#if RS_NHWC_AFFINE
+        if (j->blk2 && a >= j->ar.qlo && a + 1 < j->ar.qhi && r + 1 < end) {
+            nhwc_blk2_rows(j, s, a, drow, tbuf);
+            r++;
+            continue;
+        }
+#endif
         if (rowlen <= RS_TROW) {
             const float *row = tbuf;
             /* the source rows of the next destination row (same image) past
@@ -895,7 +1065,7 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
                     if (j->th.idx[e] > last) pf[npf++] = s + j->th.idx[e] * rowlen;
             }
             const bool one = h1 - h0 == 1 && j->th.w[h0] == 1.0f;
-            /* the general columns take the combined row as they go (below) */
+            /* the general columns take the combined row as they go */
             const bool lazy = !one && !j->wkind;
             if (one) row = s + j->th.idx[h0] * rowlen;
             else if (!lazy) nhwc_taps(&j->th, h0, h1, s, rowlen, rowlen, tbuf, pf, npf);
@@ -907,40 +1077,8 @@ static void fast_nhwc_range(void *ctx, int64_t begin, int64_t end) {
 #endif
             /* streaming: the row is built in dbuf (cache), then stored */
             float *d = j->stream ? dbuf : drow;
-            /* lazy: the combined row is built just ahead of the pixels that
-             * read it, so it is read back from L1 and the source rows (and
-             * the next row's prefetches) stream at an even pace instead of
-             * in a burst before the column pass. Pieces start at multiples
-             * of 32 floats, so each element goes through the same vector
-             * loop (the same operations) as when the row is combined at
-             * once. */
-            int64_t done = 0;
-            for (int64_t b = 0; b < j->DW;) {
-#if RS_NHWC_AFFINE
-                if (j->ap == 1 && b == j->qlo) { /* the affine run, by blocks */
-                    int32_t hi = 0; /* the last source column a column reads, past S*b */
-                    for (int k = 0; k < 4; k++) hi = j->aoff[0][k] > hi ? j->aoff[0][k] : hi;
-                    while (b < j->qhi) {
-                        const int64_t be = b + RS_AFF_BLK < j->qhi ? b + RS_AFF_BLK : j->qhi;
-                        if (lazy)
-                            nhwc_lazy_upto(j, h0, h1, s, rowlen, tbuf, pf, npf,
-                                           (j->as * (be - 1) + hi + 1) * C, &done);
-                        nhwc_affine_cols(j, row, d, b, be);
-                        b = be;
-                    }
-                    continue;
-                }
-#endif
-                const int64_t e0 = j->tw.start[b], e1 = j->tw.start[b + 1];
-                if (lazy) {
-                    int64_t need = 0;
-                    for (int64_t e = e0; e < e1; e++)
-                        need = j->tw.idx[e] + 1 > need ? j->tw.idx[e] + 1 : need;
-                    nhwc_lazy_upto(j, h0, h1, s, rowlen, tbuf, pf, npf, need * C, &done);
-                }
-                nhwc_taps(&j->tw, e0, e1, row, C, C, d + b * C, NULL, 0);
-                b++;
-            }
+            rs_lazy lz = {h0, h1, rowlen, 0, s, tbuf, pf, npf};
+            nhwc_cols(j, row, d, lazy ? &lz : NULL, 0, j->DW);
             if (j->stream) rs_stream_copy(drow, dbuf, j->DW * C);
             continue;
         }
@@ -993,22 +1131,13 @@ static bool fast_run(const mft_kernel_args *a, bool backward, bool nhwc) {
     j.tw.w = fp + eh;
     gtab_fill(&j.th, p, inH, outH, backward);
     gtab_fill(&j.tw, p, inW, outW, backward);
-    /* the run of columns around the middle with as many entries as it */
-    {
-        const int64_t DWc = nw - 1, mid = DWc / 2;
-        const int64_t *st = j.tw.start;
-        j.kw = st[mid + 1] - st[mid];
-        j.klo = mid;
-        j.khi = mid + 1;
-        while (j.klo > 0 && st[j.klo] - st[j.klo - 1] == j.kw) j.klo--;
-        while (j.khi < DWc && st[j.khi + 1] - st[j.khi] == j.kw) j.khi++;
-    }
-    j.dup2 = j.kw == 1 && j.klo == 0 && j.khi == nw - 1 && (nw - 1) % 2 == 0;
+    run_find(&j.tw, nw - 1, &j.ac);
+    run_find(&j.th, nh - 1, &j.ar);
+    j.dup2 = j.ac.kw == 1 && j.ac.klo == 0 && j.ac.khi == nw - 1 && (nw - 1) % 2 == 0;
     for (int64_t b = 0; b < nw - 1 && j.dup2; b++)
         j.dup2 = j.tw.idx[b] == b / 2 && j.tw.w[b] == 1.0f;
-    j.ap = j.as = 0;
-    if (!nhwc && !j.dup2 && !affine_find(&j, 2, 1) && !affine_find(&j, 1, 2))
-        affine_find(&j, 1, 1);
+    if (!nhwc && !j.dup2 && !affine_find(&j.tw, &j.ac, 2, 1) && !affine_find(&j.tw, &j.ac, 1, 2))
+        affine_find(&j.tw, &j.ac, 1, 1);
     j.src = (const float *)(const void *)mft__tensor_ptr(src);
     j.dst = (float *)(void *)mft__tensor_ptr(dst);
     j.N = dst->sizes[0];
@@ -1037,9 +1166,26 @@ static bool fast_run(const mft_kernel_args *a, bool backward, bool nhwc) {
 #if RS_NHWC_AFFINE
     /* NHWC columns of one affine form (P = 1, K = 4: the bilinear backward
      * of an x2 upsample), 16-channel vectors */
-    if (nhwc && !j.wkind && j.kw == 4 && j.C % 16 == 0 && j.SW * j.C <= RS_TROW &&
-        !affine_find(&j, 1, 2))
-        affine_find(&j, 1, 1);
+    if (nhwc && !j.wkind && j.ac.kw == 4 && j.C % 16 == 0 && j.SW * j.C <= RS_TROW &&
+        !affine_find(&j.tw, &j.ac, 1, 2))
+        affine_find(&j.tw, &j.ac, 1, 1);
+#endif
+    /* rows and columns in affine runs of P = 1, S = 2, K = 4 consecutive
+     * entries: Note [Separable 4x4 blocks] */
+    j.blk2 = false;
+    j.redge = 0;
+#if RS_NHWC_AFFINE
+    if (nhwc && !j.stream && j.ac.ap == 1 && j.ac.as == 2 && j.ar.kw == 4 &&
+        affine_find(&j.th, &j.ar, 1, 2)) {
+        j.blk2 = true;
+        for (int k = 1; k < 4; k++)
+            j.blk2 = j.blk2 && j.ac.aoff[0][k] == j.ac.aoff[0][0] + k &&
+                     j.ar.aoff[0][k] == j.ar.aoff[0][0] + k;
+        int64_t lo = j.SW; /* the first source column the right edge reads */
+        for (int64_t e = j.tw.start[j.ac.qhi]; e < j.tw.start[j.DW]; e++)
+            lo = j.tw.idx[e] < lo ? j.tw.idx[e] : lo;
+        j.redge = lo * j.C / 32 * 32;
+    }
 #endif
 #if RS_HAVE_STREAM
     /* aligned rows for the uniform path's streaming stores */

@@ -609,13 +609,21 @@ static void test_streaming(void) {
  * (4 grad_out columns each, same weights, stride 2) through the affine
  * column loop, in blocks of 8 columns with the combined row extended per
  * block: against the reference kernel, at widths that end a block early
- * and late, and bitwise equal at 1 and 2 threads. */
+ * and late, and bitwise equal at 1 and 2 threads. From 10 rows on, the
+ * middle rows also go in pairs through Note [Separable 4x4 blocks]
+ * (C = 80 and 128: groups of 64 channels and of 16). With N = 1 and an odd
+ * row count, the 2-thread split starts the second thread at an odd row,
+ * so rows that one thread count computes in pairs the other computes one
+ * by one by the lazy path: the bitwise comparison checks that both paths
+ * give the same bits. */
 static void test_affine_nhwc_backward(void) {
     uint64_t rng = 31;
-    static const int64_t sh[][3] = {{16, 7, 12}, {48, 5, 29}, {64, 9, 33}, {32, 3, 17}};
+    static const int64_t sh[][4] = {{2, 16, 7, 12},  {2, 48, 5, 29},  {2, 64, 9, 33},
+                                    {2, 32, 3, 17},  {1, 80, 21, 20}, {1, 48, 17, 26},
+                                    {2, 128, 10, 12}, {1, 16, 23, 9}};
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
-        const int64_t xs[4] = {2, sh[i][0], sh[i][1], sh[i][2]};
-        const int64_t ys[4] = {2, sh[i][0], 2 * sh[i][1], 2 * sh[i][2]};
+        const int64_t xs[4] = {sh[i][0], sh[i][1], sh[i][2], sh[i][3]};
+        const int64_t ys[4] = {sh[i][0], sh[i][1], 2 * sh[i][2], 2 * sh[i][3]};
         mft_tensor *x = mft_empty(4, xs, MFT_F32, MFT_CHANNELS_LAST);
         mft_tensor *g = mft_empty(4, ys, MFT_F32, MFT_CHANNELS_LAST);
         fill_random(g, &rng);
@@ -632,8 +640,8 @@ static void test_affine_nhwc_backward(void) {
         mft_kernel_args a = {1, 1, in, o, &p};
         mft__interp_reference(MFT__OP_INTERPOLATE_BACKWARD, MFT_F32)(&a);
         char what[96];
-        snprintf(what, sizeof what, "affine NHWC backward C=%lld W=%lld", (long long)xs[1],
-                 (long long)xs[3]);
+        snprintf(what, sizeof what, "affine NHWC backward N=%lld C=%lld H=%lld W=%lld",
+                 (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3]);
         if (g1) tensors_close(g1, gr, 1e-4, what);
         mft_tensor *ts[] = {x, g, g1, g2, gr};
         for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
