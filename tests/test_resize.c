@@ -491,20 +491,23 @@ static void test_sweep_f64(void) { sweep(MFT_F64, 200, 0x1234567887654321ull); }
 
 /* The public call of the F32 reference equals the fast kernels on large
  * shapes that use the parallel split; and results do not depend on the
- * thread count (bitwise). */
+ * thread count (bitwise). C = 48 (a multiple of 16) also takes the NHWC
+ * 16-float paths: nearest x2 backward and bilinear forward through
+ * nhwc_cols_fused2, bilinear x2 backward through Note [Separable 4x4
+ * blocks] (3 threads split its 66 rows at an odd row of the second image). */
 static void test_parallel(void) {
     uint64_t rng = 99;
-    const int64_t xs[4] = {2, 24, 33, 29};
     const int64_t os[3][2] = {{66, 58}, {17, 40}, {33, 29}};
     for (int m = MFT_INTERP_NEAREST; m <= MFT_INTERP_BICUBIC; m++) {
         if (m == MFT_INTERP_LINEAR) continue;
-        for (int f = 0; f < 2; f++)
+        for (int f = 0; f < 4; f++)
             for (int s = 0; s < 3; s++) {
-                const mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+                const mft_format fmt = f % 2 ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
                 const bool ac = m >= MFT_INTERP_BILINEAR && s == 1;
+                const int64_t xs[4] = {2, f < 2 ? 24 : 48, 33, 29};
                 mft_tensor *x = mft_empty(4, xs, MFT_F32, fmt);
                 fill_random(x, &rng);
-                const int64_t ys[4] = {2, 24, os[s][0], os[s][1]};
+                const int64_t ys[4] = {2, xs[1], os[s][0], os[s][1]};
                 mft_tensor *g = mft_empty(4, ys, MFT_F32, fmt);
                 fill_random(g, &rng);
                 mft_set_num_threads(1);
