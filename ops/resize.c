@@ -947,13 +947,13 @@ static inline void nhwc_lazy_upto(const fast_job *j, rs_lazy *lz, int64_t need) 
 #define RS_AFF_BLK 8
 
 /* An NHWC destination row d (DW x C) from the row `row` (SW x C) by the W
- * table: the affine run by blocks, the other
- * columns pixel by pixel. With lz, `row` is lz's combined row, built just
- * ahead of the pixels that read it, so it is read back from L1 and the
- * source rows (and the next row's prefetches) stream at an even pace
- * instead of in a burst before the column pass. Pieces start at multiples
- * of 32 floats, so each element goes through the same vector loop (the
- * same operations) as when the row is combined at once. */
+ * table: the affine run by blocks, the other columns pixel by pixel. With
+ * lz, `row` is lz's combined row, built just ahead of the pixels that read
+ * it, so it is read back from L1 and the source rows (and the next row's
+ * prefetches) stream at an even pace instead of in a burst before the
+ * column pass. Pieces start at multiples of 32 floats, so each element
+ * goes through the same vector loop (the same operations) as when the row
+ * is combined at once. */
 static void nhwc_cols(const fast_job *j, const float *restrict row, float *restrict d,
                       rs_lazy *lz) {
     const int64_t C = j->C;
