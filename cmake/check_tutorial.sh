@@ -4,7 +4,8 @@
 # provenance chains, the backward / budget lines) is not what the program
 # prints today. Lines outside code blocks, and the profiler's timings, are
 # not checked. The kernel-name suffixes that depend on the building
-# machine's ISA (conv: avx512_6x32, avx2_6x16, c6x16; matmul: packed.avx512,
+# machine's ISA (conv: avx512_6x32, avx2_6x16, c6x16, and winograd_f4x3,
+# which only AVX-512 builds choose; matmul: packed.avx512,
 # packed.avx2, packed) are compared as one token each (runs of spaces, which
 # follow from their length, as one space).
 set -eu
@@ -12,7 +13,7 @@ exe=$1
 doc=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-micro='s/(avx512_6x32|avx2_6x16|c6x16)/<micro>/g; s/packed(\.avx512|\.avx2)?/<packed>/g; s/ +/ /g'
+micro='s/(avx512_6x32|avx2_6x16|c6x16|winograd_f4x3)/<micro>/g; s/packed(\.avx512|\.avx2)?/<packed>/g; s/ +/ /g'
 "$exe" | sed -E "$micro" >"$out"
 stale=$(awk '/^```/ { inblock = !inblock; next } inblock' "$doc" |
     grep -E '^(layer |input |conv2d |relu |max_pool2d |flatten |linear |<- |CHANNELS_LAST \(|CONTIGUOUS \(|backward: |every |reorder |== )' |

@@ -72,6 +72,14 @@
  * kernels' internal choice (the dispatcher does no conversion and counts
  * none).
  *
+ * Winograd: 2-D 3x3 convolutions with stride 1, dilation 1 and groups 1
+ * (forward, and backward_input as a forward convolution of grad_y with
+ * flipped weights) run ops/conv_wino.c's F(4x4, 3x3) where its size test
+ * says it pays (Note [Winograd F(4x4, 3x3)]); NCHW tensors are transposed
+ * to NHWC around it. The kernel then reports the name ...winograd_f4x3
+ * for the call (mft__dispatch_report_as). mft_conv_set_winograd(false)
+ * keeps the direct kernels below.
+ *
  * One input channel (C_in = 1, groups = 1, 2-D), forward and
  * backward_weight, NHWC and NCHW: ops/conv_plane.c on AVX-512 builds (Note
  * [Single-channel planes]), else the depthwise kernels below.
@@ -1942,8 +1950,49 @@ static bool plane_geom(const cgeom *g, mft__plane_geom *pg) {
     return true;
 }
 
+/* The Winograd geometry (ops/conv_wino.c) of a 2-D 3x3, stride 1, dilation
+ * 1, groups 1 forward or backward_input, or false where it does not apply.
+ * backward_input is the forward convolution of grad_y with padding 2 - p
+ * and the weights flipped in H and W with c_in and c_out swapped (a view
+ * with negative strides). */
+static bool wino_geom(const cgeom *g, bool bwd, mft__wino_geom *wg) {
+    if (cf_mode != 0 || g->G != 1 || g->D != 1 || g->OD != 1 || g->K[0] != 1 || g->K[1] != 3 ||
+        g->K[2] != 3 || g->s[1] != 1 || g->s[2] != 1 || g->d[1] != 1 || g->d[2] != 1)
+        return false;
+    if (!bwd) {
+        *wg = (mft__wino_geom){g->N,   g->H,   g->W,  g->Cin, g->Cout,
+                               g->OH,  g->OW,  g->p[1], g->p[2], g->w,
+                               {g->ws[0], g->ws[1], g->ws[3], g->ws[4]}, g->bias, g->bstride};
+    } else {
+        if (g->p[1] > 2 || g->p[2] > 2) return false;
+        *wg = (mft__wino_geom){g->N,
+                               g->OH,
+                               g->OW,
+                               g->Cout,
+                               g->Cin,
+                               g->H,
+                               g->W,
+                               2 - g->p[1],
+                               2 - g->p[2],
+                               g->w + 2 * g->ws[3] + 2 * g->ws[4],
+                               {g->ws[1], g->ws[0], -g->ws[3], -g->ws[4]},
+                               g->bias,
+                               g->bstride};
+    }
+    return mft__conv_wino_applies(wg);
+}
+
+static bool run_wino(const cgeom *g, bool bwd, const float *src, float *dst) {
+    mft__wino_geom wg;
+    if (!wino_geom(g, bwd, &wg) || !mft__conv_wino_forward(&wg, src, dst)) return false;
+    mft__dispatch_report_as(bwd ? "conv2d_backward_input.nhwc.f32.winograd_f4x3"
+                                : "conv2d.nhwc.f32.winograd_f4x3");
+    return true;
+}
+
 static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
     mft__plane_geom pg;
+    if (!onchw && run_wino(g, false, x, y)) return true;
     if (!onchw && plane_geom(g, &pg) && mft__conv_plane_applies(&pg) &&
         mft__conv_plane_forward(&pg, x, y))
         return true;
@@ -1951,6 +2000,7 @@ static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
     return ind_conv(g, false, x, y, onchw, false);
 }
 static bool run_bwd_in(const cgeom *g, const float *gy, float *gx, bool onchw) {
+    if (!onchw && run_wino(g, true, gy, gx)) return true;
     if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 1, gy, NULL, gx, NULL, onchw);
     return ind_conv(g, true, gy, gx, onchw, false);
 }
@@ -2393,6 +2443,28 @@ static void pwbc_reduce(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* Winograd on NCHW tensors: src to NHWC, the NHWC algorithm into a scratch
+ * result, that back to NCHW (three passes over memory, small beside the
+ * convolution); false, having written nothing, where it does not apply or
+ * memory is short. */
+static bool wino_nchw(const cgeom *g, bool bwd, const float *src, float *dst) {
+    mft__wino_geom wg;
+    if (!wino_geom(g, bwd, &wg)) return false;
+    const size_t ni = (size_t)(wg.N * wg.C * wg.H * wg.W);
+    const size_t no = (size_t)(wg.N * wg.K * wg.OH * wg.OW);
+    float *t = mft__alloc((ni + no) * sizeof(float) + 64, 64);
+    if (!t) return false;
+    float *to = t + (ni + 15) / 16 * 16;
+    transpose(src, t, wg.N, wg.C, wg.H * wg.W, true);
+    const bool ok = mft__conv_wino_forward(&wg, t, to);
+    if (ok) transpose(to, dst, wg.N, wg.K, wg.OH * wg.OW, false);
+    mft__free(t);
+    if (ok)
+        mft__dispatch_report_as(bwd ? "conv2d_backward_input.nchw.f32.via_nhwc_winograd_f4x3"
+                                    : "conv2d.nchw.f32.via_nhwc_winograd_f4x3");
+    return ok;
+}
+
 /* NCHW forward (bwd false) and backward_input (bwd true): the source is x
  * (C = Cin, spatial = input) or grad_y (C = Cout, spatial = output). */
 static void conv_nchw_run(const mft_kernel_args *a, bool bwd) {
@@ -2409,6 +2481,7 @@ static void conv_nchw_run(const mft_kernel_args *a, bool bwd) {
     const int64_t C = bwd ? g.Cout : g.Cin;
     const int64_t S = bwd ? g.OD * g.OH * g.OW : g.D * g.H * g.W;
     const bool c1 = C == 1; /* NCHW and NHWC coincide */
+    if (!c1 && wino_nchw(&g, bwd, src, dst)) return;
     if (!c1 && g.N >= 8 && !is_depthwise(&g) && cf_mode != 2 &&
         ind_conv(&g, bwd, src, dst, true, true))
         return;

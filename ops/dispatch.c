@@ -226,6 +226,11 @@ size_t mft_dispatch_stats(char *buf, size_t len) {
 }
 
 /* ---------------------------------------------------------------- running */
+/* The name a built-in kernel reports for this call when it chose among
+ * algorithms (mft__dispatch_report_as); NULL: the table's name. */
+static _Thread_local const char *tl_report_as = NULL;
+void mft__dispatch_report_as(const char *name) { tl_report_as = name; }
+
 mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtype dtype, int nin,
                          const mft_tensor *const *in, const bool *convert, int nout,
                          mft_tensor *const *out, const void *params) {
@@ -291,7 +296,11 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
     mft__scope_resume();
     if (st == MFT_OK) {
         mft_kernel_args args = {nin, nout, kin, kout, params};
+        const char *saved = tl_report_as;
+        tl_report_as = NULL;
         k.fn(&args);
+        if (!k.user && tl_report_as) k.name = tl_report_as;
+        tl_report_as = saved;
         for (int i = 0; i < nout; i++) {
             if (kout[i] != out[i] && out[i]->numel) {
                 mft__copy_kernel(out[i], kout[i]);

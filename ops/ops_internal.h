@@ -240,6 +240,30 @@ bool mft__conv_plane_forward_nchw(const mft__plane_geom *g, const float *x, floa
 bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float *gy,
                                           const float *x, float *gw, const int64_t *gws);
 
+/* ---------------------------------------------------------------- conv_wino.c
+ * Winograd F(4x4, 3x3) (Note [Winograd F(4x4, 3x3)]): y (N, OH, OW, K) =
+ * the 3x3 correlation of x (N, H, W, C) with padding (ph, pw), stride and
+ * dilation 1, plus bias; both NHWC packed. Weight element (k, c, a, b) is
+ * w[k*ws[0] + c*ws[1] + a*ws[2] + b*ws[3]] (strides may be negative: the
+ * flipped view of backward_input). applies: the algorithm is on and pays
+ * for these sizes (or the test mode forces it); forward returns false,
+ * having written nothing, when its weight scratch cannot be allocated. */
+typedef struct mft__wino_geom {
+    int64_t N, H, W, C, K, OH, OW, ph, pw;
+    const float *w;
+    int64_t ws[4];
+    const float *bias;
+    int64_t bstride;
+} mft__wino_geom;
+bool mft__conv_wino_applies(const mft__wino_geom *g);
+bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y);
+/* For tests: 0 the size heuristic, 1 wherever legal, 2 never. */
+void mft__conv_wino_set_mode(int mode);
+
+/* A built-in kernel that chose among algorithms reports this (static) name
+ * for the current dispatch instead of its table name. */
+void mft__dispatch_report_as(const char *name);
+
 /* The layer_norm permutation of an NHWC block (ops/norm.c,
  * ops/norm_backward.c): for n < Nb, c < C, s < Sp, physical position
  * P = (n*Sp + s)*C + c holds logical element Q = (n*C + c)*Sp + s (a C x Sp

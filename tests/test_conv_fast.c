@@ -14,6 +14,11 @@
 
 void mft__conv_fast_set_mode(int mode);
 
+/* Tolerance factor of check_out: 1 for the direct kernels; Winograd rounds
+ * more (Note [Winograd F(4x4, 3x3)]) and its tests set it higher. */
+static double tol_scale = 1.0;
+static double worst_ratio = 0.0; /* largest |got - want| / tol seen (report) */
+
 static const mft__kernel_def *find_kernel(mft__op_id op, mft_format fmt, mft_dtype dt) {
     for (const mft__kernel_def *k = mft__kernels_conv_fast; k->fn; k++)
         if (k->op == op && k->fmt == fmt && k->dtype == dt) return k;
@@ -148,7 +153,9 @@ static bool check_out(const ccase *c, int op, const mft_tensor *A, const mft_ten
                         double want, mag;
                         naive(c, op, A, B, bias, a, b, sp, &want, &mag);
                         double got = at(out, ns, a, b, sp);
-                        double tol = 2e-6 * (mag + 1.0) + 1e-5 * mag / 8.0;
+                        double tol = tol_scale * (2e-6 * (mag + 1.0) + 1e-5 * mag / 8.0);
+                        const double ratio = fabs(got - want) / tol;
+                        if (ratio > worst_ratio) worst_ratio = ratio;
                         if (!(fabs(got - want) <= tol)) {
                             if (bad++ < 3)
                                 CHECK_MSG(false,
@@ -178,6 +185,24 @@ static mft_conv_params params_of(const ccase *c, const mft_tensor *bias) {
     p.groups = c->G;
     p.bias = bias;
     return p;
+}
+
+/* Whether op (0 forward, 1 backward_input) of case c runs Winograd in the
+ * current mode (the library's own test of ops/conv_wino.c, on the geometry
+ * the kernels build); its results get the Winograd tolerance. */
+#define WINO_TOL 8.0
+static bool wino_runs(const ccase *c, int op) {
+    if (op == 2 || c->ns != 2 || c->G != 1 || c->k[1] != 3 || c->k[2] != 3 || c->s[1] != 1 ||
+        c->s[2] != 1 || c->d[1] != 1 || c->d[2] != 1 || (op == 1 && (c->p[1] > 2 || c->p[2] > 2)))
+        return false;
+    const int64_t OH = osz(c, 1), OW = osz(c, 2);
+    mft__wino_geom g;
+    memset(&g, 0, sizeof g);
+    g.N = c->N, g.C = op ? c->Cout : c->Cin, g.K = op ? c->Cin : c->Cout;
+    g.H = op ? OH : c->in[1], g.W = op ? OW : c->in[2];
+    g.OH = op ? c->in[1] : OH, g.OW = op ? c->in[2] : OW;
+    g.ph = op ? 2 - c->p[1] : c->p[1], g.pw = op ? 2 - c->p[2] : c->p[2];
+    return mft__conv_wino_applies(&g);
 }
 
 /* Runs kernel k, returns a copy of its output's bytes (malloc'd). */
@@ -229,7 +254,11 @@ static void run_case(const ccase *c, mft_format fmt, mft_format wfmt, bool threa
         mft_tensor *out = op == 0 ? y : op == 1 ? gx : gw;
         if (threads) mft_set_num_threads(1);
         run_kernel(k, A, B, out, &p);
-        if (!check_out(c, op, A, B, bias, out, k->name)) continue;
+        const double scale = tol_scale;
+        if (wino_runs(c, op)) tol_scale = WINO_TOL;
+        const bool ok = check_out(c, op, A, B, bias, out, k->name);
+        tol_scale = scale;
+        if (!ok) continue;
         if (threads) {
             mft_tensor *copy = mft_clone(out, MFT_PRESERVE);
             mft_set_num_threads(2);
@@ -376,9 +405,12 @@ static void test_portable(void) {
 /* Scratch allocations fail while armed: the kernels fall back to direct loops. */
 static bool fail_armed = false;
 static int fail_count = 0;
+static int fail_after = 0; /* while armed, this many allocations still succeed */
 static void *fail_alloc(size_t size, size_t align, void *ctx) {
     (void)ctx;
-    if (fail_armed) {
+    if (fail_armed && fail_after > 0) {
+        fail_after--;
+    } else if (fail_armed) {
         fail_count++;
         return NULL;
     }
@@ -456,8 +488,124 @@ static void test_table(void) {
         }
 }
 
+/* ---------------------------------------------------------------- Winograd
+ * ops/conv_wino.c, forced wherever legal (3x3, stride 1, dilation 1, groups
+ * 1, 2-D): forward and backward_input against the naive loop with the
+ * Winograd tolerance, bitwise at 1 and 2 threads. The shapes cover partial
+ * tiles at the bottom and right (outputs % 4 = 1, 2, 3), padding 0-2 (so
+ * backward_input's padding 2 - p is 2-0), unequal H and W padding, C and K
+ * not multiples of 16 or 32 (masked vectors, zero weight columns), several
+ * 32-channel blocks, one input or output channel, a 1x1 output, several
+ * tile blocks with a partial last one, N = 1 and 3, with and without bias,
+ * contiguous and channels-last weights, NHWC and NCHW activations. */
+static void test_winograd(void) {
+    mft__conv_wino_set_mode(1);
+    worst_ratio = 0.0;
+    ccase cs[] = {
+        mk2(2, 5, 19, 1, 9, 7, 3, 1, 0, 1, true),   mk2(2, 5, 19, 1, 9, 7, 3, 1, 1, 1, false),
+        mk2(2, 5, 19, 1, 9, 7, 3, 1, 2, 1, true),   mk2(1, 1, 1, 1, 5, 5, 3, 1, 0, 1, false),
+        mk2(3, 33, 40, 1, 6, 10, 3, 1, 1, 1, true), mk2(1, 16, 32, 1, 1, 1, 3, 1, 1, 1, true),
+        mk2(2, 17, 65, 1, 3, 4, 3, 1, 2, 1, false), mk2(2, 8, 16, 1, 41, 34, 3, 1, 1, 1, true),
+        mk2(1, 70, 24, 1, 10, 9, 3, 1, 1, 1, true), mk2(2, 1, 40, 1, 8, 8, 3, 1, 1, 1, true),
+        mk2(1, 40, 1, 1, 7, 12, 3, 1, 1, 1, false), mk2(1, 64, 64, 1, 14, 14, 3, 1, 1, 1, true),
+        mk2(2, 12, 20, 1, 11, 6, 3, 1, 0, 1, true),
+    };
+    cs[12].p[1] = 2; /* padding (2, 0) */
+    const mft_format fmts[2] = {MFT_CHANNELS_LAST, MFT_CONTIGUOUS};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int f = 0; f < 2; f++) run_case(&cs[i], fmts[f], fmts[(i + (size_t)f) % 2], true);
+    printf("  winograd: worst error %.3f of the tolerance\n", worst_ratio);
+    mft__conv_wino_set_mode(0);
+}
+
+/* The public ops report the algorithm (the kernel name ends in
+ * winograd_f4x3) where the size heuristic picks it, and
+ * mft_conv_set_winograd(false) restores the direct kernels. */
+static void test_winograd_dispatch(void) {
+    const int64_t one[2] = {1, 1};
+    const mft_format fmts[2] = {MFT_CHANNELS_LAST, MFT_CONTIGUOUS};
+    for (int f = 0; f < 2; f++)
+        for (int on = 1; on >= 0; on--) {
+            mft_conv_set_winograd(on);
+            CHECK(mft_conv_winograd_enabled() == (on == 1));
+            int64_t xs[4] = {2, 32, 16, 16}, ws[4] = {32, 32, 3, 3};
+            mft_tensor *x = rand_tensor(4, xs, fmts[f]), *w = rand_tensor(4, ws, fmts[f]);
+            /* the heuristic's answer; on AVX-512 builds it is yes when on */
+            const ccase c = mk2(2, 32, 32, 1, 16, 16, 3, 1, 1, 1, false);
+            const bool expect = wino_runs(&c, 0);
+            CHECK(wino_runs(&c, 1) == expect);
+#if defined(__AVX512F__)
+            CHECK(expect == (on == 1));
+#else
+            CHECK(!expect);
+#endif
+            mft_tensor *y = mft_conv2d(x, w, NULL, one, one, one, 1);
+            CHECK(y != NULL);
+            const char *k = mft_dispatch_last()->kernel;
+            const bool wino = strstr(k, "winograd_f4x3") != NULL;
+            CHECK_MSG(wino == expect && strstr(k, f ? ".nchw." : ".nhwc."), "forward ran %s", k);
+            mft_tensor *gx = NULL;
+            CHECK(y && mft_conv2d_backward(y, x, w, one, one, one, 1, &gx, NULL, NULL) == MFT_OK);
+            k = mft_dispatch_last()->kernel;
+            CHECK_MSG((strstr(k, "winograd_f4x3") != NULL) == expect, "backward ran %s", k);
+            /* not where it does not apply: stride 2, a 1x1 kernel, groups, F64 */
+            const int64_t two[2] = {2, 2};
+            mft_tensor *y2 = mft_conv2d(x, w, NULL, two, one, one, 1);
+            CHECK(y2 && !strstr(mft_dispatch_last()->kernel, "winograd"));
+            mft_tensor_release(gx);
+            mft_tensor_release(y);
+            mft_tensor_release(y2);
+            mft_tensor_release(x);
+            mft_tensor_release(w);
+        }
+    mft_conv_set_winograd(true);
+}
+
+/* Winograd with scratch failing after the transformed weights (and, NCHW,
+ * the transposed activations) were allocated: every tile block runs the
+ * plain loops, still correct. */
+static void test_winograd_alloc_failure(void) {
+    mft_allocator a = {fail_alloc, fail_free, NULL};
+    mft_set_allocator(&a);
+    mft__conv_wino_set_mode(1);
+    const ccase c = mk2(2, 9, 20, 1, 9, 10, 3, 1, 1, 1, true);
+    const mft__op_id ops[2] = {MFT__OP_CONV2D, MFT__OP_CONV2D_BACKWARD_INPUT};
+    for (int f = 0; f < 2; f++) {
+        const mft_format fmt = f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST;
+        int64_t xs[4] = {2, 9, 9, 10}, ws[4] = {20, 9, 3, 3}, bs[1] = {20}, bsi[1] = {9};
+        mft_tensor *x = rand_tensor(4, xs, fmt), *w = rand_tensor(4, ws, MFT_CONTIGUOUS);
+        mft_tensor *gy = rand_tensor(4, (int64_t[4]){2, 20, 9, 10}, fmt);
+        mft_tensor *bo = rand_tensor(1, bs, MFT_CONTIGUOUS);
+        mft_tensor *bi = rand_tensor(1, bsi, MFT_CONTIGUOUS);
+        for (int op = 0; op < 2; op++) {
+            mft_tensor *out = mft_empty(4, op ? xs : (int64_t[4]){2, 20, 9, 10}, MFT_F32, fmt);
+            const mft_tensor *bias = op ? bi : bo;
+            mft_conv_params p = params_of(&c, bias);
+            fail_count = 0;
+            fail_after = f ? 2 : 1;
+            fail_armed = true;
+            run_kernel(find_kernel(ops[op], fmt, MFT_F32), op ? gy : x, w, out, &p);
+            fail_armed = false;
+            CHECK_MSG(fail_count > 0, "op %d fmt %d: no allocation failed", op, f);
+            check_out(&c, op, op ? gy : x, w, bias, out, "winograd, scratch failing");
+            mft_tensor_release(out);
+        }
+        mft_tensor_release(x);
+        mft_tensor_release(w);
+        mft_tensor_release(gy);
+        mft_tensor_release(bo);
+        mft_tensor_release(bi);
+    }
+    fail_after = 0;
+    mft__conv_wino_set_mode(0);
+    mft_set_allocator(NULL);
+}
+
 int main(void) {
     RUN(test_table);
+    RUN(test_winograd);
+    RUN(test_winograd_dispatch);
+    RUN(test_winograd_alloc_failure);
     RUN(test_sweep);
     RUN(test_threads);
     RUN(test_portable);

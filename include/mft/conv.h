@@ -56,6 +56,18 @@ typedef struct mft_conv_params {
                                and backward_input only */
 } mft_conv_params;
 
+/* Winograd F(4x4, 3x3) (ops/conv_wino.c): the fast F32 conv2d kernels use it
+ * for 3x3 convolutions with stride 1, dilation 1 and groups 1 (forward and
+ * backward_input, NHWC and NCHW) when the channels and the image are large
+ * enough for it to pay; it needs 4x fewer multiplications than the direct
+ * sum but rounds differently (about 1e-6 of the output's scale). The
+ * dispatch reports it in the kernel name (mft_dispatch_last()->kernel ends
+ * in "winograd_f4x3"). On by default; MFT_CONV_WINOGRAD=0 in the
+ * environment or mft_conv_set_winograd(false) keeps the direct kernels.
+ * Process-wide; not thread-safe against concurrent convolutions. */
+MFT_API void mft_conv_set_winograd(bool enabled);
+MFT_API bool mft_conv_winograd_enabled(void);
+
 MFT_API mft_tensor *mft_conv1d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                                const int64_t stride[1], const int64_t padding[1],
                                const int64_t dilation[1], int64_t groups);
