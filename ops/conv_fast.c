@@ -2007,7 +2007,10 @@ static bool run_bwd_in(const cgeom *g, const float *gy, float *gx, bool onchw) {
 static void run_bwd_w(const cgeom *g, const float *gy, const float *x, float *gw,
                       const int64_t *gws) {
     mft__plane_geom pg;
-    if (cf_mode == 2) {
+    mft__wino_geom wg;
+    if (wino_geom(g, false, &wg) && mft__conv_wino_backward_weight(&wg, gy, x, gw, gws)) {
+        mft__dispatch_report_as("conv2d_backward_weight.nhwc.f32.winograd_f4x3");
+    } else if (cf_mode == 2) {
         direct_nhwc(g, 2, gy, x, gw, gws);
     } else if (plane_geom(g, &pg) && mft__conv_plane_applies(&pg) &&
                mft__conv_plane_backward_weight(&pg, gy, x, gw, gws)) {
@@ -2465,6 +2468,24 @@ static bool wino_nchw(const cgeom *g, bool bwd, const float *src, float *dst) {
     return ok;
 }
 
+/* Winograd backward_weight on NCHW grad_y and x: both to NHWC first. */
+static bool wino_bwd_w_nchw(const cgeom *g, const float *gy, const float *x, float *gw,
+                            const int64_t *gws) {
+    mft__wino_geom wg;
+    if (!wino_geom(g, false, &wg)) return false;
+    const size_t ni = (size_t)(wg.N * wg.C * wg.H * wg.W);
+    const size_t no = (size_t)(wg.N * wg.K * wg.OH * wg.OW);
+    float *t = mft__alloc((ni + no) * sizeof(float) + 64, 64);
+    if (!t) return false;
+    float *to = t + (ni + 15) / 16 * 16;
+    transpose(x, t, wg.N, wg.C, wg.H * wg.W, true);
+    transpose(gy, to, wg.N, wg.K, wg.OH * wg.OW, true);
+    const bool ok = mft__conv_wino_backward_weight(&wg, to, t, gw, gws);
+    mft__free(t);
+    if (ok) mft__dispatch_report_as("conv2d_backward_weight.nchw.f32.via_nhwc_winograd_f4x3");
+    return ok;
+}
+
 /* NCHW forward (bwd false) and backward_input (bwd true): the source is x
  * (C = Cin, spatial = input) or grad_y (C = Cout, spatial = output). */
 static void conv_nchw_run(const mft_kernel_args *a, bool bwd) {
@@ -2510,6 +2531,8 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
                                                                      FPTR(a->outputs[0]), gws))
         return;
     if (dwn_conv(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws))
+        return;
+    if (wino_bwd_w_nchw(&g, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws))
         return;
     const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
     const int64_t nitems = g.G * cdiv(g.Cgi, TILE_N);

@@ -180,6 +180,13 @@ typedef struct wg_job {
     int64_t nkb;    /* output channel blocks of 32 */
     int64_t TH, TW; /* tiles per image along H and W */
     int64_t ntiles, T, nblocks;
+    /* backward_weight (Note [Winograd backward_weight]) */
+    const float *gy;  /* grad_y (N, OH, OW, K) */
+    float *part;      /* per chunk: [36][Kw][Cp] */
+    int64_t Kw, Cp;   /* K rounded up to 6, C rounded up to 32 */
+    int64_t nch;      /* fixed tile chunks */
+    float *gw;
+    const int64_t *gws; /* grad_w strides (k, c, -, kh, kw) */
 } wg_job;
 
 static inline float wg_w(const mft__wino_geom *g, int64_t k, int64_t c, int a, int b) {
@@ -207,8 +214,10 @@ static void wg_pack_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-/* Input transform of tile tl into row r of V [36][T][C]. */
-static void wg_input_tile(const wg_job *j, int64_t tl, float *V, int64_t T, int64_t r) {
+/* Input transform of tile tl into row r of V [36][T][ldv] (columns C ..
+ * ldv - 1 zeroed). */
+static void wg_input_tile(const wg_job *j, int64_t tl, float *V, int64_t T, int64_t r,
+                          int64_t ldv) {
     const mft__wino_geom *g = j->g;
     const int64_t C = g->C, n = tl / (j->TH * j->TW), ty = tl / j->TW % j->TH, tx = tl % j->TW;
     const int64_t ih0 = 4 * ty - g->ph, iw0 = 4 * tx - g->pw;
@@ -234,9 +243,12 @@ static void wg_input_tile(const wg_job *j, int64_t tl, float *V, int64_t T, int6
         for (int i = 0; i < 6; i++) { /* rows: V[i][.] = B^T t[i][.]^T */
             wv r6[6];
             wg_bt(t[i], r6);
-            for (int b = 0; b < 6; b++) wv_store(V + ((6 * i + b) * T + r) * C + c0, r6[b], nc);
+            for (int b = 0; b < 6; b++) wv_store(V + ((6 * i + b) * T + r) * ldv + c0, r6[b], nc);
         }
     }
+    if (ldv > C)
+        for (int e = 0; e < WG_X; e++)
+            memset(V + (e * T + r) * ldv + C, 0, (size_t)(ldv - C) * sizeof(float));
 }
 
 /* Output transform of row r of M [36][T][32] (channels k0 .. k0 + 31 of
@@ -343,7 +355,7 @@ static void wg_range(void *ctx, int64_t begin, int64_t end) {
     float *M = V + vn;
     for (int64_t b = begin; b < end; b++) {
         const int64_t t0 = b * T, nt = j->ntiles - t0 < T ? j->ntiles - t0 : T;
-        for (int64_t r = 0; r < nt; r++) wg_input_tile(j, t0 + r, V, T, r);
+        for (int64_t r = 0; r < nt; r++) wg_input_tile(j, t0 + r, V, T, r, C);
         if (nt < T) /* rows past the last tile: zeros, never stored */
             for (int xi = 0; xi < WG_X; xi++)
                 memset(V + (xi * T + nt) * C, 0, (size_t)((T - nt) * C) * sizeof(float));
@@ -398,5 +410,204 @@ bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y) {
     mft__parallel_for(0, j.nkb * g->C, 16, wg_pack_range, &j);
     mft__parallel_for_dynamic(0, j.nblocks, 1, wg_range, &j);
     mft__free(j.u);
+    return true;
+}
+
+/* ---------------------------------------------------------------- backward_weight
+ * Note [Winograd backward_weight]
+ * The forward identity y = A^T [(G g G^T) (.) (B^T d B)] A, transposed:
+ * for a tile with grad_y block e (4x4, zero past the output's edge) and
+ * input patch d, the tile's contribution to grad_w (sum over its 16 outputs
+ * of e * the 3x3 window of d) is G^T [ (A e A^T) (.) (B^T d B) ] G. With
+ * E[xi] (tiles x K) = A e A^T and V[xi] (tiles x C) = B^T d B,
+ *     grad_w = G^T [ sum over tiles of E[xi]^T V[xi] ] G,
+ * one GEMM over the tiles per xi. The tiles are cut into nch fixed chunks
+ * (at most 8; fewer when their partial sums [36][K][C] would pass 12 MB, or
+ * there are fewer tiles); a chunk is a work item that walks its tiles in
+ * blocks of T (both transforms into L2-sized buffers, then 6 x 32 tiles of
+ * its partial sums accumulated over the block). The partials are added in
+ * chunk order, in double, and transformed back, per output channel: the
+ * same bits at any thread count. Partial sums over 4 MB per chunk (C * K
+ * past about 28000) cost more than the direct kernel: it declines them
+ * (WG_BW_MAX_PART). */
+
+/* Grad transform along one dim, w = A e (A = (A^T)^T, 6 x 4):
+ *   w0 = e0   w1 = e0 + e1 + e2 + e3     w3 = e0 + 2 e1 + 4 e2 + 8 e3
+ *   w5 = e3   w2 = e0 - e1 + e2 - e3     w4 = e0 - 2 e1 + 4 e2 - 8 e3   */
+static inline void wg_a(const wv *e, wv *w) {
+    const wv ev = wv_add(e[0], e[2]), od = wv_add(e[1], e[3]);
+    const wv e4 = wv_fma(4.0f, e[2], e[0]), o8 = wv_fma(8.0f, e[3], wv_mul(2.0f, e[1]));
+    w[0] = e[0];
+    w[1] = wv_add(ev, od);
+    w[2] = wv_sub(ev, od);
+    w[3] = wv_add(e4, o8);
+    w[4] = wv_sub(e4, o8);
+    w[5] = e[3];
+}
+
+/* Grad transform of tile tl into row r of E [36][T][lde] (columns K ..
+ * lde - 1 zeroed). */
+static void wg_grad_tile(const wg_job *j, int64_t tl, float *E, int64_t T, int64_t r,
+                         int64_t lde) {
+    const mft__wino_geom *g = j->g;
+    const int64_t K = g->K, n = tl / (j->TH * j->TW), ty = tl / j->TW % j->TH, tx = tl % j->TW;
+    const int64_t oh0 = 4 * ty, ow0 = 4 * tx;
+    const int nh = g->OH - oh0 < 4 ? (int)(g->OH - oh0) : 4;
+    const int nw = g->OW - ow0 < 4 ? (int)(g->OW - ow0) : 4;
+    const float *gt = j->gy + ((n * g->OH + oh0) * g->OW + ow0) * K;
+    for (int64_t k0 = 0; k0 < K; k0 += WG_L) {
+        const int nk = K - k0 < WG_L ? (int)(K - k0) : WG_L;
+        wv t[6][4];
+        for (int q = 0; q < 4; q++) { /* columns: t[.][q] = A e[.][q] */
+            wv e[4], w6[6];
+            for (int p = 0; p < 4; p++)
+                e[p] = p < nh && q < nw ? wv_load(gt + (p * g->OW + q) * K + k0, nk) : wv_zero();
+            wg_a(e, w6);
+            for (int i = 0; i < 6; i++) t[i][q] = w6[i];
+        }
+        for (int i = 0; i < 6; i++) { /* rows: E[i][.] = A t[i][.]^T */
+            wv w6[6];
+            wg_a(t[i], w6);
+            for (int b = 0; b < 6; b++) wv_store(E + ((6 * i + b) * T + r) * lde + k0, w6[b], nk);
+        }
+    }
+    if (lde > K)
+        for (int xi = 0; xi < WG_X; xi++)
+            memset(E + (xi * T + r) * lde + K, 0, (size_t)(lde - K) * sizeof(float));
+}
+
+/* acc[i][0..31] (row i at acc + i*ldu, i < 6) += sum over t < nt of
+ * e[t*lde + i] * v[t*ldv + 0..31]. */
+static void wg_micro_bw(int64_t nt, const float *e, int64_t lde, const float *v, int64_t ldv,
+                        float *acc, int64_t ldu) {
+#if WG_AVX512
+#define WG_LOAD(i)                                                                                 \
+    __m512 c##i = _mm512_loadu_ps(acc + i * ldu), d##i = _mm512_loadu_ps(acc + i * ldu + WG_L);
+    WG_LOAD(0) WG_LOAD(1) WG_LOAD(2) WG_LOAD(3) WG_LOAD(4) WG_LOAD(5)
+#undef WG_LOAD
+    for (int64_t t = 0; t < nt; t++, e += lde, v += ldv) {
+        const __m512 b0 = _mm512_loadu_ps(v), b1 = _mm512_loadu_ps(v + WG_L);
+        __m512 a;
+#define WG_STEP(i)                                                                                 \
+    a = _mm512_set1_ps(e[i]);                                                                      \
+    c##i = _mm512_fmadd_ps(a, b0, c##i);                                                           \
+    d##i = _mm512_fmadd_ps(a, b1, d##i);
+        WG_STEP(0) WG_STEP(1) WG_STEP(2) WG_STEP(3) WG_STEP(4) WG_STEP(5)
+#undef WG_STEP
+    }
+#define WG_STORE(i)                                                                                \
+    _mm512_storeu_ps(acc + i * ldu, c##i);                                                         \
+    _mm512_storeu_ps(acc + i * ldu + WG_L, d##i);
+    WG_STORE(0) WG_STORE(1) WG_STORE(2) WG_STORE(3) WG_STORE(4) WG_STORE(5)
+#undef WG_STORE
+#else
+    for (int i = 0; i < WG_MR; i++)
+        for (int64_t t = 0; t < nt; t++)
+            for (int l = 0; l < WG_NB; l++) acc[i * ldu + l] += e[t * lde + i] * v[t * ldv + l];
+#endif
+}
+
+/* Chunk items: the partial sums of their tiles. */
+static void wg_bw_range(void *ctx, int64_t begin, int64_t end) {
+    const wg_job *j = ctx;
+    const int64_t T = j->T, Kw = j->Kw, Cp = j->Cp, psz = WG_X * Kw * Cp;
+    for (int64_t ch = begin; ch < end; ch++) {
+        float *U = j->part + ch * psz;
+        float *V = j->part + j->nch * psz + ch * WG_X * T * (Cp + Kw), *E = V + WG_X * T * Cp;
+        memset(U, 0, (size_t)psz * sizeof(float));
+        const int64_t t1 = (ch + 1) * j->ntiles / j->nch;
+        for (int64_t tb = ch * j->ntiles / j->nch; tb < t1; tb += T) {
+            const int64_t nt = t1 - tb < T ? t1 - tb : T;
+            for (int64_t r = 0; r < nt; r++) {
+                wg_input_tile(j, tb + r, V, T, r, Cp);
+                wg_grad_tile(j, tb + r, E, T, r, Kw);
+            }
+            for (int xi = 0; xi < WG_X; xi++)
+                for (int64_t kr = 0; kr < Kw; kr += WG_MR)
+                    for (int64_t cb = 0; cb < Cp; cb += WG_NB)
+                        wg_micro_bw(nt, E + xi * T * Kw + kr, Kw, V + xi * T * Cp + cb, Cp,
+                                    U + (xi * Kw + kr) * Cp + cb, Cp);
+        }
+    }
+}
+
+/* Back from the transformed domain along one dim, r = G^T u, on 32 lanes:
+ * element i of u at u + i*us, element a of r at r + a*rs (lane-contiguous). */
+static void wg_gt(const double *restrict u, int us, double *restrict r, int rs) {
+    for (int l = 0; l < WG_NB; l++) {
+        const double s12 = u[us + l] + u[2 * us + l], d12 = u[2 * us + l] - u[us + l];
+        const double s34 = u[3 * us + l] + u[4 * us + l], d34 = u[3 * us + l] - u[4 * us + l];
+        r[l] = u[l] * 0.25 - s12 / 6.0 + s34 / 24.0;
+        r[rs + l] = d12 / 6.0 + d34 / 12.0;
+        r[2 * rs + l] = (s34 - s12) / 6.0 + u[5 * us + l];
+    }
+}
+
+/* Output channel items: partials summed in chunk order (in double), then
+ * G^T . G, 32 input channels at a time. */
+static void wg_bw_reduce(void *ctx, int64_t begin, int64_t end) {
+    const wg_job *j = ctx;
+    const mft__wino_geom *g = j->g;
+    const int64_t Kw = j->Kw, Cp = j->Cp, psz = WG_X * Kw * Cp;
+    double u[WG_X][WG_NB], sr[6][3][WG_NB], r[3][3][WG_NB];
+    for (int64_t k = begin; k < end; k++)
+        for (int64_t c0 = 0; c0 < g->C; c0 += WG_NB) {
+            for (int xi = 0; xi < WG_X; xi++) {
+                for (int l = 0; l < WG_NB; l++) u[xi][l] = 0.0;
+                for (int64_t ch = 0; ch < j->nch; ch++) {
+                    const float *p = j->part + ch * psz + (xi * Kw + k) * Cp + c0;
+                    for (int l = 0; l < WG_NB; l++) u[xi][l] += p[l];
+                }
+            }
+            for (int i = 0; i < 6; i++) wg_gt(u[6 * i], WG_NB, sr[i][0], WG_NB);
+            for (int b = 0; b < 3; b++) wg_gt(sr[0][b], 3 * WG_NB, r[0][b], 3 * WG_NB);
+            const int64_t nc = g->C - c0 < WG_NB ? g->C - c0 : WG_NB;
+            for (int64_t l = 0; l < nc; l++)
+                for (int a = 0; a < 3; a++)
+                    for (int b = 0; b < 3; b++)
+                        j->gw[k * j->gws[0] + (c0 + l) * j->gws[1] + a * j->gws[3] +
+                              b * j->gws[4]] = (float)r[a][b][l];
+        }
+}
+
+/* Largest partial sums [36][K][C] (bytes) backward_weight takes on, outside
+ * the test mode: past it (8x256x14x14 k256: 9.5 MB per chunk) zeroing and
+ * adding the partials cost more than Winograd saves; measured 1 thread
+ * 12.9 ms against 10.5 for the direct kernel. */
+#define WG_BW_MAX_PART ((int64_t)4 << 20)
+
+bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, const float *x,
+                                    float *gw, const int64_t *gws) {
+    wg_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    j.x = x;
+    j.gy = gy;
+    j.gw = gw;
+    j.gws = gws;
+    j.TH = (g->OH + 3) / 4;
+    j.TW = (g->OW + 3) / 4;
+    j.ntiles = g->N * j.TH * j.TW;
+    j.Kw = (g->K + WG_MR - 1) / WG_MR * WG_MR;
+    j.Cp = (g->C + WG_NB - 1) / WG_NB * WG_NB;
+    const int64_t psz = WG_X * j.Kw * j.Cp;
+    if (psz * (int64_t)sizeof(float) > WG_BW_MAX_PART && wg_mode != 1) return false;
+    /* Tiles per block: both transforms in about 384 KB, or, when the
+     * partial sums are bigger than 768 KB (they then live in L3: touched
+     * once per block), in up to half their size, 6 at least. */
+    const int64_t per = WG_X * (j.Cp + j.Kw) * (int64_t)sizeof(float);
+    const int64_t budget = psz * (int64_t)sizeof(float) / 2 > 384 * 1024
+                               ? psz * (int64_t)sizeof(float) / 2
+                               : 384 * 1024;
+    j.T = budget / per < WG_MR ? WG_MR : budget / per;
+    j.nch = (12 << 20) / (psz * (int64_t)sizeof(float));
+    if (j.nch > 8) j.nch = 8;
+    if (j.nch > j.ntiles) j.nch = j.ntiles;
+    if (j.nch < 1) j.nch = 1;
+    j.part = mft__alloc((size_t)(j.nch * (psz + WG_X * j.T * (j.Cp + j.Kw))) * sizeof(float), 64);
+    if (!j.part) return false;
+    mft__parallel_for_dynamic(0, j.nch, 1, wg_bw_range, &j);
+    mft__parallel_for(0, g->K, 1, wg_bw_reduce, &j);
+    mft__free(j.part);
     return true;
 }

@@ -257,6 +257,11 @@ typedef struct mft__wino_geom {
 } mft__wino_geom;
 bool mft__conv_wino_applies(const mft__wino_geom *g);
 bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y);
+/* grad_w (K, C, 3, 3) at strides gws (k, c, -, kh, kw) of the forward
+ * convolution g (w unused) from grad_y (N, OH, OW, K) and x, both NHWC
+ * packed; false, having written nothing, when scratch is short. */
+bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, const float *x,
+                                    float *gw, const int64_t *gws);
 /* For tests: 0 the size heuristic, 1 wherever legal, 2 never. */
 void mft__conv_wino_set_mode(int mode);
 

@@ -187,12 +187,12 @@ static mft_conv_params params_of(const ccase *c, const mft_tensor *bias) {
     return p;
 }
 
-/* Whether op (0 forward, 1 backward_input) of case c runs Winograd in the
+/* Whether op (0 forward, 1 backward_input, 2 backward_weight) of case c runs Winograd in the
  * current mode (the library's own test of ops/conv_wino.c, on the geometry
  * the kernels build); its results get the Winograd tolerance. */
 #define WINO_TOL 8.0
 static bool wino_runs(const ccase *c, int op) {
-    if (op == 2 || c->ns != 2 || c->G != 1 || c->k[1] != 3 || c->k[2] != 3 || c->s[1] != 1 ||
+    if (c->ns != 2 || c->G != 1 || c->k[1] != 3 || c->k[2] != 3 || c->s[1] != 1 ||
         c->s[2] != 1 || c->d[1] != 1 || c->d[2] != 1 || (op == 1 && (c->p[1] > 2 || c->p[2] > 2)))
         return false;
     const int64_t OH = osz(c, 1), OW = osz(c, 2);
@@ -548,6 +548,13 @@ static void test_winograd_dispatch(void) {
             CHECK(y && mft_conv2d_backward(y, x, w, one, one, one, 1, &gx, NULL, NULL) == MFT_OK);
             k = mft_dispatch_last()->kernel;
             CHECK_MSG((strstr(k, "winograd_f4x3") != NULL) == expect, "backward ran %s", k);
+            mft_tensor *gw = NULL;
+            CHECK(y && mft_conv2d_backward(y, x, w, one, one, one, 1, NULL, &gw, NULL) == MFT_OK);
+            k = mft_dispatch_last()->kernel;
+            CHECK_MSG((strstr(k, "winograd_f4x3") != NULL) == expect &&
+                          strstr(k, "conv2d_backward_weight") == k,
+                      "backward_weight ran %s", k);
+            mft_tensor_release(gw);
             /* not where it does not apply: stride 2, a 1x1 kernel, groups, F64 */
             const int64_t two[2] = {2, 2};
             mft_tensor *y2 = mft_conv2d(x, w, NULL, two, one, one, 1);
