@@ -286,34 +286,44 @@ static void wg_output_tile(const wg_job *j, int64_t tl, const float *M, int64_t 
     }
 }
 
-/* m[i][0..31] = sum over c < C of v[i*C + c] * u[c][0..31], i < 6 rows. */
-static void wg_micro(int64_t C, const float *v, const float *u, float *m) {
+/* The one micro-kernel of both directions: for rows i < 6,
+ *   m[i*ldm + 0..31] (= or +=, accumulate) sum over s < n of
+ *       a[i*ars + s*ass] * b[s*bs + 0..31].
+ * Forward: a = V rows (ars = C, ass = 1), b = packed weights (bs = 32),
+ * m = M. backward_weight: a = E (ars = 1, ass = its row stride), b = V,
+ * m = the partial sums, accumulated. */
+static void wg_gemm6x32(int64_t n, const float *a, int64_t ars, int64_t ass, const float *b,
+                        int64_t bs, float *m, int64_t ldm, bool accumulate) {
 #if WG_AVX512
-    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
-    __m512 d0 = c0, d1 = c0, d2 = c0, d3 = c0, d4 = c0, d5 = c0;
-    const float *v0 = v, *v1 = v + C, *v2 = v + 2 * C, *v3 = v + 3 * C, *v4 = v + 4 * C,
-                *v5 = v + 5 * C;
-    for (int64_t c = 0; c < C; c++, u += WG_NB) {
-        const __m512 b0 = _mm512_loadu_ps(u), b1 = _mm512_loadu_ps(u + WG_L);
-        __m512 a;
+    const __m512 z = _mm512_setzero_ps();
+#define WG_INIT(i)                                                                                 \
+    __m512 c##i = accumulate ? _mm512_loadu_ps(m + i * ldm) : z;                                    \
+    __m512 d##i = accumulate ? _mm512_loadu_ps(m + i * ldm + WG_L) : z;                             \
+    const float *a##i = a + i * ars;
+    WG_INIT(0) WG_INIT(1) WG_INIT(2) WG_INIT(3) WG_INIT(4) WG_INIT(5)
+#undef WG_INIT
+    for (int64_t s = 0, o = 0; s < n; s++, o += ass, b += bs) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + WG_L);
+        __m512 av;
 #define WG_STEP(i)                                                                                 \
-    a = _mm512_set1_ps(v##i[c]);                                                                   \
-    c##i = _mm512_fmadd_ps(a, b0, c##i);                                                           \
-    d##i = _mm512_fmadd_ps(a, b1, d##i);
+    av = _mm512_set1_ps(a##i[o]);                                                                  \
+    c##i = _mm512_fmadd_ps(av, b0, c##i);                                                          \
+    d##i = _mm512_fmadd_ps(av, b1, d##i);
         WG_STEP(0) WG_STEP(1) WG_STEP(2) WG_STEP(3) WG_STEP(4) WG_STEP(5)
 #undef WG_STEP
     }
 #define WG_STORE(i)                                                                                \
-    _mm512_storeu_ps(m + i * WG_NB, c##i);                                                         \
-    _mm512_storeu_ps(m + i * WG_NB + WG_L, d##i);
+    _mm512_storeu_ps(m + i * ldm, c##i);                                                           \
+    _mm512_storeu_ps(m + i * ldm + WG_L, d##i);
     WG_STORE(0) WG_STORE(1) WG_STORE(2) WG_STORE(3) WG_STORE(4) WG_STORE(5)
 #undef WG_STORE
 #else
     for (int i = 0; i < WG_MR; i++) {
-        float acc[WG_NB] = {0};
-        for (int64_t c = 0; c < C; c++)
-            for (int l = 0; l < WG_NB; l++) acc[l] += v[i * C + c] * u[c * WG_NB + l];
-        memcpy(m + i * WG_NB, acc, sizeof acc);
+        float acc[WG_NB];
+        for (int l = 0; l < WG_NB; l++) acc[l] = accumulate ? m[i * ldm + l] : 0.0f;
+        for (int64_t s = 0; s < n; s++)
+            for (int l = 0; l < WG_NB; l++) acc[l] += a[i * ars + s * ass] * b[s * bs + l];
+        memcpy(m + i * ldm, acc, sizeof acc);
     }
 #endif
 }
@@ -364,7 +374,8 @@ static void wg_range(void *ctx, int64_t begin, int64_t end) {
             for (int xi = 0; xi < WG_X; xi++) {
                 const float *up = j->u + (xi * j->nkb + kb) * C * WG_NB;
                 for (int64_t r = 0; r < nr; r += WG_MR)
-                    wg_micro(C, V + (xi * T + r) * C, up, M + (xi * T + r) * WG_NB);
+                    wg_gemm6x32(C, V + (xi * T + r) * C, C, 1, up, WG_NB,
+                                M + (xi * T + r) * WG_NB, WG_NB, false);
             }
             for (int64_t r = 0; r < nt; r++) wg_output_tile(j, t0 + r, M, T, r, kb * WG_NB);
         }
@@ -476,37 +487,6 @@ static void wg_grad_tile(const wg_job *j, int64_t tl, float *E, int64_t T, int64
             memset(E + (xi * T + r) * lde + K, 0, (size_t)(lde - K) * sizeof(float));
 }
 
-/* acc[i][0..31] (row i at acc + i*ldu, i < 6) += sum over t < nt of
- * e[t*lde + i] * v[t*ldv + 0..31]. */
-static void wg_micro_bw(int64_t nt, const float *e, int64_t lde, const float *v, int64_t ldv,
-                        float *acc, int64_t ldu) {
-#if WG_AVX512
-#define WG_LOAD(i)                                                                                 \
-    __m512 c##i = _mm512_loadu_ps(acc + i * ldu), d##i = _mm512_loadu_ps(acc + i * ldu + WG_L);
-    WG_LOAD(0) WG_LOAD(1) WG_LOAD(2) WG_LOAD(3) WG_LOAD(4) WG_LOAD(5)
-#undef WG_LOAD
-    for (int64_t t = 0; t < nt; t++, e += lde, v += ldv) {
-        const __m512 b0 = _mm512_loadu_ps(v), b1 = _mm512_loadu_ps(v + WG_L);
-        __m512 a;
-#define WG_STEP(i)                                                                                 \
-    a = _mm512_set1_ps(e[i]);                                                                      \
-    c##i = _mm512_fmadd_ps(a, b0, c##i);                                                           \
-    d##i = _mm512_fmadd_ps(a, b1, d##i);
-        WG_STEP(0) WG_STEP(1) WG_STEP(2) WG_STEP(3) WG_STEP(4) WG_STEP(5)
-#undef WG_STEP
-    }
-#define WG_STORE(i)                                                                                \
-    _mm512_storeu_ps(acc + i * ldu, c##i);                                                         \
-    _mm512_storeu_ps(acc + i * ldu + WG_L, d##i);
-    WG_STORE(0) WG_STORE(1) WG_STORE(2) WG_STORE(3) WG_STORE(4) WG_STORE(5)
-#undef WG_STORE
-#else
-    for (int i = 0; i < WG_MR; i++)
-        for (int64_t t = 0; t < nt; t++)
-            for (int l = 0; l < WG_NB; l++) acc[i * ldu + l] += e[t * lde + i] * v[t * ldv + l];
-#endif
-}
-
 /* Chunk items: the partial sums of their tiles. */
 static void wg_bw_range(void *ctx, int64_t begin, int64_t end) {
     const wg_job *j = ctx;
@@ -525,8 +505,8 @@ static void wg_bw_range(void *ctx, int64_t begin, int64_t end) {
             for (int xi = 0; xi < WG_X; xi++)
                 for (int64_t kr = 0; kr < Kw; kr += WG_MR)
                     for (int64_t cb = 0; cb < Cp; cb += WG_NB)
-                        wg_micro_bw(nt, E + xi * T * Kw + kr, Kw, V + xi * T * Cp + cb, Cp,
-                                    U + (xi * Kw + kr) * Cp + cb, Cp);
+                        wg_gemm6x32(nt, E + xi * T * Kw + kr, 1, Kw, V + xi * T * Cp + cb,
+                                    Cp, U + (xi * Kw + kr) * Cp + cb, Cp, true);
         }
     }
 }
