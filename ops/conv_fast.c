@@ -1982,17 +1982,52 @@ static bool wino_geom(const cgeom *g, bool bwd, mft__wino_geom *wg) {
     return mft__conv_wino_applies(wg);
 }
 
-static bool run_wino(const cgeom *g, bool bwd, const float *src, float *dst) {
+static void transpose(const float *src, float *dst, int64_t N, int64_t C, int64_t S, bool to_nhwc);
+
+/* Winograd (kind 0 forward: a = x, o = y; 1 backward_input: a = grad_y,
+ * o = grad_x; 2 backward_weight: a = grad_y, b = x, o = grad_w at gws) on
+ * NHWC tensors, or on NCHW ones (nchw) transposed to NHWC into scratch and
+ * a forward result transposed back (three passes over memory, small beside
+ * the convolution). False, having written nothing, where it does not apply
+ * or memory is short; true also reports the algorithm in the kernel name. */
+static bool run_wino(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                     const int64_t *gws, bool nchw) {
+    static const char *const names[2][3] = {
+        {"conv2d.nhwc.f32.winograd_f4x3", "conv2d_backward_input.nhwc.f32.winograd_f4x3",
+         "conv2d_backward_weight.nhwc.f32.winograd_f4x3"},
+        {"conv2d.nchw.f32.via_nhwc_winograd_f4x3",
+         "conv2d_backward_input.nchw.f32.via_nhwc_winograd_f4x3",
+         "conv2d_backward_weight.nchw.f32.via_nhwc_winograd_f4x3"}};
     mft__wino_geom wg;
-    if (!wino_geom(g, bwd, &wg) || !mft__conv_wino_forward(&wg, src, dst)) return false;
-    mft__dispatch_report_as(bwd ? "conv2d_backward_input.nhwc.f32.winograd_f4x3"
-                                : "conv2d.nhwc.f32.winograd_f4x3");
-    return true;
+    if (!wino_geom(g, kind == 1, &wg)) return false;
+    const float *src = kind == 2 ? b : a, *gy = a; /* the convolution's input, grad_y */
+    float *dst = o, *t = NULL;
+    const int64_t Si = wg.H * wg.W, So = wg.OH * wg.OW;
+    if (nchw) {
+        const size_t ni = (size_t)(wg.N * wg.C * Si), no = (size_t)(wg.N * wg.K * So);
+        t = mft__alloc((ni + no) * sizeof(float) + 64, 64);
+        if (!t) return false;
+        float *t2 = t + (ni + 15) / 16 * 16;
+        transpose(src, t, wg.N, wg.C, Si, true);
+        src = t;
+        if (kind == 2) {
+            transpose(a, t2, wg.N, wg.K, So, true);
+            gy = t2;
+        } else {
+            dst = t2;
+        }
+    }
+    const bool ok = kind == 2 ? mft__conv_wino_backward_weight(&wg, gy, src, o, gws)
+                              : mft__conv_wino_forward(&wg, src, dst);
+    if (ok && nchw && kind != 2) transpose(dst, o, wg.N, wg.K, So, false);
+    mft__free(t);
+    if (ok) mft__dispatch_report_as(names[nchw][kind]);
+    return ok;
 }
 
 static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
     mft__plane_geom pg;
-    if (!onchw && run_wino(g, false, x, y)) return true;
+    if (!onchw && run_wino(g, 0, x, NULL, y, NULL, false)) return true;
     if (!onchw && plane_geom(g, &pg) && mft__conv_plane_applies(&pg) &&
         mft__conv_plane_forward(&pg, x, y))
         return true;
@@ -2000,17 +2035,15 @@ static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
     return ind_conv(g, false, x, y, onchw, false);
 }
 static bool run_bwd_in(const cgeom *g, const float *gy, float *gx, bool onchw) {
-    if (!onchw && run_wino(g, true, gy, gx)) return true;
+    if (!onchw && run_wino(g, 1, gy, NULL, gx, NULL, false)) return true;
     if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 1, gy, NULL, gx, NULL, onchw);
     return ind_conv(g, true, gy, gx, onchw, false);
 }
 static void run_bwd_w(const cgeom *g, const float *gy, const float *x, float *gw,
                       const int64_t *gws) {
     mft__plane_geom pg;
-    mft__wino_geom wg;
-    if (wino_geom(g, false, &wg) && mft__conv_wino_backward_weight(&wg, gy, x, gw, gws)) {
-        mft__dispatch_report_as("conv2d_backward_weight.nhwc.f32.winograd_f4x3");
-    } else if (cf_mode == 2) {
+    if (run_wino(g, 2, gy, x, gw, gws, false)) return;
+    if (cf_mode == 2) {
         direct_nhwc(g, 2, gy, x, gw, gws);
     } else if (plane_geom(g, &pg) && mft__conv_plane_applies(&pg) &&
                mft__conv_plane_backward_weight(&pg, gy, x, gw, gws)) {
@@ -2446,46 +2479,6 @@ static void pwbc_reduce(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-/* Winograd on NCHW tensors: src to NHWC, the NHWC algorithm into a scratch
- * result, that back to NCHW (three passes over memory, small beside the
- * convolution); false, having written nothing, where it does not apply or
- * memory is short. */
-static bool wino_nchw(const cgeom *g, bool bwd, const float *src, float *dst) {
-    mft__wino_geom wg;
-    if (!wino_geom(g, bwd, &wg)) return false;
-    const size_t ni = (size_t)(wg.N * wg.C * wg.H * wg.W);
-    const size_t no = (size_t)(wg.N * wg.K * wg.OH * wg.OW);
-    float *t = mft__alloc((ni + no) * sizeof(float) + 64, 64);
-    if (!t) return false;
-    float *to = t + (ni + 15) / 16 * 16;
-    transpose(src, t, wg.N, wg.C, wg.H * wg.W, true);
-    const bool ok = mft__conv_wino_forward(&wg, t, to);
-    if (ok) transpose(to, dst, wg.N, wg.K, wg.OH * wg.OW, false);
-    mft__free(t);
-    if (ok)
-        mft__dispatch_report_as(bwd ? "conv2d_backward_input.nchw.f32.via_nhwc_winograd_f4x3"
-                                    : "conv2d.nchw.f32.via_nhwc_winograd_f4x3");
-    return ok;
-}
-
-/* Winograd backward_weight on NCHW grad_y and x: both to NHWC first. */
-static bool wino_bwd_w_nchw(const cgeom *g, const float *gy, const float *x, float *gw,
-                            const int64_t *gws) {
-    mft__wino_geom wg;
-    if (!wino_geom(g, false, &wg)) return false;
-    const size_t ni = (size_t)(wg.N * wg.C * wg.H * wg.W);
-    const size_t no = (size_t)(wg.N * wg.K * wg.OH * wg.OW);
-    float *t = mft__alloc((ni + no) * sizeof(float) + 64, 64);
-    if (!t) return false;
-    float *to = t + (ni + 15) / 16 * 16;
-    transpose(x, t, wg.N, wg.C, wg.H * wg.W, true);
-    transpose(gy, to, wg.N, wg.K, wg.OH * wg.OW, true);
-    const bool ok = mft__conv_wino_backward_weight(&wg, to, t, gw, gws);
-    mft__free(t);
-    if (ok) mft__dispatch_report_as("conv2d_backward_weight.nchw.f32.via_nhwc_winograd_f4x3");
-    return ok;
-}
-
 /* NCHW forward (bwd false) and backward_input (bwd true): the source is x
  * (C = Cin, spatial = input) or grad_y (C = Cout, spatial = output). */
 static void conv_nchw_run(const mft_kernel_args *a, bool bwd) {
@@ -2502,7 +2495,7 @@ static void conv_nchw_run(const mft_kernel_args *a, bool bwd) {
     const int64_t C = bwd ? g.Cout : g.Cin;
     const int64_t S = bwd ? g.OD * g.OH * g.OW : g.D * g.H * g.W;
     const bool c1 = C == 1; /* NCHW and NHWC coincide */
-    if (!c1 && wino_nchw(&g, bwd, src, dst)) return;
+    if (!c1 && run_wino(&g, kind, src, NULL, dst, NULL, true)) return;
     if (!c1 && g.N >= 8 && !is_depthwise(&g) && cf_mode != 2 &&
         ind_conv(&g, bwd, src, dst, true, true))
         return;
@@ -2532,7 +2525,7 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
         return;
     if (dwn_conv(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws))
         return;
-    if (wino_bwd_w_nchw(&g, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws))
+    if (run_wino(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws, true))
         return;
     const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
     const int64_t nitems = g.G * cdiv(g.Cgi, TILE_N);

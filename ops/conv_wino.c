@@ -154,6 +154,20 @@ static inline void wg_at(const wv *m, wv *o) {
     o[3] = wv_fma(8.0f, d, wv_add(b, m[5]));
 }
 
+/* Grad transform along one dim, w = A e (A = (A^T)^T, 6 x 4):
+ *   w0 = e0   w1 = e0 + e1 + e2 + e3     w3 = e0 + 2 e1 + 4 e2 + 8 e3
+ *   w5 = e3   w2 = e0 - e1 + e2 - e3     w4 = e0 - 2 e1 + 4 e2 - 8 e3   */
+static inline void wg_a(const wv *e, wv *w) {
+    const wv ev = wv_add(e[0], e[2]), od = wv_add(e[1], e[3]);
+    const wv e4 = wv_fma(4.0f, e[2], e[0]), o8 = wv_fma(8.0f, e[3], wv_mul(2.0f, e[1]));
+    w[0] = e[0];
+    w[1] = wv_add(ev, od);
+    w[2] = wv_sub(ev, od);
+    w[3] = wv_add(e4, o8);
+    w[4] = wv_sub(e4, o8);
+    w[5] = e[3];
+}
+
 /* Filter, u = G g (on nl lanes, stride ls between the six results):
  *   u0 = g0 / 4                    u3 = g0 / 24 + g1 / 12 + g2 / 6
  *   u1 = -(g0 + g1 + g2) / 6       u4 = g0 / 24 - g1 / 12 + g2 / 6
@@ -177,6 +191,7 @@ typedef struct wg_job {
     const float *x;
     float *y;
     float *u;       /* packed transformed weights [36][nkb][C][32] */
+    float *bpad;    /* the bias, zero past K: nkb * 32 */
     int64_t nkb;    /* output channel blocks of 32 */
     int64_t TH, TW; /* tiles per image along H and W */
     int64_t ntiles, T, nblocks;
@@ -191,6 +206,15 @@ typedef struct wg_job {
 
 static inline float wg_w(const mft__wino_geom *g, int64_t k, int64_t c, int a, int b) {
     return g->w[k * g->ws[0] + c * g->ws[1] + a * g->ws[2] + b * g->ws[3]];
+}
+
+/* The fields every job has: the geometry and the tile grid. */
+static void wg_job_init(wg_job *j, const mft__wino_geom *g) {
+    memset(j, 0, sizeof *j);
+    j->g = g;
+    j->TH = (g->OH + 3) / 4;
+    j->TW = (g->OW + 3) / 4;
+    j->ntiles = g->N * j->TH * j->TW;
 }
 
 /* Weight transform of (k block kb, input channel c) for each item. */
@@ -214,41 +238,50 @@ static void wg_pack_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-/* Input transform of tile tl into row r of V [36][T][ldv] (columns C ..
- * ldv - 1 zeroed). */
-static void wg_input_tile(const wg_job *j, int64_t tl, float *V, int64_t T, int64_t r,
-                          int64_t ldv) {
-    const mft__wino_geom *g = j->g;
-    const int64_t C = g->C, n = tl / (j->TH * j->TW), ty = tl / j->TW % j->TH, tx = tl % j->TW;
-    const int64_t ih0 = 4 * ty - g->ph, iw0 = 4 * tx - g->pw;
-    const float *xi = j->x + n * g->H * g->W * C;
+/* Into row r of D [36][T][ld] (columns width .. ld - 1 zeroed): the 6 x 6
+ * transform of tile tl's n x n patch of src, an (N, Hs, Ws, width) NHWC
+ * tensor read as zeros outside its images, whose corner is (4 ty - oh,
+ * 4 tx - ow). n = 6: the input transform B^T d B of x (oh, ow: the
+ * padding); n = 4: the grad transform A e A^T of a grad_y block (oh = ow =
+ * 0; Note [Winograd backward_weight]). Along columns, then rows. */
+static inline __attribute__((always_inline)) void
+wg_tile_in(const wg_job *j, int64_t tl, const float *src, int64_t Hs, int64_t Ws, int64_t width,
+           int64_t oh, int64_t ow, int n, float *D, int64_t T, int64_t r, int64_t ld) {
+    const int64_t img = tl / (j->TH * j->TW), ty = tl / j->TW % j->TH, tx = tl % j->TW;
+    const int64_t h0 = 4 * ty - oh, w0 = 4 * tx - ow;
+    const float *base = src + img * Hs * Ws * width;
     const float *rows[6];
     bool colok[6];
-    for (int i = 0; i < 6; i++) {
-        const int64_t ih = ih0 + i, iw = iw0 + i;
-        rows[i] = ih >= 0 && ih < g->H ? xi + ih * g->W * C : NULL;
-        colok[i] = iw >= 0 && iw < g->W;
+    for (int i = 0; i < n; i++) {
+        rows[i] = h0 + i >= 0 && h0 + i < Hs ? base + (h0 + i) * Ws * width : NULL;
+        colok[i] = w0 + i >= 0 && w0 + i < Ws;
     }
-    for (int64_t c0 = 0; c0 < C; c0 += WG_L) {
-        const int nc = C - c0 < WG_L ? (int)(C - c0) : WG_L;
+    for (int64_t c0 = 0; c0 < width; c0 += WG_L) {
+        const int nc = width - c0 < WG_L ? (int)(width - c0) : WG_L;
         wv t[6][6];
-        for (int b = 0; b < 6; b++) { /* columns: t[.][b] = B^T d[.][b] */
-            wv d[6];
-            for (int i = 0; i < 6; i++)
-                d[i] = rows[i] && colok[b] ? wv_load(rows[i] + (iw0 + b) * C + c0, nc) : wv_zero();
-            wv r6[6];
-            wg_bt(d, r6);
+        for (int b = 0; b < n; b++) { /* column b of the patch */
+            wv d[6], r6[6];
+            for (int i = 0; i < n; i++)
+                d[i] = rows[i] && colok[b] ? wv_load(rows[i] + (w0 + b) * width + c0, nc)
+                                           : wv_zero();
+            if (n == 6)
+                wg_bt(d, r6);
+            else
+                wg_a(d, r6);
             for (int i = 0; i < 6; i++) t[i][b] = r6[i];
         }
-        for (int i = 0; i < 6; i++) { /* rows: V[i][.] = B^T t[i][.]^T */
+        for (int i = 0; i < 6; i++) { /* row i of the half-transformed patch */
             wv r6[6];
-            wg_bt(t[i], r6);
-            for (int b = 0; b < 6; b++) wv_store(V + ((6 * i + b) * T + r) * ldv + c0, r6[b], nc);
+            if (n == 6)
+                wg_bt(t[i], r6);
+            else
+                wg_a(t[i], r6);
+            for (int b = 0; b < 6; b++) wv_store(D + ((6 * i + b) * T + r) * ld + c0, r6[b], nc);
         }
     }
-    if (ldv > C)
+    if (ld > width)
         for (int e = 0; e < WG_X; e++)
-            memset(V + (e * T + r) * ldv + C, 0, (size_t)(ldv - C) * sizeof(float));
+            memset(D + (e * T + r) * ld + width, 0, (size_t)(ld - width) * sizeof(float));
 }
 
 /* Output transform of row r of M [36][T][32] (channels k0 .. k0 + 31 of
@@ -265,10 +298,7 @@ static void wg_output_tile(const wg_job *j, int64_t tl, const float *M, int64_t 
         const int64_t kk = k0 + h * WG_L;
         if (kk >= K) break;
         const int nk = K - kk < WG_L ? (int)(K - kk) : WG_L;
-        float bb[WG_L];
-        for (int l = 0; l < WG_L; l++)
-            bb[l] = g->bias && l < nk ? g->bias[(kk + l) * g->bstride] : 0.0f;
-        const wv bias = wv_load(bb, WG_L);
+        const wv bias = wv_load(j->bpad + kk, WG_L);
         wv t[6][4];
         for (int i = 0; i < 6; i++) { /* rows: t[i][.] = A^T m[i][.] */
             wv m[6];
@@ -297,8 +327,8 @@ static void wg_gemm6x32(int64_t n, const float *a, int64_t ars, int64_t ass, con
 #if WG_AVX512
     const __m512 z = _mm512_setzero_ps();
 #define WG_INIT(i)                                                                                 \
-    __m512 c##i = accumulate ? _mm512_loadu_ps(m + i * ldm) : z;                                    \
-    __m512 d##i = accumulate ? _mm512_loadu_ps(m + i * ldm + WG_L) : z;                             \
+    __m512 c##i = accumulate ? _mm512_loadu_ps(m + i * ldm) : z;                                   \
+    __m512 d##i = accumulate ? _mm512_loadu_ps(m + i * ldm + WG_L) : z;                            \
     const float *a##i = a + i * ars;
     WG_INIT(0) WG_INIT(1) WG_INIT(2) WG_INIT(3) WG_INIT(4) WG_INIT(5)
 #undef WG_INIT
@@ -355,7 +385,8 @@ static void wg_block_direct(const wg_job *j, int64_t b) {
 
 static void wg_range(void *ctx, int64_t begin, int64_t end) {
     const wg_job *j = ctx;
-    const int64_t C = j->g->C, T = j->T;
+    const mft__wino_geom *g = j->g;
+    const int64_t C = g->C, T = j->T;
     const size_t vn = (size_t)(WG_X * T * C), mn = (size_t)(WG_X * T * WG_NB);
     float *V = mft__alloc((vn + mn) * sizeof(float), 64);
     if (!V) {
@@ -365,7 +396,8 @@ static void wg_range(void *ctx, int64_t begin, int64_t end) {
     float *M = V + vn;
     for (int64_t b = begin; b < end; b++) {
         const int64_t t0 = b * T, nt = j->ntiles - t0 < T ? j->ntiles - t0 : T;
-        for (int64_t r = 0; r < nt; r++) wg_input_tile(j, t0 + r, V, T, r, C);
+        for (int64_t r = 0; r < nt; r++)
+            wg_tile_in(j, t0 + r, j->x, g->H, g->W, C, g->ph, g->pw, 6, V, T, r, C);
         if (nt < T) /* rows past the last tile: zeros, never stored */
             for (int xi = 0; xi < WG_X; xi++)
                 memset(V + (xi * T + nt) * C, 0, (size_t)((T - nt) * C) * sizeof(float));
@@ -406,18 +438,18 @@ bool mft__conv_wino_applies(const mft__wino_geom *g) {
 
 bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y) {
     wg_job j;
-    memset(&j, 0, sizeof j);
-    j.g = g;
+    wg_job_init(&j, g);
     j.x = x;
     j.y = y;
     j.nkb = (g->K + WG_NB - 1) / WG_NB;
-    j.TH = (g->OH + 3) / 4;
-    j.TW = (g->OW + 3) / 4;
-    j.ntiles = g->N * j.TH * j.TW;
     j.T = wg_block_tiles(g);
     j.nblocks = (j.ntiles + j.T - 1) / j.T;
-    j.u = mft__alloc((size_t)(WG_X * j.nkb * g->C * WG_NB) * sizeof(float), 64);
+    const size_t un = (size_t)(WG_X * j.nkb * g->C * WG_NB);
+    j.u = mft__alloc((un + (size_t)(j.nkb * WG_NB)) * sizeof(float), 64);
     if (!j.u) return false;
+    j.bpad = j.u + un;
+    for (int64_t k = 0; k < j.nkb * WG_NB; k++)
+        j.bpad[k] = g->bias && k < g->K ? g->bias[k * g->bstride] : 0.0f;
     mft__parallel_for(0, j.nkb * g->C, 16, wg_pack_range, &j);
     mft__parallel_for_dynamic(0, j.nblocks, 1, wg_range, &j);
     mft__free(j.u);
@@ -442,54 +474,10 @@ bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y) {
  * past about 28000) cost more than the direct kernel: it declines them
  * (WG_BW_MAX_PART). */
 
-/* Grad transform along one dim, w = A e (A = (A^T)^T, 6 x 4):
- *   w0 = e0   w1 = e0 + e1 + e2 + e3     w3 = e0 + 2 e1 + 4 e2 + 8 e3
- *   w5 = e3   w2 = e0 - e1 + e2 - e3     w4 = e0 - 2 e1 + 4 e2 - 8 e3   */
-static inline void wg_a(const wv *e, wv *w) {
-    const wv ev = wv_add(e[0], e[2]), od = wv_add(e[1], e[3]);
-    const wv e4 = wv_fma(4.0f, e[2], e[0]), o8 = wv_fma(8.0f, e[3], wv_mul(2.0f, e[1]));
-    w[0] = e[0];
-    w[1] = wv_add(ev, od);
-    w[2] = wv_sub(ev, od);
-    w[3] = wv_add(e4, o8);
-    w[4] = wv_sub(e4, o8);
-    w[5] = e[3];
-}
-
-/* Grad transform of tile tl into row r of E [36][T][lde] (columns K ..
- * lde - 1 zeroed). */
-static void wg_grad_tile(const wg_job *j, int64_t tl, float *E, int64_t T, int64_t r,
-                         int64_t lde) {
-    const mft__wino_geom *g = j->g;
-    const int64_t K = g->K, n = tl / (j->TH * j->TW), ty = tl / j->TW % j->TH, tx = tl % j->TW;
-    const int64_t oh0 = 4 * ty, ow0 = 4 * tx;
-    const int nh = g->OH - oh0 < 4 ? (int)(g->OH - oh0) : 4;
-    const int nw = g->OW - ow0 < 4 ? (int)(g->OW - ow0) : 4;
-    const float *gt = j->gy + ((n * g->OH + oh0) * g->OW + ow0) * K;
-    for (int64_t k0 = 0; k0 < K; k0 += WG_L) {
-        const int nk = K - k0 < WG_L ? (int)(K - k0) : WG_L;
-        wv t[6][4];
-        for (int q = 0; q < 4; q++) { /* columns: t[.][q] = A e[.][q] */
-            wv e[4], w6[6];
-            for (int p = 0; p < 4; p++)
-                e[p] = p < nh && q < nw ? wv_load(gt + (p * g->OW + q) * K + k0, nk) : wv_zero();
-            wg_a(e, w6);
-            for (int i = 0; i < 6; i++) t[i][q] = w6[i];
-        }
-        for (int i = 0; i < 6; i++) { /* rows: E[i][.] = A t[i][.]^T */
-            wv w6[6];
-            wg_a(t[i], w6);
-            for (int b = 0; b < 6; b++) wv_store(E + ((6 * i + b) * T + r) * lde + k0, w6[b], nk);
-        }
-    }
-    if (lde > K)
-        for (int xi = 0; xi < WG_X; xi++)
-            memset(E + (xi * T + r) * lde + K, 0, (size_t)(lde - K) * sizeof(float));
-}
-
 /* Chunk items: the partial sums of their tiles. */
 static void wg_bw_range(void *ctx, int64_t begin, int64_t end) {
     const wg_job *j = ctx;
+    const mft__wino_geom *g = j->g;
     const int64_t T = j->T, Kw = j->Kw, Cp = j->Cp, psz = WG_X * Kw * Cp;
     for (int64_t ch = begin; ch < end; ch++) {
         float *U = j->part + ch * psz;
@@ -499,8 +487,8 @@ static void wg_bw_range(void *ctx, int64_t begin, int64_t end) {
         for (int64_t tb = ch * j->ntiles / j->nch; tb < t1; tb += T) {
             const int64_t nt = t1 - tb < T ? t1 - tb : T;
             for (int64_t r = 0; r < nt; r++) {
-                wg_input_tile(j, tb + r, V, T, r, Cp);
-                wg_grad_tile(j, tb + r, E, T, r, Kw);
+                wg_tile_in(j, tb + r, j->x, g->H, g->W, g->C, g->ph, g->pw, 6, V, T, r, Cp);
+                wg_tile_in(j, tb + r, j->gy, g->OH, g->OW, g->K, 0, 0, 4, E, T, r, Kw);
             }
             for (int xi = 0; xi < WG_X; xi++)
                 for (int64_t kr = 0; kr < Kw; kr += WG_MR)
@@ -559,15 +547,11 @@ static void wg_bw_reduce(void *ctx, int64_t begin, int64_t end) {
 bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, const float *x,
                                     float *gw, const int64_t *gws) {
     wg_job j;
-    memset(&j, 0, sizeof j);
-    j.g = g;
+    wg_job_init(&j, g);
     j.x = x;
     j.gy = gy;
     j.gw = gw;
     j.gws = gws;
-    j.TH = (g->OH + 3) / 4;
-    j.TW = (g->OW + 3) / 4;
-    j.ntiles = g->N * j.TH * j.TW;
     j.Kw = (g->K + WG_MR - 1) / WG_MR * WG_MR;
     j.Cp = (g->C + WG_NB - 1) / WG_NB * WG_NB;
     const int64_t psz = WG_X * j.Kw * j.Cp;

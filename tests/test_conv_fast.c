@@ -422,8 +422,10 @@ static void fail_free(void *p, void *ctx) {
     free(p);
 }
 
-static void run_case_failing(const ccase *c, mft_format fmt) {
-    /* as run_case, but allocations fail during the kernel calls */
+/* As run_case for the first nops ops (forward, backward_input,
+ * backward_weight), but allocations fail during the kernel calls after the
+ * first `after` of each call have succeeded. */
+static void run_case_failing(const ccase *c, mft_format fmt, int nops, int after) {
     const int ns = c->ns, r = 2 + ns;
     mft__op_id ops[3] = {MFT__OP_CONV2D, MFT__OP_CONV2D_BACKWARD_INPUT,
                          MFT__OP_CONV2D_BACKWARD_WEIGHT};
@@ -439,12 +441,13 @@ static void run_case_failing(const ccase *c, mft_format fmt) {
     mft_tensor *bi = rand_tensor(1, bsi, MFT_CONTIGUOUS);
     mft_tensor *outs[3] = {mft_empty(r, ys, MFT_F32, fmt), mft_empty(r, xs, MFT_F32, fmt),
                            mft_empty(r, ws, MFT_F32, fmt)};
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < nops; op++) {
         const mft__kernel_def *k = find_kernel(ops[op], fmt, MFT_F32);
         const mft_tensor *bias = op == 0 ? bo : op == 1 ? bi : NULL;
         mft_conv_params p = params_of(c, bias);
         const mft_tensor *A = op == 0 ? x : gy, *B = op == 2 ? x : w;
         fail_count = 0;
+        fail_after = after;
         fail_armed = true;
         run_kernel(k, A, B, outs[op], &p);
         fail_armed = false;
@@ -468,8 +471,8 @@ static void test_alloc_failure(void) {
         mk2(2, 7, 1, 1, 5, 6, 3, 1, 1, 1, true),  mk2(2, 9, 9, 9, 5, 6, 3, 2, 1, 1, true),
         mk2(2, 3, 6, 3, 5, 11, 3, 1, 1, 1, true), mk2(1, 4, 4, 4, 6, 9, 3, 1, 2, 2, true)};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
-        run_case_failing(&cs[i], MFT_CHANNELS_LAST);
-        run_case_failing(&cs[i], MFT_CONTIGUOUS);
+        run_case_failing(&cs[i], MFT_CHANNELS_LAST, 3, 0);
+        run_case_failing(&cs[i], MFT_CONTIGUOUS, 3, 0);
     }
     mft_set_allocator(NULL);
 }
@@ -576,33 +579,8 @@ static void test_winograd_alloc_failure(void) {
     mft_set_allocator(&a);
     mft__conv_wino_set_mode(1);
     const ccase c = mk2(2, 9, 20, 1, 9, 10, 3, 1, 1, 1, true);
-    const mft__op_id ops[2] = {MFT__OP_CONV2D, MFT__OP_CONV2D_BACKWARD_INPUT};
-    for (int f = 0; f < 2; f++) {
-        const mft_format fmt = f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST;
-        int64_t xs[4] = {2, 9, 9, 10}, ws[4] = {20, 9, 3, 3}, bs[1] = {20}, bsi[1] = {9};
-        mft_tensor *x = rand_tensor(4, xs, fmt), *w = rand_tensor(4, ws, MFT_CONTIGUOUS);
-        mft_tensor *gy = rand_tensor(4, (int64_t[4]){2, 20, 9, 10}, fmt);
-        mft_tensor *bo = rand_tensor(1, bs, MFT_CONTIGUOUS);
-        mft_tensor *bi = rand_tensor(1, bsi, MFT_CONTIGUOUS);
-        for (int op = 0; op < 2; op++) {
-            mft_tensor *out = mft_empty(4, op ? xs : (int64_t[4]){2, 20, 9, 10}, MFT_F32, fmt);
-            const mft_tensor *bias = op ? bi : bo;
-            mft_conv_params p = params_of(&c, bias);
-            fail_count = 0;
-            fail_after = f ? 2 : 1;
-            fail_armed = true;
-            run_kernel(find_kernel(ops[op], fmt, MFT_F32), op ? gy : x, w, out, &p);
-            fail_armed = false;
-            CHECK_MSG(fail_count > 0, "op %d fmt %d: no allocation failed", op, f);
-            check_out(&c, op, op ? gy : x, w, bias, out, "winograd, scratch failing");
-            mft_tensor_release(out);
-        }
-        mft_tensor_release(x);
-        mft_tensor_release(w);
-        mft_tensor_release(gy);
-        mft_tensor_release(bo);
-        mft_tensor_release(bi);
-    }
+    run_case_failing(&c, MFT_CHANNELS_LAST, 2, 1);
+    run_case_failing(&c, MFT_CONTIGUOUS, 2, 2);
     fail_after = 0;
     mft__conv_wino_set_mode(0);
     mft_set_allocator(NULL);
