@@ -5,6 +5,7 @@
  * profiler (tensor/profile.c) and the reorder budget read from here. Also
  * here: the rings of recent conversion and kernel events, the kernel-event
  * hook every kernel run calls, and the reorder budget. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

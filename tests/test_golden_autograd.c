@@ -5,6 +5,7 @@
  * every leaf gradient, the gradients' layouts (SPEC §5: each leaf's grad
  * has its leaf's strides) and zero format conversions in backward; each
  * chain twice, relu and max_pool2d as two ops and as mft_relu_max_pool2d. */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "harness.h"
 #include "test_util.h"
 

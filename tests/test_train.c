@@ -9,6 +9,7 @@
  *   - a whole step under a scope leaks nothing, and an allocation failure
  *     injected at every allocation of a step returns an error, leaks
  *     nothing and leaves the parameters as they were. */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include <stdbool.h>
 #include "fail_alloc.h"
 #include "harness.h"
