@@ -51,6 +51,9 @@ struct mft_layer {
     int n;
     mft_layer **child;
     bool no_fuse; /* mft_layer_set_fusion(l, false) */
+    /* error path of mft_layer_sequential (layer_free_unowned) */
+    bool doomed;
+    mft_layer *next_doomed;
 };
 
 static const char *const k_pbase[2] = {"weight", "bias"};
@@ -306,6 +309,29 @@ mft_layer *mft_layer_dropout(double p, uint64_t seed) {
     return l;
 }
 
+/* The error path of mft_layer_sequential, which owns its arguments whether
+ * it succeeds or not: frees each distinct layer of layers[0..n) that no
+ * container owns. What to free is decided before anything is freed: a freed
+ * container frees its children, and layers[i] may be such a child, so looking
+ * at it after a free would read freed memory. The chosen layers are linked
+ * through `next_doomed` while all are alive; a layer no container owns is
+ * nobody's child, so freeing one chosen layer never frees another. */
+static void layer_free_unowned(int n, mft_layer *const *layers) {
+    mft_layer *doomed = NULL;
+    for (int i = 0; layers && i < n; i++) {
+        mft_layer *l = layers[i];
+        if (!l || l->adopted || l->doomed) continue; /* owned elsewhere, or a duplicate */
+        l->doomed = true;
+        l->next_doomed = doomed;
+        doomed = l;
+    }
+    while (doomed) {
+        mft_layer *next = doomed->next_doomed;
+        mft_layer_free(doomed);
+        doomed = next;
+    }
+}
+
 mft_layer *mft_layer_sequential(int n, mft_layer *const *layers) {
     static const char fn[] = "mft_layer_sequential";
     mft_layer *l = NULL;
@@ -327,13 +353,7 @@ mft_layer *mft_layer_sequential(int n, mft_layer *const *layers) {
             if (layers[i] == layers[j]) {
                 mft__set_error(MFT_ERR_INVALID, "%s: layers[%d] and layers[%d] are the same layer",
                                fn, j, i);
-                for (int k = 0; k < n; k++) /* free each distinct layer once */
-                    for (int m = 0; m <= k; m++)
-                        if (layers[m] == layers[k]) {
-                            if (m == k && !layers[k]->adopted) mft_layer_free(layers[k]);
-                            break;
-                        }
-                return NULL;
+                goto fail;
             }
     l = layer_new(fn, L_SEQUENTIAL);
     if (!l) goto fail;
@@ -349,9 +369,8 @@ mft_layer *mft_layer_sequential(int n, mft_layer *const *layers) {
     layer_set_prefix(l, "");
     return l;
 fail:
-    mft_layer_free(l);
-    for (int i = 0; layers && i < n; i++)
-        if (layers[i] && !layers[i]->adopted) mft_layer_free(layers[i]);
+    mft_layer_free(l); /* adopted nothing yet */
+    layer_free_unowned(n, layers);
     return NULL;
 }
 
