@@ -1,7 +1,7 @@
 /* ops/pool_more.c — the pooling ops beyond 2-D forward (mft/pool.h): max /
  * avg pool backward (2-D, 3-D), 1-D pools (run as 2-D with H = 1), 3-D pools,
- * adaptive avg / max 2-D pools and their backward; all dispatched by (op,
- * format, dtype) (DESIGN §7).
+ * adaptive avg / max 2-D and 3-D pools and their backward; all dispatched by
+ * (op, format, dtype) (DESIGN §7).
  *
  * The file reads top to bottom: the shared window geometry, parameter
  * checks and the entry points, the reference kernels (which define the
@@ -316,11 +316,8 @@ static bool pm_check_params(const char *fn, int nsp, bool is_max, const mft_tens
                            fn, (long long)p[i], (long long)k[i]);
             return false;
         }
-    if (!is_max && q->divisor_override < 0) {
-        mft__set_error(MFT_ERR_INVALID, "%s: divisor_override %lld should be positive (0 = none)",
-                       fn, (long long)q->divisor_override);
-        return false;
-    }
+    /* divisor_override: 0 = none, any other value divides, negative ones too,
+     * as PyTorch's avg_pool2d and avg_pool3d (and mft_avg_pool2d) */
     memset(g, 0, sizeof *g);
     g->kind = is_max ? PM_MAX : PM_AVG;
     const bool batched = x->ndim == nsp + 2;
@@ -456,10 +453,12 @@ static mft_status pm_node_backward(const mft__ag_node *n, mft_tensor *const *gou
                                                   p->divisor_override);
         break;
     case PM_AG_ADAPT_MAX:
-        g = mft_adaptive_max_pool2d_backward(gout[0], x, idx);
+        g = p->nsp == 3 ? mft_adaptive_max_pool3d_backward(gout[0], x, idx)
+                        : mft_adaptive_max_pool2d_backward(gout[0], x, idx);
         break;
     case PM_AG_ADAPT_AVG:
-        g = mft_adaptive_avg_pool2d_backward(gout[0], x);
+        g = p->nsp == 3 ? mft_adaptive_avg_pool3d_backward(gout[0], x)
+                        : mft_adaptive_avg_pool2d_backward(gout[0], x);
         break;
     }
     gin[0] = g;
@@ -720,44 +719,57 @@ static mft_tensor *pm_max_backward(const char *fn, int nsp, const mft_tensor *gr
     return pm_execute(&e, NULL);
 }
 
-/* Adaptive forward (2-D). */
-static mft_tensor *pm_adaptive(const char *fn, bool is_max, const mft_tensor *x,
-                               const int64_t out[2], mft_tensor **indices) {
+/* The window arithmetic of an adaptive pool (o * in, (o + 1) * in, and
+ * i * out in pm_win / pm_inv) must not overflow: in * (out + 1) stays below
+ * INT64_MAX / 4 per dim. */
+static bool pm_adaptive_fits(const char *fn, int nsp, const mft_tensor *x, const int64_t *in,
+                             const int64_t *out) {
+    for (int i = 0; i < nsp; i++)
+        if (in[i] > INT64_MAX / 4 / (out[i] + 1)) {
+            char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+            mft__set_error(MFT_ERR_OVERFLOW, "%s: input sizes %s with output size %s overflow the "
+                           "window arithmetic", fn, mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes),
+                           mft__fmt_dims(b2, sizeof b2, nsp, out));
+            return false;
+        }
+    return true;
+}
+
+/* Adaptive forward of nsp (2 or 3) spatial dims to out[0..nsp). */
+static mft_tensor *pm_adaptive(const char *fn, int nsp, bool is_max, const mft_tensor *x,
+                               const int64_t *out, mft_tensor **indices) {
     char b1[MFT__DIMS_BUF];
-    if (!pm_check_x(fn, x, 2, "x")) return NULL;
+    if (!pm_check_x(fn, x, nsp, "x")) return NULL;
     if (!out) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'out' is NULL", fn);
         return NULL;
     }
-    if (out[0] < 1 || out[1] < 1 || out[0] > PM_MAX_PARAM || out[1] > PM_MAX_PARAM) {
-        mft__set_error(MFT_ERR_INVALID, "%s: output size %s should be in [1, %lld]", fn,
-                       mft__fmt_dims(b1, sizeof b1, 2, out), (long long)PM_MAX_PARAM);
-        return NULL;
-    }
-    const int batched = x->ndim == 4;
-    for (int i = 0; i < 2; i++)
-        if (x->sizes[batched + 1 + i] > INT64_MAX / 4 / (out[i] + 1)) {
-            mft__set_error(MFT_ERR_OVERFLOW, "%s: input sizes %s with output size %s overflow the "
-                           "window arithmetic", fn, mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes),
-                           mft__fmt_dims((char[MFT__DIMS_BUF]){0}, MFT__DIMS_BUF, 2, out));
+    for (int i = 0; i < nsp; i++)
+        if (out[i] < 1 || out[i] > PM_MAX_PARAM) {
+            mft__set_error(MFT_ERR_INVALID, "%s: output size %s should be in [1, %lld]", fn,
+                           mft__fmt_dims(b1, sizeof b1, nsp, out), (long long)PM_MAX_PARAM);
             return NULL;
         }
+    const int batched = x->ndim == nsp + 2;
+    if (!pm_adaptive_fits(fn, nsp, x, x->sizes + batched + 1, out)) return NULL;
     pm_geom g;
     memset(&g, 0, sizeof g);
     g.kind = PM_ADAPT;
     g.N = batched ? x->sizes[0] : 1;
     g.C = x->sizes[batched];
-    g.in[0] = g.out[0] = 1;
-    for (int i = 0; i < 2; i++) {
-        g.in[1 + i] = x->sizes[batched + 1 + i];
-        g.out[1 + i] = out[i];
+    for (int e = 0; e < 3; e++) g.in[e] = g.out[e] = 1;
+    mft_adaptive_pool_params p;
+    memset(&p, 0, sizeof p);
+    for (int i = 0; i < nsp; i++) {
+        g.in[3 - nsp + i] = x->sizes[batched + 1 + i];
+        g.out[3 - nsp + i] = p.out[i] = out[i];
     }
-    mft_adaptive_pool_params p = {{out[0], out[1], 0}};
     pm_exec e;
     memset(&e, 0, sizeof e);
-    pm_sizes(&e, x, 2, &g, false);
+    pm_sizes(&e, x, nsp, &g, false);
     e.fn = fn;
-    e.op = is_max ? MFT__OP_ADAPTIVE_MAX_POOL2D : MFT__OP_ADAPTIVE_AVG_POOL2D;
+    if (nsp == 3) e.op = is_max ? MFT__OP_ADAPTIVE_MAX_POOL3D : MFT__OP_ADAPTIVE_AVG_POOL3D;
+    else e.op = is_max ? MFT__OP_ADAPTIVE_MAX_POOL2D : MFT__OP_ADAPTIVE_AVG_POOL2D;
     e.nin = 1;
     e.in[0] = x;
     e.nout = is_max ? 2 : 1;
@@ -766,14 +778,56 @@ static mft_tensor *pm_adaptive(const char *fn, bool is_max, const mft_tensor *x,
     e.params = &p;
     pm_ag_params ap;
     if (mft__ag_wants(1, &x)) {
+        static const char *const names[2][2] = {{"adaptive_avg_pool2d", "adaptive_avg_pool3d"},
+                                                {"adaptive_max_pool2d", "adaptive_max_pool3d"}};
         memset(&ap, 0, sizeof ap);
         ap.kind = is_max ? PM_AG_ADAPT_MAX : PM_AG_ADAPT_AVG;
-        ap.nsp = 2;
+        ap.nsp = nsp;
         e.rec = true;
-        e.ag_name = is_max ? "adaptive_max_pool2d" : "adaptive_avg_pool2d";
+        e.ag_name = names[is_max][nsp == 3];
         e.ag_params = &ap;
     }
     return pm_execute(&e, indices);
+}
+
+static mft_tensor *pm_adaptive_with_indices(const char *fn, int nsp, const mft_tensor *x,
+                                            const int64_t *out, mft_tensor **indices) {
+    if (indices) *indices = NULL;
+    if (!indices) {
+        if (!x) mft__null_arg(fn, "x");
+        else mft__set_error(MFT_ERR_NULL, "%s: argument 'indices' is NULL", fn);
+        return NULL;
+    }
+    return pm_adaptive(fn, nsp, true, x, out, indices);
+}
+
+/* Backward of adaptive avg pooling of nsp (2 or 3) dims; the output size is
+ * grad_out's. */
+static mft_tensor *pm_adaptive_avg_backward(const char *fn, int nsp, const mft_tensor *grad_out,
+                                            const mft_tensor *x) {
+    pm_geom g;
+    if (!grad_out) {
+        mft__null_arg(fn, "grad_out");
+        return NULL;
+    }
+    if (!pm_check_x(fn, x, nsp, "x") || !pm_check_grad_sizes(fn, nsp, grad_out, x, &g) ||
+        !pm_adaptive_fits(fn, nsp, x, g.in + 3 - nsp, g.out + 3 - nsp))
+        return NULL;
+    g.kind = PM_ADAPT;
+    mft_adaptive_pool_params p;
+    memset(&p, 0, sizeof p);
+    for (int i = 0; i < nsp; i++) p.out[i] = g.out[3 - nsp + i];
+    pm_exec e;
+    memset(&e, 0, sizeof e);
+    pm_sizes(&e, x, nsp, &g, true);
+    e.fn = fn;
+    e.op = nsp == 3 ? MFT__OP_ADAPTIVE_AVG_POOL3D_BACKWARD : MFT__OP_ADAPTIVE_AVG_POOL2D_BACKWARD;
+    e.nin = 1;
+    e.in[0] = grad_out;
+    e.nout = 1;
+    e.odt[0] = x->dtype;
+    e.params = &p;
+    return pm_execute(&e, NULL);
 }
 
 /* ---------------------------------------------------------------- entry points */
@@ -879,23 +933,16 @@ mft_tensor *mft_avg_pool3d_backward(const mft_tensor *grad_out, const mft_tensor
 }
 
 mft_tensor *mft_adaptive_avg_pool2d(const mft_tensor *x, const int64_t out[2]) {
-    return pm_adaptive("mft_adaptive_avg_pool2d", false, x, out, NULL);
+    return pm_adaptive("mft_adaptive_avg_pool2d", 2, false, x, out, NULL);
 }
 
 mft_tensor *mft_adaptive_max_pool2d(const mft_tensor *x, const int64_t out[2]) {
-    return pm_adaptive("mft_adaptive_max_pool2d", true, x, out, NULL);
+    return pm_adaptive("mft_adaptive_max_pool2d", 2, true, x, out, NULL);
 }
 
 mft_tensor *mft_adaptive_max_pool2d_with_indices(const mft_tensor *x, const int64_t out[2],
                                                  mft_tensor **indices) {
-    static const char fn[] = "mft_adaptive_max_pool2d_with_indices";
-    if (indices) *indices = NULL;
-    if (!indices) {
-        if (!x) mft__null_arg(fn, "x");
-        else mft__set_error(MFT_ERR_NULL, "%s: argument 'indices' is NULL", fn);
-        return NULL;
-    }
-    return pm_adaptive(fn, true, x, out, indices);
+    return pm_adaptive_with_indices("mft_adaptive_max_pool2d_with_indices", 2, x, out, indices);
 }
 
 mft_tensor *mft_adaptive_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
@@ -904,35 +951,29 @@ mft_tensor *mft_adaptive_max_pool2d_backward(const mft_tensor *grad_out, const m
 }
 
 mft_tensor *mft_adaptive_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x) {
-    static const char fn[] = "mft_adaptive_avg_pool2d_backward";
-    pm_geom g;
-    if (!grad_out) {
-        mft__null_arg(fn, "grad_out");
-        return NULL;
-    }
-    if (!pm_check_x(fn, x, 2, "x") || !pm_check_grad_sizes(fn, 2, grad_out, x, &g)) return NULL;
-    for (int i = 1; i < 3; i++)
-        if (g.in[i] > INT64_MAX / 4 / (g.out[i] + 1)) {
-            char b1[MFT__DIMS_BUF];
-            mft__set_error(MFT_ERR_OVERFLOW, "%s: input sizes %s with output size [%lld,%lld] "
-                           "overflow the window arithmetic", fn,
-                           mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes), (long long)g.out[1],
-                           (long long)g.out[2]);
-            return NULL;
-        }
-    g.kind = PM_ADAPT;
-    mft_adaptive_pool_params p = {{g.out[1], g.out[2], 0}};
-    pm_exec e;
-    memset(&e, 0, sizeof e);
-    pm_sizes(&e, x, 2, &g, true);
-    e.fn = fn;
-    e.op = MFT__OP_ADAPTIVE_AVG_POOL2D_BACKWARD;
-    e.nin = 1;
-    e.in[0] = grad_out;
-    e.nout = 1;
-    e.odt[0] = x->dtype;
-    e.params = &p;
-    return pm_execute(&e, NULL);
+    return pm_adaptive_avg_backward("mft_adaptive_avg_pool2d_backward", 2, grad_out, x);
+}
+
+mft_tensor *mft_adaptive_avg_pool3d(const mft_tensor *x, const int64_t out[3]) {
+    return pm_adaptive("mft_adaptive_avg_pool3d", 3, false, x, out, NULL);
+}
+
+mft_tensor *mft_adaptive_max_pool3d(const mft_tensor *x, const int64_t out[3]) {
+    return pm_adaptive("mft_adaptive_max_pool3d", 3, true, x, out, NULL);
+}
+
+mft_tensor *mft_adaptive_max_pool3d_with_indices(const mft_tensor *x, const int64_t out[3],
+                                                 mft_tensor **indices) {
+    return pm_adaptive_with_indices("mft_adaptive_max_pool3d_with_indices", 3, x, out, indices);
+}
+
+mft_tensor *mft_adaptive_max_pool3d_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                             const mft_tensor *indices) {
+    return pm_max_backward("mft_adaptive_max_pool3d_backward", 3, grad_out, x, indices, NULL);
+}
+
+mft_tensor *mft_adaptive_avg_pool3d_backward(const mft_tensor *grad_out, const mft_tensor *x) {
+    return pm_adaptive_avg_backward("mft_adaptive_avg_pool3d_backward", 3, grad_out, x);
 }
 
 /* ---------------------------------------------------------------- reference kernels
@@ -1087,7 +1128,8 @@ static void avg_pool3d_ref(const mft_kernel_args *a) {
     pm_geom_p3(&g, a->params);
     pm_fwd_ref(&g, a);
 }
-static void adaptive_pool2d_ref(const mft_kernel_args *a) {
+/* Adaptive 2-D and 3-D (the output size is the output tensor's). */
+static void adaptive_pool_ref(const mft_kernel_args *a) {
     pm_geom g;
     pm_geom_init(&g, PM_ADAPT, a->inputs[0], a->outputs[0]);
     pm_fwd_ref(&g, a);
@@ -1104,7 +1146,7 @@ static void avg_pool3d_backward_ref(const mft_kernel_args *a) {
     pm_geom_p3(&g, a->params);
     pm_avgbwd_ref(&g, a);
 }
-static void adaptive_avg_pool2d_backward_ref(const mft_kernel_args *a) {
+static void adaptive_avg_pool_backward_ref(const mft_kernel_args *a) {
     pm_geom g;
     pm_geom_init(&g, PM_ADAPT, a->outputs[0], a->inputs[0]);
     pm_avgbwd_ref(&g, a);
@@ -1116,12 +1158,15 @@ mft_kernel_fn mft__pool_more_reference(mft__op_id op, mft_dtype dt) {
     case MFT__OP_MAX_POOL3D: return max_pool3d_ref;
     case MFT__OP_AVG_POOL3D: return avg_pool3d_ref;
     case MFT__OP_ADAPTIVE_AVG_POOL2D:
-    case MFT__OP_ADAPTIVE_MAX_POOL2D: return adaptive_pool2d_ref;
+    case MFT__OP_ADAPTIVE_MAX_POOL2D:
+    case MFT__OP_ADAPTIVE_AVG_POOL3D:
+    case MFT__OP_ADAPTIVE_MAX_POOL3D: return adaptive_pool_ref;
     case MFT__OP_MAX_POOL2D_BACKWARD:
     case MFT__OP_MAX_POOL3D_BACKWARD: return pm_maxbwd_ref;
     case MFT__OP_AVG_POOL2D_BACKWARD: return avg_pool2d_backward_ref;
     case MFT__OP_AVG_POOL3D_BACKWARD: return avg_pool3d_backward_ref;
-    case MFT__OP_ADAPTIVE_AVG_POOL2D_BACKWARD: return adaptive_avg_pool2d_backward_ref;
+    case MFT__OP_ADAPTIVE_AVG_POOL2D_BACKWARD:
+    case MFT__OP_ADAPTIVE_AVG_POOL3D_BACKWARD: return adaptive_avg_pool_backward_ref;
     default: return NULL;
     }
 }
@@ -2499,14 +2544,15 @@ PM_FWD_ENTRY(max_pool3d_nchw, PM_MAX, pm_geom_p3(&g, a->params), pm_fwd_nchw)
 PM_FWD_ENTRY(max_pool3d_nhwc, PM_MAX, pm_geom_p3(&g, a->params), pm_fwd_nhwc)
 PM_FWD_ENTRY(avg_pool3d_nchw, PM_AVG, pm_geom_p3(&g, a->params), pm_fwd_nchw)
 PM_FWD_ENTRY(avg_pool3d_nhwc, PM_AVG, pm_geom_p3(&g, a->params), pm_fwd_nhwc)
-PM_FWD_ENTRY(adaptive_pool2d_nchw, PM_ADAPT, (void)0, pm_fwd_nchw)
-PM_FWD_ENTRY(adaptive_pool2d_nhwc, PM_ADAPT, (void)0, pm_fwd_nhwc)
+/* adaptive: 2-D and 3-D (a 4-D tensor is a 5-D one with D = 1) */
+PM_FWD_ENTRY(adaptive_pool_nchw, PM_ADAPT, (void)0, pm_fwd_nchw)
+PM_FWD_ENTRY(adaptive_pool_nhwc, PM_ADAPT, (void)0, pm_fwd_nhwc)
 PM_BWD_ENTRY(avg_pool2d_backward_nchw, PM_AVG, pm_geom_p2(&g, a->params), pm_avgbwd_nchw)
 PM_BWD_ENTRY(avg_pool2d_backward_nhwc, PM_AVG, pm_geom_p2(&g, a->params), pm_avgbwd_nhwc)
 PM_BWD_ENTRY(avg_pool3d_backward_nchw, PM_AVG, pm_geom_p3(&g, a->params), pm_avgbwd_nchw)
 PM_BWD_ENTRY(avg_pool3d_backward_nhwc, PM_AVG, pm_geom_p3(&g, a->params), pm_avgbwd_nhwc)
-PM_BWD_ENTRY(adaptive_avg_pool2d_backward_nchw, PM_ADAPT, (void)0, pm_avgbwd_nchw)
-PM_BWD_ENTRY(adaptive_avg_pool2d_backward_nhwc, PM_ADAPT, (void)0, pm_avgbwd_nhwc)
+PM_BWD_ENTRY(adaptive_avg_pool_backward_nchw, PM_ADAPT, (void)0, pm_avgbwd_nchw)
+PM_BWD_ENTRY(adaptive_avg_pool_backward_nhwc, PM_ADAPT, (void)0, pm_avgbwd_nhwc)
 
 /* ---------------------------------------------------------------- kernel table
  * CONTIGUOUS F32 = fast NCHW, CHANNELS_LAST F32 = fast NHWC (NDHWC at rank
@@ -2527,12 +2573,19 @@ const mft__kernel_def mft__kernels_pool_more[] = {
             pm_maxbwd_ref)
     PM_ROWS(AVG_POOL3D_BACKWARD, "avg_pool3d_backward", avg_pool3d_backward_nchw,
             avg_pool3d_backward_nhwc, avg_pool3d_backward_ref)
-    PM_ROWS(ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d", adaptive_pool2d_nchw,
-            adaptive_pool2d_nhwc, adaptive_pool2d_ref)
+    PM_ROWS(ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d", adaptive_pool_nchw, adaptive_pool_nhwc,
+            adaptive_pool_ref)
     PM_ROWS(ADAPTIVE_AVG_POOL2D_BACKWARD, "adaptive_avg_pool2d_backward",
-            adaptive_avg_pool2d_backward_nchw, adaptive_avg_pool2d_backward_nhwc,
-            adaptive_avg_pool2d_backward_ref)
-    PM_ROWS(ADAPTIVE_MAX_POOL2D, "adaptive_max_pool2d", adaptive_pool2d_nchw,
-            adaptive_pool2d_nhwc, adaptive_pool2d_ref)
+            adaptive_avg_pool_backward_nchw, adaptive_avg_pool_backward_nhwc,
+            adaptive_avg_pool_backward_ref)
+    PM_ROWS(ADAPTIVE_MAX_POOL2D, "adaptive_max_pool2d", adaptive_pool_nchw, adaptive_pool_nhwc,
+            adaptive_pool_ref)
+    PM_ROWS(ADAPTIVE_AVG_POOL3D, "adaptive_avg_pool3d", adaptive_pool_nchw, adaptive_pool_nhwc,
+            adaptive_pool_ref)
+    PM_ROWS(ADAPTIVE_AVG_POOL3D_BACKWARD, "adaptive_avg_pool3d_backward",
+            adaptive_avg_pool_backward_nchw, adaptive_avg_pool_backward_nhwc,
+            adaptive_avg_pool_backward_ref)
+    PM_ROWS(ADAPTIVE_MAX_POOL3D, "adaptive_max_pool3d", adaptive_pool_nchw, adaptive_pool_nhwc,
+            adaptive_pool_ref)
     {0, 0, 0, NULL, NULL},
 };

@@ -33,6 +33,8 @@ typedef enum op_kind {
     OP_AVGP3,
     OP_AMAXP2,
     OP_AAVGP2,
+    OP_AMAXP3,
+    OP_AAVGP3,
     OP_MATMUL,
     OP_LINEAR,
 } op_kind;
@@ -44,7 +46,7 @@ typedef struct op_ctx {
     bool has_bias; /* inputs[2] is the bias */
     bool ceil_mode, count_include_pad;
     int64_t divisor;
-    int64_t out[2];
+    int64_t out[3];
 } op_ctx;
 
 /* One forward of c->op on in[] (new reference). */
@@ -94,6 +96,10 @@ static mft_tensor *op_fn(void *vctx, mft_tensor *const *in) {
         return mft_adaptive_max_pool2d(in[0], c->out);
     case OP_AAVGP2:
         return mft_adaptive_avg_pool2d(in[0], c->out);
+    case OP_AMAXP3:
+        return mft_adaptive_max_pool3d(in[0], c->out);
+    case OP_AAVGP3:
+        return mft_adaptive_avg_pool3d(in[0], c->out);
     case OP_MATMUL:
         return mft_matmul(in[0], in[1]);
     case OP_LINEAR:
@@ -421,6 +427,18 @@ static void test_gradcheck_pool(void) {
     c.op = OP_AAVGP2;
     c.out[0] = 1, c.out[1] = 1;
     gc_pool("adaptive_avg_pool2d global", &c, 4, x4, true, 57);
+    c.op = OP_AAVGP3;
+    c.out[0] = 3, c.out[1] = 2, c.out[2] = 7;
+    gc_pool("adaptive_avg_pool3d", &c, 5, x5, true, 60);
+    c.op = OP_AMAXP3;
+    c.out[0] = 2, c.out[1] = 3, c.out[2] = 2;
+    gc_pool("adaptive_max_pool3d", &c, 5, x5, true, 61);
+    c.op = OP_AAVGP3;
+    c.out[0] = 1, c.out[1] = 1, c.out[2] = 1;
+    gc_pool("adaptive_avg_pool3d global", &c, 5, x5, true, 62);
+    c.op = OP_AMAXP3;
+    c.out[0] = 2, c.out[1] = 4, c.out[2] = 3;
+    gc_pool("adaptive_max_pool3d unbatched", &c, 4, x4, false, 63);
 }
 
 /* The indices returned by a recorded max_pool2d_with_indices are the

@@ -10,7 +10,10 @@
  *   (c) results do not depend on the thread count; dispatch runs the
  *       NHWC kernels without conversions;
  *   (d) argument errors;
- *   (e) every allocation failing in turn: NOMEM naming the function, no leaks. */
+ *   (e) every allocation failing in turn: NOMEM naming the function, no leaks;
+ *   adaptive 3-D pools besides (a)-(e): fixed edge shapes, 1 vs 2 threads and
+ *   the kernels dispatched, gradcheck and the recorded node, user kernels
+ *   (params), argument errors with the values named. */
 #include <math.h>
 #include <string.h>
 #include "ops_internal.h"
@@ -23,6 +26,10 @@ mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt);
 static double gold_value(const char *gen, int64_t i) {
     double v = (double)((i * 37) % 23 - 11) / 4.0;
     if (strcmp(gen, "nan") == 0 && i % 7 == 3) return NAN;
+    if (strcmp(gen, "ninf") == 0) {
+        if (i % 29 == 5) return NAN;
+        if (i % 8 != 0) return -INFINITY;
+    }
     return v;
 }
 static double grad_value(int64_t i) { return (double)((i * 13) % 17 - 8) / 8.0; }
@@ -63,12 +70,13 @@ static bool packed_in(const mft_tensor *t, mft_format fmt) {
 
 /* ------------------------------------------------------------------ (a) golden */
 #define GM_LINE (1 << 16)
-#define GM_MAX 2048
+#define GM_MAX 4096
 typedef struct {
     int line;
     char name[96];
     char op[16];
     tu_list in_sizes, sizes, gsizes;
+    tu_list strides, gstrides; /* optional (n = 0: not given) */
     mft_format in_fmt, tag;
     mft_dtype dtype;
     char gen[16];
@@ -81,6 +89,7 @@ typedef struct {
 static gm_case g_case;
 static struct {
     int cases, errors, values;
+    int a3d, a3d_cl, a3d_strides; /* adaptive 3-D cases: all, NDHWC, with strides checked */
 } g_gstats;
 
 static bool gm_fmt(const char *s, mft_format *f) {
@@ -129,6 +138,10 @@ static bool gm_field(const char *line) {
         if (!tu_next_list(&p, &c->sizes)) return false;
     } else if (strcmp(key, "gsizes") == 0) {
         if (!tu_next_list(&p, &c->gsizes)) return false;
+    } else if (strcmp(key, "strides") == 0) {
+        if (!tu_next_list(&p, &c->strides)) return false;
+    } else if (strcmp(key, "gstrides") == 0) {
+        if (!tu_next_list(&p, &c->gstrides)) return false;
     } else if (strcmp(key, "tag") == 0) {
         if (!tu_next_tok(&p, tok, sizeof tok) || !gm_fmt(tok, &c->tag)) return false;
     } else if (strcmp(key, "values") == 0) {
@@ -200,6 +213,12 @@ static void gm_run(const gm_case *c) {
     } else if (strcmp(c->op, "amax2d") == 0) {
         y = mft_adaptive_max_pool2d_with_indices(x, k + 1, &ind);
         strcpy(fwd_name, "mft_adaptive_max_pool2d_with_indices");
+    } else if (strcmp(c->op, "amax3d") == 0) {
+        y = mft_adaptive_max_pool3d_with_indices(x, k, &ind);
+        strcpy(fwd_name, "mft_adaptive_max_pool3d_with_indices");
+    } else if (strcmp(c->op, "aavg3d") == 0) {
+        y = mft_adaptive_avg_pool3d(x, k);
+        strcpy(fwd_name, "mft_adaptive_avg_pool3d");
     } else {
         y = mft_adaptive_avg_pool2d(x, k + 1);
         strcpy(fwd_name, "mft_adaptive_avg_pool2d");
@@ -226,6 +245,19 @@ static void gm_run(const gm_case *c) {
     CHECK_MSG(packed_in(y, c->tag), "case %s: result not packed in %s (tag %s)", c->name,
               mft_format_name(c->tag), mft_format_name(mft_tensor_format(y)));
     CHECK(mft_tensor_dtype(y) == c->dtype);
+    if (strcmp(c->op + 1, "max3d") == 0 || strcmp(c->op + 1, "avg3d") == 0) {
+        g_gstats.a3d++;
+        g_gstats.a3d_cl += c->in_fmt == MFT_CHANNELS_LAST && nd == 5;
+        CHECK_MSG(c->strides.n == nd && c->gstrides.n == c->in_sizes.n,
+                  "case %s: adaptive 3-D cases give strides", c->name);
+    }
+    if (c->strides.n) { /* every stride, size-1 dims too */
+        g_gstats.a3d_strides++;
+        CHECK_MSG(tu_list_eq(&c->strides, nd, mft_tensor_strides(y)), "case %s: strides", c->name);
+        if (ind)
+            CHECK_MSG(tu_list_eq(&c->strides, nd, mft_tensor_strides(ind)),
+                      "case %s: indices strides", c->name);
+    }
     int bad = gm_compare(c, "value", y, c->values, c->nvalues, c->dtype == MFT_F32 ? 1e-6 : 1e-8);
     if (is_max) {
         CHECK(ind != NULL && mft_tensor_dtype(ind) == MFT_I64);
@@ -257,6 +289,8 @@ static void gm_run(const gm_case *c) {
     else if (strcmp(c->op, "avg3d") == 0)
         gx = mft_avg_pool3d_backward(go, x, k, s, pd, ceil, cip, div);
     else if (strcmp(c->op, "amax2d") == 0) gx = mft_adaptive_max_pool2d_backward(go, x, ind);
+    else if (strcmp(c->op, "amax3d") == 0) gx = mft_adaptive_max_pool3d_backward(go, x, ind);
+    else if (strcmp(c->op, "aavg3d") == 0) gx = mft_adaptive_avg_pool3d_backward(go, x);
     else gx = mft_adaptive_avg_pool2d_backward(go, x);
     CHECK_MSG(gx != NULL, "case %s: backward: %s", c->name, mft_last_error_message());
     if (gx) {
@@ -264,6 +298,9 @@ static void gm_run(const gm_case *c) {
                   "case %s: grad sizes", c->name);
         CHECK_MSG(packed_in(gx, c->tag), "case %s: grad_x not packed in %s", c->name,
                   mft_format_name(c->tag));
+        if (c->gstrides.n)
+            CHECK_MSG(tu_list_eq(&c->gstrides, mft_tensor_ndim(gx), mft_tensor_strides(gx)),
+                      "case %s: grad_x strides", c->name);
         bad += gm_compare(c, "grad", gx, c->gvalues, c->ngvalues, c->dtype == MFT_F32 ? 1e-5 : 1e-8);
     }
     (void)nsp;
@@ -288,9 +325,13 @@ static void test_golden(void) {
                                  sizeof g_case.name, gm_field, gm_end};
     if (!tu_read_golden(&file)) return;
     CHECK_MSG(g_gstats.cases >= 150, "only %d cases", g_gstats.cases);
-    CHECK_MSG(g_gstats.errors >= 10, "only %d error cases", g_gstats.errors);
-    printf("golden pool_more: %d cases (%d errors), %d values\n", g_gstats.cases, g_gstats.errors,
-           g_gstats.values);
+    CHECK_MSG(g_gstats.errors >= 15, "only %d error cases", g_gstats.errors);
+    /* the adaptive 3-D cases ran, in both layouts, their strides checked */
+    CHECK_MSG(g_gstats.a3d >= 70 && g_gstats.a3d_cl >= 35 && g_gstats.a3d_strides == g_gstats.a3d,
+              "adaptive 3-D golden cases: %d (%d NDHWC, %d with strides)", g_gstats.a3d,
+              g_gstats.a3d_cl, g_gstats.a3d_strides);
+    printf("golden pool_more: %d cases (%d errors, %d adaptive 3-D), %d values\n", g_gstats.cases,
+           g_gstats.errors, g_gstats.a3d, g_gstats.values);
 }
 
 /* ------------------------------------------------------------------ (b) naive loops */
@@ -435,12 +476,14 @@ static mft__op_id t_op(const tcase *c) {
     if (!c->bwd) {
         if (c->kind == K_MAX) return c->R == 5 ? MFT__OP_MAX_POOL3D : MFT__OP_MAX_POOL2D;
         if (c->kind == K_AVG) return c->R == 5 ? MFT__OP_AVG_POOL3D : MFT__OP_AVG_POOL2D;
+        if (c->R == 5)
+            return c->kind == K_AMAX ? MFT__OP_ADAPTIVE_MAX_POOL3D : MFT__OP_ADAPTIVE_AVG_POOL3D;
         return c->kind == K_AMAX ? MFT__OP_ADAPTIVE_MAX_POOL2D : MFT__OP_ADAPTIVE_AVG_POOL2D;
     }
     if (c->kind == K_MAX || c->kind == K_AMAX)
         return c->R == 5 ? MFT__OP_MAX_POOL3D_BACKWARD : MFT__OP_MAX_POOL2D_BACKWARD;
     if (c->kind == K_AVG) return c->R == 5 ? MFT__OP_AVG_POOL3D_BACKWARD : MFT__OP_AVG_POOL2D_BACKWARD;
-    return MFT__OP_ADAPTIVE_AVG_POOL2D_BACKWARD;
+    return c->R == 5 ? MFT__OP_ADAPTIVE_AVG_POOL3D_BACKWARD : MFT__OP_ADAPTIVE_AVG_POOL2D_BACKWARD;
 }
 
 /* Compares t (logical order over its sizes) with want[]. */
@@ -504,7 +547,7 @@ static mft_tensor *t_layout(const mft_tensor *src, int layout, uint64_t *rng) {
 }
 
 static struct {
-    int cases, kernel_runs, api_runs;
+    int cases, kernel_runs, api_runs, a3d_runs;
 } g_sstats;
 
 /* Runs one kernel on (inputs, outputs) already laid out. */
@@ -525,8 +568,10 @@ static mft_tensor *t_public(const tcase *c, const mft_tensor *x, const mft_tenso
                                      : mft_max_pool2d_with_indices(x, k, s, p, d, c->ceil, ind_out);
         case K_AVG: return c->R == 5 ? mft_avg_pool3d(x, k, s, p, c->ceil, c->cip, c->div)
                                      : mft_avg_pool2d(x, k, s, p, c->ceil, c->cip, c->div);
-        case K_AMAX: return mft_adaptive_max_pool2d_with_indices(x, c->out + 1, ind_out);
-        case K_AAVG: return mft_adaptive_avg_pool2d(x, c->out + 1);
+        case K_AMAX: return c->R == 5 ? mft_adaptive_max_pool3d_with_indices(x, c->out, ind_out)
+                                      : mft_adaptive_max_pool2d_with_indices(x, c->out + 1, ind_out);
+        case K_AAVG: return c->R == 5 ? mft_adaptive_avg_pool3d(x, c->out)
+                                      : mft_adaptive_avg_pool2d(x, c->out + 1);
         }
     }
     switch (c->kind) {
@@ -534,8 +579,10 @@ static mft_tensor *t_public(const tcase *c, const mft_tensor *x, const mft_tenso
                                  : mft_max_pool2d_backward(go, x, ind);
     case K_AVG: return c->R == 5 ? mft_avg_pool3d_backward(go, x, k, s, p, c->ceil, c->cip, c->div)
                                  : mft_avg_pool2d_backward(go, x, k, s, p, c->ceil, c->cip, c->div);
-    case K_AMAX: return mft_adaptive_max_pool2d_backward(go, x, ind);
-    case K_AAVG: return mft_adaptive_avg_pool2d_backward(go, x);
+    case K_AMAX: return c->R == 5 ? mft_adaptive_max_pool3d_backward(go, x, ind)
+                                  : mft_adaptive_max_pool2d_backward(go, x, ind);
+    case K_AAVG: return c->R == 5 ? mft_adaptive_avg_pool3d_backward(go, x)
+                                  : mft_adaptive_avg_pool2d_backward(go, x);
     }
     return NULL;
 }
@@ -571,6 +618,7 @@ static void t_run_case(const tcase *c, mft_dtype dt, uint64_t *rng) {
     mft_pool2d_params p2;
     mft_pool3d_params p3;
     mft_adaptive_pool_params pa = {{c->out[1], c->out[2], 0}};
+    if (R == 5) pa = (mft_adaptive_pool_params){{c->out[0], c->out[1], c->out[2]}};
     memset(&p2, 0, sizeof p2);
     memset(&p3, 0, sizeof p3);
     for (int i = 0; i < 3; i++) {
@@ -609,6 +657,13 @@ static void t_run_case(const tcase *c, mft_dtype dt, uint64_t *rng) {
             fmts[nk] = kd->fmt;
             names[nk++] = kd->name;
         }
+    /* the 3-D adaptive ops have their rows (F32: NCDHW and NDHWC; F64: the
+     * reference under CONTIGUOUS), besides the reference */
+    if (R == 5 && (c->kind == K_AMAX || c->kind == K_AAVG)) {
+        CHECK_MSG(nk == (dt == MFT_F32 ? 3 : 2), "%s %s: %d kernels", mft__op_name(op),
+                  mft_dtype_name(dt), nk);
+        g_sstats.a3d_runs++;
+    }
     for (int kx = 0; kx < nk; kx++) {
         const bool any = fmts[kx] == MFT_FORMAT_ANY;
         mft_tensor *kin[2] = {NULL, NULL}, *kout[2] = {NULL, NULL};
@@ -711,7 +766,8 @@ static bool t_random_case(tcase *c, tkind kind, bool bwd, int R, uint64_t *rng) 
     c->div = kind == K_AVG && tu_rng_int(rng, 0, 3) == 0 ? tu_rng_int(rng, 1, 5) : 0;
     for (int e = 0; e < 3; e++) {
         if (kind == K_AMAX || kind == K_AAVG) {
-            c->out[e] = e >= 5 - R ? tu_rng_int(rng, 1, 8) : 1;
+            /* (3-D: up to 5 per dim, larger than the input often enough) */
+            c->out[e] = e >= 5 - R ? tu_rng_int(rng, 1, R == 5 ? 5 : 8) : 1;
         } else {
             c->out[e] = t_outsize(c->in[e], c->k[e], c->p[e], c->s[e], c->d[e], c->ceil);
             if (c->out[e] < 1) return false;
@@ -726,6 +782,7 @@ static void t_sweep(mft_dtype dt, int per, uint64_t seed) {
         {K_MAX, false, 5}, {K_AVG, false, 5}, {K_AMAX, false, 4}, {K_AAVG, false, 4},
         {K_MAX, true, 4},  {K_AVG, true, 4},  {K_MAX, true, 5},   {K_AVG, true, 5},
         {K_AMAX, true, 4}, {K_AAVG, true, 4}, {K_MAX, false, 4},  {K_AVG, false, 4},
+        {K_AMAX, false, 5}, {K_AAVG, false, 5}, {K_AMAX, true, 5}, {K_AAVG, true, 5},
     };
     for (size_t i = 0; i < sizeof combos / sizeof *combos; i++)
         for (int n = 0; n < per; n++) {
@@ -739,8 +796,14 @@ static void test_sweep_f32(void) {
     t_sweep(MFT_F32, 60, 0x9e3779b97f4a7c15ull);
     printf("sweep f32: %d cases, %d kernel runs, %d public runs\n", g_sstats.cases,
            g_sstats.kernel_runs, g_sstats.api_runs);
+    CHECK_MSG(g_sstats.a3d_runs == 4 * 60, "adaptive 3-D f32 cases: %d", g_sstats.a3d_runs);
 }
-static void test_sweep_f64(void) { t_sweep(MFT_F64, 25, 0x1234567887654321ull); }
+static void test_sweep_f64(void) {
+    const int before = g_sstats.a3d_runs;
+    t_sweep(MFT_F64, 25, 0x1234567887654321ull);
+    CHECK_MSG(g_sstats.a3d_runs - before == 4 * 25, "adaptive 3-D f64 cases: %d",
+              g_sstats.a3d_runs - before);
+}
 
 /* Fixed edge cases: H=W=1, N=1 by select+unsqueeze, C=1, adaptive larger
  * than the input, non-dividing sizes, overlapping windows. */
@@ -1034,6 +1097,457 @@ static void test_threads_and_dispatch(void) {
     mft_set_num_threads(before);
 }
 
+
+/* ------------------------------------------------------------------ adaptive 3-D */
+/* A case of adaptive 3-D pooling (kind K_AMAX / K_AAVG, bwd or not) of
+ * (N, C, in) to out, through t_run_case (every kernel of the table and the
+ * reference on a non-dense view, the public function in a random layout,
+ * all against the naive loops). */
+static void a3_case(tkind kind, bool bwd, int64_t N, int64_t C, const int64_t in[3],
+                    const int64_t out[3], mft_dtype dt, uint64_t *rng) {
+    tcase c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.bwd = bwd;
+    c.R = 5;
+    c.N = N;
+    c.C = C;
+    for (int e = 0; e < 3; e++) {
+        c.in[e] = in[e];
+        c.out[e] = out[e];
+        c.k[e] = c.s[e] = c.d[e] = 1;
+    }
+    t_run_case(&c, dt, rng);
+}
+
+/* Fixed adaptive 3-D shapes beyond the random sweep: global pooling (the
+ * NCDHW one-output-per-plane kernels), outputs larger than the input in
+ * every dim (many windows per input pixel: the NDHWC backward's listed and
+ * unlisted paths), rows wider than the kernels' 512-entry tables, channel
+ * counts around the NDHWC register blocks, one channel / one pixel. */
+static void test_adaptive3d_edges(void) {
+    uint64_t rng = 0xada3d;
+    static const struct {
+        int64_t N, C, in[3], out[3];
+    } shapes[] = {
+        {2, 19, {3, 5, 4}, {1, 1, 1}},  {2, 70, {4, 3, 5}, {1, 1, 1}}, {1, 1, {1, 1, 1}, {3, 2, 4}},
+        {1, 3, {2, 3, 1}, {5, 7, 3}},   {1, 70, {1, 2, 2}, {5, 9, 9}}, {1, 3, {2, 2, 530}, {3, 1, 7}},
+        {1, 3, {1, 3, 7}, {2, 2, 600}}, {2, 64, {5, 7, 6}, {2, 3, 4}}, {1, 16, {7, 1, 1}, {3, 1, 1}},
+        {3, 5, {6, 6, 6}, {6, 6, 6}},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int b = 0; b < 2; b++)
+            for (int kind = 0; kind < 2; kind++)
+                a3_case(kind ? K_AMAX : K_AAVG, b, shapes[i].N, shapes[i].C, shapes[i].in,
+                        shapes[i].out, i % 3 == 2 ? MFT_F64 : MFT_F32, &rng);
+
+    /* empty batch: empty results and gradients of the right sizes, both formats */
+    const int64_t z5[5] = {0, 2, 3, 4, 5}, oo[3] = {2, 3, 2};
+    for (int f = 0; f < 2; f++) {
+        const mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+        mft_tensor *x = mft_zeros(5, z5, MFT_F32, fmt);
+        mft_tensor *a = mft_adaptive_avg_pool3d(x, oo), *ga = a ? mft_adaptive_avg_pool3d_backward(a, x) : NULL;
+        mft_tensor *ind = NULL, *m = mft_adaptive_max_pool3d_with_indices(x, oo, &ind);
+        mft_tensor *gm = m ? mft_adaptive_max_pool3d_backward(m, x, ind) : NULL;
+        CHECK_MSG(a && ga && m && ind && gm, "empty batch: %s", mft_last_error_message());
+        const int64_t want[5] = {0, 2, 2, 3, 2};
+        CHECK(a && tu_has_sizes(a, 5, want) && m && tu_has_sizes(m, 5, want));
+        CHECK(ga && tu_has_sizes(ga, 5, z5) && gm && tu_has_sizes(gm, 5, z5));
+        CHECK(a && mft_tensor_format(a) == fmt && gm && mft_tensor_format(gm) == fmt);
+        mft_tensor *arr[] = {x, a, ga, ind, m, gm};
+        for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
+    }
+
+    /* N = 1 made by select + unsqueeze of an NDHWC tensor, and the unbatched
+     * (C, D, H, W) form: the values of the contiguous N = 1 input */
+    const int64_t sz[5] = {3, 4, 5, 6, 7}, o[3] = {2, 4, 3};
+    mft_tensor *big = mft_randn(5, sz, MFT_F32, MFT_CHANNELS_LAST, 3);
+    mft_tensor *sel = mft_select(big, 0, 1), *x = mft_unsqueeze(sel, 0);
+    mft_tensor *xc = mft_contiguous(x, MFT_CONTIGUOUS);
+    mft_tensor *ya = mft_adaptive_avg_pool3d(x, o), *yac = mft_adaptive_avg_pool3d(xc, o);
+    mft_tensor *i1 = NULL, *ym = mft_adaptive_max_pool3d_with_indices(x, o, &i1);
+    mft_tensor *i2 = NULL, *ymc = mft_adaptive_max_pool3d_with_indices(xc, o, &i2);
+    mft_tensor *yu = mft_adaptive_avg_pool3d(sel, o); /* (C, D, H, W) */
+    mft_tensor *iu = NULL, *ymu = mft_adaptive_max_pool3d_with_indices(sel, o, &iu);
+    CHECK(ya && yac && ym && ymc && i1 && i2 && yu && ymu && iu);
+    if (ya && yac && ym && ymc && i1 && i2 && yu && ymu && iu) {
+        CHECK(mft_tensor_hash(ym) == mft_tensor_hash(ymc) && mft_tensor_hash(i1) == mft_tensor_hash(i2));
+        mft_tensor *ymc0 = mft_select(ymc, 0, 0), *i20 = mft_select(i2, 0, 0);
+        CHECK(ymc0 && i20 && mft_tensor_hash(ymu) == mft_tensor_hash(ymc0) &&
+              mft_tensor_hash(iu) == mft_tensor_hash(i20));
+        mft_tensor_release(ymc0);
+        mft_tensor_release(i20);
+        CHECK(mft_tensor_ndim(yu) == 4 && packed_in(yu, MFT_CONTIGUOUS) && packed_in(ymu, MFT_CONTIGUOUS) &&
+              packed_in(iu, MFT_CONTIGUOUS));
+        int64_t idx[5] = {0}, j[4];
+        do {
+            for (int d = 0; d < 4; d++) j[d] = idx[d + 1];
+            const double v = mft_tensor_get(yac, idx);
+            CHECK(same_value(mft_tensor_get(ya, idx), v, 1e-6));
+            CHECK(same_value(mft_tensor_get(yu, j), v, 1e-6));
+        } while (tu_next_index(5, mft_tensor_sizes(yac), idx));
+        mft_tensor *gu = mft_adaptive_avg_pool3d_backward(yu, sel);
+        mft_tensor *gmu = mft_adaptive_max_pool3d_backward(ymu, sel, iu);
+        CHECK(gu && gmu && mft_tensor_ndim(gu) == 4 && packed_in(gu, MFT_CONTIGUOUS) &&
+              packed_in(gmu, MFT_CONTIGUOUS));
+        mft_tensor_release(gu);
+        mft_tensor_release(gmu);
+    }
+    mft_tensor *arr[] = {big, sel, x, xc, ya, yac, i1, ym, i2, ymc, yu, iu, ymu};
+    for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
+}
+
+/* Adaptive 3-D pools give the same bits at 1 and 2 threads (forward,
+ * indices, both backward functions), NCDHW and NDHWC; each runs its own
+ * format's kernel (the op's name, nchw / nhwc) with no conversion, and the
+ * results and gradients are packed in x's format. */
+static void test_adaptive3d_threads(void) {
+    const int64_t sz[5] = {2, 32, 12, 20, 20}, o[3] = {5, 7, 6};
+    const int before = mft_get_num_threads();
+    for (int f = 0; f < 2; f++) {
+        const mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+        const char *tail = f ? ".nhwc.f32" : ".nchw.f32";
+        mft_tensor *x = mft_randn(5, sz, MFT_F32, fmt, 5 + (uint64_t)f);
+        uint64_t h[2][5];
+        for (int t = 0; t < 2; t++) {
+            mft_set_num_threads(t + 1);
+            char want[64];
+            mft_tensor *a = mft_adaptive_avg_pool3d(x, o);
+            snprintf(want, sizeof want, "adaptive_avg_pool3d%s", tail);
+            CHECK_MSG(a && mft_dispatch_last()->conversions == 0 &&
+                          strcmp(mft_dispatch_last()->kernel, want) == 0,
+                      "ran %s, want %s", mft_dispatch_last()->kernel, want);
+            mft_tensor *ga = mft_adaptive_avg_pool3d_backward(a, x);
+            snprintf(want, sizeof want, "adaptive_avg_pool3d_backward%s", tail);
+            CHECK_MSG(ga && mft_dispatch_last()->conversions == 0 &&
+                          strcmp(mft_dispatch_last()->kernel, want) == 0,
+                      "ran %s, want %s", mft_dispatch_last()->kernel, want);
+            mft_tensor *ind = NULL, *m = mft_adaptive_max_pool3d_with_indices(x, o, &ind);
+            snprintf(want, sizeof want, "adaptive_max_pool3d%s", tail);
+            CHECK_MSG(m && mft_dispatch_last()->conversions == 0 &&
+                          strcmp(mft_dispatch_last()->kernel, want) == 0,
+                      "ran %s, want %s", mft_dispatch_last()->kernel, want);
+            mft_tensor *gm = mft_adaptive_max_pool3d_backward(m, x, ind);
+            snprintf(want, sizeof want, "max_pool3d_backward%s", tail);
+            CHECK_MSG(gm && mft_dispatch_last()->conversions == 0 &&
+                          strcmp(mft_dispatch_last()->kernel, want) == 0,
+                      "ran %s, want %s", mft_dispatch_last()->kernel, want);
+            CHECK(a && packed_in(a, fmt) && ga && packed_in(ga, fmt) && m && packed_in(m, fmt) &&
+                  ind && packed_in(ind, fmt) && gm && packed_in(gm, fmt));
+            h[t][0] = mft_tensor_hash(a);
+            h[t][1] = mft_tensor_hash(ga);
+            h[t][2] = mft_tensor_hash(m);
+            h[t][3] = mft_tensor_hash(ind);
+            h[t][4] = mft_tensor_hash(gm);
+            mft_tensor *arr[] = {a, ga, ind, m, gm};
+            for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
+        }
+        CHECK_MSG(memcmp(h[0], h[1], sizeof h[0]) == 0, "%s: 1 and 2 threads differ",
+                  mft_format_name(fmt));
+        mft_tensor_release(x);
+    }
+    /* grad_out in the other format: converted, grad_x still in x's format
+     * and equal to the one from a grad_out in x's format */
+    mft_tensor *x = mft_randn(5, sz, MFT_F32, MFT_CHANNELS_LAST, 8);
+    mft_tensor *a = mft_adaptive_avg_pool3d(x, o);
+    mft_tensor *ac = a ? mft_contiguous(a, MFT_CONTIGUOUS) : NULL;
+    mft_tensor *g1 = a ? mft_adaptive_avg_pool3d_backward(a, x) : NULL;
+    mft_tensor *g2 = ac ? mft_adaptive_avg_pool3d_backward(ac, x) : NULL;
+    CHECK(g1 && g2 && packed_in(g2, MFT_CHANNELS_LAST) && mft_tensor_hash(g1) == mft_tensor_hash(g2));
+    mft_tensor *arr[] = {x, a, ac, g1, g2};
+    for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
+    mft_set_num_threads(before);
+}
+
+/* gradcheck through the tape (F64, central differences) of the 3-D
+ * adaptive pools: NCDHW, NDHWC and unbatched inputs, outputs smaller than,
+ * larger than and as large as the input, global pooling. Then one recorded
+ * forward per op and format: one node, named as the op (the tape's dot),
+ * the gradient in x's format with no conversion by the engine, and equal
+ * bit for bit to the public backward function's. */
+typedef struct {
+    bool is_max;
+    int64_t out[3];
+} a3_ctx;
+static mft_tensor *a3_fn(void *vctx, mft_tensor *const *in) {
+    const a3_ctx *c = vctx;
+    return c->is_max ? mft_adaptive_max_pool3d(in[0], c->out) : mft_adaptive_avg_pool3d(in[0], c->out);
+}
+
+static bool dot_has(const char *needle) {
+    FILE *f = tmpfile();
+    if (!f) return false;
+    bool found = false;
+    if (mft_tape_to_dot(f) == MFT_OK) {
+        char buf[4096];
+        rewind(f);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        found = strstr(buf, needle) != NULL;
+    }
+    fclose(f);
+    return found;
+}
+
+static void test_adaptive3d_autograd(void) {
+    static const int64_t outs[][3] = {{2, 3, 2}, {1, 1, 1}, {5, 7, 4}, {3, 1, 3}};
+    const int64_t xs5[5] = {2, 3, 4, 5, 3}, xs4[4] = {3, 4, 5, 3};
+    int runs = 0;
+    for (int is_max = 0; is_max < 2; is_max++)
+        for (size_t o = 0; o < sizeof outs / sizeof *outs; o++)
+            for (int lay = 0; lay < 3; lay++) {
+                a3_ctx c = {is_max != 0, {outs[o][0], outs[o][1], outs[o][2]}};
+                mft_tensor *x = lay == 2 ? mft_randn(4, xs4, MFT_F64, MFT_CONTIGUOUS, 60 + o)
+                                         : mft_randn(5, xs5, MFT_F64,
+                                                     lay ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS, 50 + o);
+                mft_tensor_set_requires_grad(x, true);
+                mft_gradcheck_opts opts = {1e-6, 1e-6, 1e-5, 99 + o};
+                mft_status st = mft_gradcheck(a3_fn, &c, 1, &x, &opts);
+                CHECK_MSG(st == MFT_OK, "gradcheck adaptive_%s_pool3d out %lld,%lld,%lld layout %d: %s",
+                          is_max ? "max" : "avg", (long long)c.out[0], (long long)c.out[1],
+                          (long long)c.out[2], lay, mft_last_error_message());
+                runs += st == MFT_OK;
+                mft_clear_error();
+                mft_tensor_release(x);
+            }
+    CHECK_EQ_I(runs, 24);
+    /* the recorded node and its gradient */
+    const int64_t o[3] = {2, 3, 2};
+    for (int is_max = 0; is_max < 2; is_max++)
+        for (int f = 0; f < 2; f++) {
+            const mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+            mft_tensor *x = mft_randn(5, xs5, MFT_F32, fmt, 70 + (uint64_t)f);
+            mft_tensor_set_requires_grad(x, true);
+            mft_autograd_reset_conversions();
+            CHECK(mft_tape_begin() == MFT_OK);
+            mft_tensor *ind = NULL;
+            mft_tensor *y = is_max ? mft_adaptive_max_pool3d_with_indices(x, o, &ind)
+                                   : mft_adaptive_avg_pool3d(x, o);
+            CHECK(y && mft_tensor_requires_grad(y) && !mft_tensor_is_leaf(y));
+            CHECK_EQ_I(mft_tape_size(), 1);
+            /* the node's label starts with its name (then the kernel's) */
+            CHECK_MSG(dot_has(is_max ? "label=\"adaptive_max_pool3d\\n"
+                                     : "label=\"adaptive_avg_pool3d\\n"),
+                      "the tape's node is not named adaptive_%s_pool3d", is_max ? "max" : "avg");
+            /* grad_out in the other format */
+            mft_tensor *g = y ? mft_randn(5, mft_tensor_sizes(y), MFT_F32,
+                                          f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST, 71) : NULL;
+            CHECK(g && mft_backward(y, g) == MFT_OK);
+            mft_tape_end();
+            CHECK_EQ_I(mft_autograd_conversions(), 0);
+            const mft_tensor *gx = mft_tensor_grad(x);
+            mft_tensor_set_requires_grad(x, false);
+            mft_tensor *want = NULL;
+            if (g && y) {
+                if (is_max) {
+                    mft_tensor *i2 = NULL, *y2 = mft_adaptive_max_pool3d_with_indices(x, o, &i2);
+                    CHECK(ind && i2 && mft_tensor_hash(ind) == mft_tensor_hash(i2));
+                    want = mft_adaptive_max_pool3d_backward(g, x, i2);
+                    mft_tensor_release(y2);
+                    mft_tensor_release(i2);
+                } else {
+                    want = mft_adaptive_avg_pool3d_backward(g, x);
+                }
+            }
+            CHECK_MSG(gx && want && packed_in(gx, fmt) && mft_tensor_hash(gx) == mft_tensor_hash(want),
+                      "adaptive_%s_pool3d %s: tape gradient", is_max ? "max" : "avg",
+                      mft_format_name(fmt));
+            mft_tensor *arr[] = {x, ind, y, g, want};
+            for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
+        }
+}
+
+/* User kernels registered for the three adaptive 3-D ops replace the
+ * built-in ones through the dispatcher and receive what the header
+ * promises: the output size in mft_adaptive_pool_params (all three
+ * entries), the op's inputs and outputs (rank 5, the output sizes, max: an
+ * I64 indices output) packed in the key's format. */
+static struct {
+    int calls, nin, nout;
+    int64_t out[3], ysz[5];
+    mft_dtype odt1;
+    bool packed;
+} g_uk;
+static void a3_user_kernel(const mft_kernel_args *a) {
+    const mft_adaptive_pool_params *p = a->params;
+    g_uk.calls++;
+    g_uk.nin = a->ninputs;
+    g_uk.nout = a->noutputs;
+    for (int i = 0; i < 3; i++) g_uk.out[i] = p ? p->out[i] : -1;
+    memcpy(g_uk.ysz, mft_tensor_sizes(a->outputs[0]), sizeof g_uk.ysz);
+    g_uk.odt1 = a->noutputs > 1 ? mft_tensor_dtype(a->outputs[1]) : MFT_F32;
+    g_uk.packed = mft_tensor_ndim(a->inputs[0]) == 5 &&
+                  mft_tensor_is_contiguous(a->inputs[0], mft_tensor_format(a->outputs[0]));
+    mft_fill_(a->outputs[0], 7.0);
+    if (a->noutputs > 1) mft_fill_(a->outputs[1], 0.0);
+}
+
+static void test_adaptive3d_user_kernel(void) {
+    const int64_t sz[5] = {2, 3, 4, 5, 6}, o[3] = {3, 2, 7};
+    static const char *const ops[3] = {"adaptive_avg_pool3d", "adaptive_max_pool3d",
+                                       "adaptive_avg_pool3d_backward"};
+    for (int k = 0; k < 3; k++)
+        for (int f = 0; f < 2; f++) {
+            const mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+            mft_tensor *x = mft_randn(5, sz, MFT_F32, fmt, 3);
+            mft_tensor *g = mft_adaptive_avg_pool3d(x, o);
+            CHECK(mft_dispatch_register(ops[k], fmt, MFT_F32, "user.a3", a3_user_kernel) == MFT_OK);
+            memset(&g_uk, 0, sizeof g_uk);
+            mft_tensor *ind = NULL, *r = k == 0   ? mft_adaptive_avg_pool3d(x, o)
+                                        : k == 1 ? mft_adaptive_max_pool3d_with_indices(x, o, &ind)
+                                                 : mft_adaptive_avg_pool3d_backward(g, x);
+            const mft_dispatch_info *d = mft_dispatch_last();
+            CHECK_MSG(r && g_uk.calls == 1 && d->user && strcmp(d->op, ops[k]) == 0 &&
+                          strcmp(d->kernel, "user.a3") == 0 && d->conversions == 0,
+                      "%s %s: user kernel not run (%s)", ops[k], mft_format_name(fmt),
+                      mft_last_error_message());
+            CHECK(g_uk.out[0] == 3 && g_uk.out[1] == 2 && g_uk.out[2] == 7);
+            CHECK(g_uk.nin == 1 && g_uk.nout == (k == 1 ? 2 : 1) && g_uk.packed);
+            if (k == 1) CHECK(g_uk.odt1 == MFT_I64 && ind != NULL);
+            const int64_t *want = k == 2 ? sz : (const int64_t[5]){2, 3, 3, 2, 7};
+            CHECK(memcmp(g_uk.ysz, want, sizeof g_uk.ysz) == 0);
+            CHECK(r && packed_in(r, fmt) && mft_tensor_get(r, (const int64_t[5]){1, 2, 1, 1, 1}) == 7.0);
+            CHECK(mft_dispatch_unregister(ops[k], fmt, MFT_F32) == MFT_OK);
+            mft_tensor *arr[] = {x, g, ind, r};
+            for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
+        }
+}
+
+/* Argument errors of the adaptive 3-D functions: status and a message that
+ * names the function and the offending values. */
+#define EXPECT_MSG(call, status, fname, part)                                                \
+    do {                                                                                     \
+        mft_clear_error();                                                                   \
+        mft_tensor *r_ = (call);                                                             \
+        CHECK_MSG(r_ == NULL, "%s succeeded", #call);                                        \
+        mft_tensor_release(r_);                                                              \
+        CHECK_MSG(mft_last_error() == (status), "%s: status %s (%s)", #call,                 \
+                  mft_status_str(mft_last_error()), mft_last_error_message());               \
+        CHECK_MSG(strncmp(mft_last_error_message(), fname ": ", strlen(fname) + 2) == 0 &&   \
+                      strstr(mft_last_error_message(), part) != NULL,                        \
+                  "%s: message '%s' does not name " fname " and '%s'", #call,                \
+                  mft_last_error_message(), part);                                           \
+        mft_clear_error();                                                                   \
+    } while (0)
+
+static void test_adaptive3d_errors(void) {
+    const int64_t s5[5] = {2, 3, 4, 5, 6}, s3[3] = {2, 3, 4}, s6[6] = {1, 2, 3, 4, 5, 6};
+    const int64_t o[3] = {2, 3, 2}, o0[3] = {2, 0, 2}, oneg[3] = {-1, 2, 2},
+                  obig[3] = {1, 1, ((int64_t)1 << 30) + 1};
+    mft_tensor *x = mft_randn(5, s5, MFT_F32, MFT_CONTIGUOUS, 1);
+    mft_tensor *x3 = mft_randn(3, s3, MFT_F32, MFT_CONTIGUOUS, 2);
+    mft_tensor *x6 = mft_zeros(6, s6, MFT_F32, MFT_CONTIGUOUS);
+    mft_tensor *xi = mft_zeros(5, s5, MFT_I32, MFT_CONTIGUOUS);
+    const int64_t z[5] = {2, 3, 0, 5, 6};
+    mft_tensor *xz = mft_zeros(5, z, MFT_F32, MFT_CONTIGUOUS);
+    mft_tensor *ind = NULL, *y = mft_adaptive_max_pool3d_with_indices(x, o, &ind);
+    mft_tensor *a = mft_adaptive_avg_pool3d(x, o);
+    mft_tensor *y64 = y ? mft_to_dtype(y, MFT_F64) : NULL, *indf = ind ? mft_to_dtype(ind, MFT_F32) : NULL;
+    const int64_t gb[5] = {2, 4, 2, 3, 2}, g4[4] = {3, 2, 3, 2}, g0[5] = {2, 3, 3, 3, 2};
+    mft_tensor *gbad = mft_zeros(5, gb, MFT_F32, MFT_CONTIGUOUS);
+    mft_tensor *grank = mft_zeros(4, g4, MFT_F32, MFT_CONTIGUOUS);
+    mft_tensor *gok = mft_zeros(5, g0, MFT_F32, MFT_CONTIGUOUS);
+    CHECK(x && x3 && x6 && xi && xz && y && ind && a && y64 && indf && gbad && grank && gok);
+    static const char *const fns[3] = {"mft_adaptive_avg_pool3d", "mft_adaptive_max_pool3d",
+                                       "mft_adaptive_max_pool3d_with_indices"};
+    for (int k = 0; k < 3; k++) {
+        mft_tensor *ri = NULL;
+#define A3(xx, oo) (k == 0 ? mft_adaptive_avg_pool3d(xx, oo)                                       \
+                   : k == 1 ? mft_adaptive_max_pool3d(xx, oo)                                      \
+                            : mft_adaptive_max_pool3d_with_indices(xx, oo, &ri))
+        const char *fn = fns[k];
+        char want[64];
+        mft_clear_error();
+        mft_tensor *r = A3(NULL, o);
+        snprintf(want, sizeof want, "%s: ", fn);
+        CHECK_MSG(!r && !ri && mft_last_error() == MFT_ERR_NULL &&
+                      strncmp(mft_last_error_message(), want, strlen(want)) == 0 &&
+                      strstr(mft_last_error_message(), "'x'"),
+                  "%s(NULL): %s", fn, mft_last_error_message());
+        struct {
+            const mft_tensor *x;
+            const int64_t *o;
+            mft_status st;
+            const char *part;
+        } bad[] = {
+            {x, NULL, MFT_ERR_NULL, "'out'"},
+            {x, o0, MFT_ERR_INVALID, "[2,0,2]"},
+            {x, oneg, MFT_ERR_INVALID, "[-1,2,2]"},
+            {x, obig, MFT_ERR_INVALID, "1073741825"},
+            {x3, o, MFT_ERR_RANK, "rank 3"},
+            {x6, o, MFT_ERR_RANK, "rank 6"},
+            {xi, o, MFT_ERR_DTYPE, "i32"},
+            {xz, o, MFT_ERR_SHAPE, "[2,3,0,5,6]"},
+        };
+        for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+            mft_clear_error();
+            ri = NULL;
+            r = A3(bad[b].x, bad[b].o);
+            CHECK_MSG(!r && !ri && mft_last_error() == bad[b].st &&
+                          strncmp(mft_last_error_message(), want, strlen(want)) == 0 &&
+                          strstr(mft_last_error_message(), bad[b].part),
+                      "%s case %zu: status %s, '%s' (want '%s')", fn, b,
+                      mft_status_str(mft_last_error()), mft_last_error_message(), bad[b].part);
+            mft_tensor_release(r);
+            mft_tensor_release(ri);
+        }
+#undef A3
+    }
+    EXPECT_MSG(mft_adaptive_max_pool3d_with_indices(x, o, NULL), MFT_ERR_NULL,
+               "mft_adaptive_max_pool3d_with_indices", "'indices'");
+    /* backward */
+    EXPECT_MSG(mft_adaptive_avg_pool3d_backward(NULL, x), MFT_ERR_NULL,
+               "mft_adaptive_avg_pool3d_backward", "'grad_out'");
+    EXPECT_MSG(mft_adaptive_avg_pool3d_backward(a, NULL), MFT_ERR_NULL,
+               "mft_adaptive_avg_pool3d_backward", "'x'");
+    EXPECT_MSG(mft_adaptive_avg_pool3d_backward(gbad, x), MFT_ERR_SHAPE,
+               "mft_adaptive_avg_pool3d_backward", "[2,4,2,3,2]");
+    EXPECT_MSG(mft_adaptive_avg_pool3d_backward(grank, x), MFT_ERR_SHAPE,
+               "mft_adaptive_avg_pool3d_backward", "[3,2,3,2]");
+    EXPECT_MSG(mft_adaptive_avg_pool3d_backward(y64, x), MFT_ERR_DTYPE,
+               "mft_adaptive_avg_pool3d_backward", "f64");
+    EXPECT_MSG(mft_adaptive_avg_pool3d_backward(a, x3), MFT_ERR_RANK,
+               "mft_adaptive_avg_pool3d_backward", "rank 3");
+    EXPECT_MSG(mft_adaptive_avg_pool3d_backward(a, xi), MFT_ERR_DTYPE,
+               "mft_adaptive_avg_pool3d_backward", "i32");
+    EXPECT_MSG(mft_adaptive_max_pool3d_backward(y, x, NULL), MFT_ERR_NULL,
+               "mft_adaptive_max_pool3d_backward", "'indices'");
+    EXPECT_MSG(mft_adaptive_max_pool3d_backward(NULL, x, ind), MFT_ERR_NULL,
+               "mft_adaptive_max_pool3d_backward", "'grad_out'");
+    EXPECT_MSG(mft_adaptive_max_pool3d_backward(y, x, indf), MFT_ERR_DTYPE,
+               "mft_adaptive_max_pool3d_backward", "f32");
+    EXPECT_MSG(mft_adaptive_max_pool3d_backward(gbad, x, ind), MFT_ERR_SHAPE,
+               "mft_adaptive_max_pool3d_backward", "[2,4,2,3,2]");
+    EXPECT_MSG(mft_adaptive_max_pool3d_backward(gok, x, ind), MFT_ERR_SHAPE,
+               "mft_adaptive_max_pool3d_backward", "'indices'");
+    EXPECT_MSG(mft_adaptive_max_pool3d_backward(y, x6, ind), MFT_ERR_RANK,
+               "mft_adaptive_max_pool3d_backward", "rank 6");
+    /* window arithmetic that would overflow int64 (a broadcast input of W =
+     * 2^40 pooled to 2^30): refused before any allocation */
+    {
+        const int64_t one[5] = {1, 1, 1, 1, 1}, huge[5] = {1, 1, 1, 1, (int64_t)1 << 40},
+                      gs[5] = {1, 1, 1, 1, (int64_t)1 << 30}, ob[3] = {1, 1, (int64_t)1 << 30};
+        mft_tensor *t = mft_zeros(5, one, MFT_F32, MFT_CONTIGUOUS);
+        mft_tensor *xh = t ? mft_expand(t, 5, huge) : NULL, *gh = t ? mft_expand(t, 5, gs) : NULL;
+        CHECK(xh && gh);
+        EXPECT_MSG(mft_adaptive_avg_pool3d(xh, ob), MFT_ERR_OVERFLOW, "mft_adaptive_avg_pool3d",
+                   "[1,1,1073741824] overflow");
+        EXPECT_MSG(mft_adaptive_max_pool3d(xh, ob), MFT_ERR_OVERFLOW, "mft_adaptive_max_pool3d",
+                   "[1,1,1,1,1099511627776]");
+        EXPECT_MSG(mft_adaptive_avg_pool3d_backward(gh, xh), MFT_ERR_OVERFLOW,
+                   "mft_adaptive_avg_pool3d_backward", "[1,1,1073741824] overflow");
+        mft_tensor_release(gh);
+        mft_tensor_release(xh);
+        mft_tensor_release(t);
+    }
+    /* the sizes that work are accepted (the checks are not vacuous) */
+    mft_tensor *ok1 = mft_adaptive_avg_pool3d_backward(gok, x);
+    mft_tensor *ok2 = mft_adaptive_max_pool3d(x, (const int64_t[3]){1, 1, (int64_t)1 << 10});
+    CHECK_MSG(ok1 && ok2, "%s", mft_last_error_message());
+    mft_tensor *arr[] = {x, x3, x6, xi, xz, ind, y, a, y64, indf, gbad, grank, gok, ok1, ok2};
+    for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
+}
+
 /* ------------------------------------------------------------------ (d) errors */
 #define EXPECT_FAIL(call, status, fname)                                                     \
     do {                                                                                     \
@@ -1077,8 +1591,19 @@ static void test_errors(void) {
                 "mft_avg_pool2d_backward");
     EXPECT_FAIL(mft_avg_pool2d_backward(y, x, bad_k, NULL, NULL, false, true, 0), MFT_ERR_INVALID,
                 "mft_avg_pool2d_backward");
-    EXPECT_FAIL(mft_avg_pool2d_backward(y, x, k, NULL, NULL, false, true, -2), MFT_ERR_INVALID,
-                "mft_avg_pool2d_backward");
+    { /* a negative divisor_override divides, as PyTorch (forward and backward):
+       * the gradient with -2 is minus the gradient with 2, exactly */
+        mft_tensor *gn = mft_avg_pool2d_backward(y, x, k, NULL, NULL, false, true, -2);
+        mft_tensor *gp = mft_avg_pool2d_backward(y, x, k, NULL, NULL, false, true, 2);
+        mft_tensor *sum = gn && gp ? mft_add(gn, gp) : NULL;
+        mft_tensor *zero = sum ? mft_zeros_like(sum, MFT_PRESERVE) : NULL;
+        CHECK(sum && zero && mft_tensor_hash(sum) == mft_tensor_hash(zero));
+        CHECK(gp && mft_tensor_hash(gp) != mft_tensor_hash(zero)); /* not vacuous */
+        mft_tensor_release(gn);
+        mft_tensor_release(gp);
+        mft_tensor_release(sum);
+        mft_tensor_release(zero);
+    }
     EXPECT_FAIL(mft_avg_pool3d(x5, bad_k, NULL, NULL, false, true, 0), MFT_ERR_INVALID,
                 "mft_avg_pool3d");
     EXPECT_FAIL(mft_max_pool3d(x5, k, NULL, big_p, NULL, false), MFT_ERR_INVALID, "mft_max_pool3d");
@@ -1130,15 +1655,24 @@ static void test_alloc_failures(void) {
     mft_tensor *y4c = mft_contiguous(y4, MFT_CONTIGUOUS), *i4c = mft_contiguous(i4, MFT_CONTIGUOUS);
     mft_tensor *a5 = mft_avg_pool3d(x5, k, NULL, NULL, false, true, 0);
     mft_tensor *aa = mft_adaptive_avg_pool2d(x4, o);
-    CHECK(x4 && x5 && x3 && y4 && i4 && y4c && i4c && a5 && aa);
+    const int64_t o3[3] = {3, 2, 5};
+    mft_tensor *aa3 = mft_adaptive_avg_pool3d(x5, o3);
+    mft_tensor *aa3c = aa3 ? mft_contiguous(aa3, MFT_CONTIGUOUS) : NULL; /* converted by dispatch */
+    CHECK(x4 && x5 && x3 && y4 && i4 && y4c && i4c && a5 && aa && aa3 && aa3c);
     const int64_t live0 = mft_live_tensors();
     static const char *const names[] = {"mft_max_pool3d_with_indices", "mft_max_pool2d_backward",
                                         "mft_avg_pool1d", "mft_adaptive_max_pool2d_with_indices",
-                                        "mft_adaptive_avg_pool2d_backward", "mft_avg_pool3d_backward"};
+                                        "mft_adaptive_avg_pool2d_backward", "mft_avg_pool3d_backward",
+                                        "mft_adaptive_max_pool3d_with_indices",
+                                        "mft_adaptive_avg_pool3d_backward", "mft_adaptive_avg_pool3d"};
     const mft_allocator fa = {fa_alloc, fa_free, NULL};
-    for (int call = 0; call < 6; call++) {
+    for (int call = 0; call < 9; call++) {
         bool done = false;
         for (long long at = 1; at < 64 && !done; at++) {
+            if (call == 8) { /* on the tape: the node's allocations fail too */
+                mft_tensor_set_requires_grad(x5, true);
+                CHECK(mft_tape_begin() == MFT_OK);
+            }
             mft_set_allocator(&fa);
             g_alloc_count = 0;
             g_fail_at = at;
@@ -1150,11 +1684,20 @@ static void test_alloc_failures(void) {
             case 2: r = mft_avg_pool1d(x3, k, NULL, NULL, false, true); break;
             case 3: r = mft_adaptive_max_pool2d_with_indices(x4, o, &ri); break;
             case 4: r = mft_adaptive_avg_pool2d_backward(aa, x4); break;
-            default: r = mft_avg_pool3d_backward(a5, x5, k, NULL, NULL, false, true, 0); break;
+            case 5: r = mft_avg_pool3d_backward(a5, x5, k, NULL, NULL, false, true, 0); break;
+            case 6: r = mft_adaptive_max_pool3d_with_indices(x5, o3, &ri); break;
+            case 7: r = mft_adaptive_avg_pool3d_backward(aa3c, x5); break;
+            default: r = mft_adaptive_avg_pool3d(x5, o3); break; /* recorded */
             }
             const bool failed = g_alloc_count >= at;
             g_fail_at = 0;
             mft_set_allocator(NULL);
+            if (call == 8) { /* one node when it succeeded, none when it failed */
+                CHECK_EQ_I(mft_tape_size(), r ? 1 : 0);
+                CHECK(!r || mft_tensor_requires_grad(r));
+                mft_tape_end();
+                mft_tensor_set_requires_grad(x5, false);
+            }
             if (failed) {
                 CHECK_MSG(r == NULL && ri == NULL && mft_last_error() == MFT_ERR_NOMEM,
                           "%s, allocation %lld failing: result %p, status %s", names[call], at,
@@ -1173,7 +1716,7 @@ static void test_alloc_failures(void) {
         CHECK_MSG(done, "%s never succeeded", names[call]);
     }
     mft_clear_error();
-    mft_tensor *arr[] = {x4, x5, x3, i4, y4, y4c, i4c, a5, aa};
+    mft_tensor *arr[] = {x4, x5, x3, i4, y4, y4c, i4c, a5, aa, aa3, aa3c};
     for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) mft_tensor_release(arr[i]);
 }
 
@@ -1457,6 +2000,11 @@ int main(void) {
     RUN(test_sweep_f32);
     RUN(test_sweep_f64);
     RUN(test_edges);
+    RUN(test_adaptive3d_edges);
+    RUN(test_adaptive3d_threads);
+    RUN(test_adaptive3d_autograd);
+    RUN(test_adaptive3d_errors);
+    RUN(test_adaptive3d_user_kernel);
     RUN(test_max_backward_windows);
     RUN(test_pool1d);
     RUN(test_threads_and_dispatch);

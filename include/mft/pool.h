@@ -24,7 +24,7 @@ typedef struct mft_pool2d_params {
     int64_t kernel[2], stride[2], padding[2], dilation[2];
     bool ceil_mode;
     bool count_include_pad;   /* avg only */
-    int64_t divisor_override; /* avg only; 0 = none */
+    int64_t divisor_override; /* avg only; 0 = none; any other value divides (negative too, as PyTorch) */
 } mft_pool2d_params;
 
 /* Max pooling over (H, W) of an (N,C,H,W) or (C,H,W) tensor, F32 or F64.
@@ -145,7 +145,7 @@ typedef struct mft_pool3d_params {
     int64_t kernel[3], stride[3], padding[3], dilation[3];
     bool ceil_mode;
     bool count_include_pad;   /* avg only */
-    int64_t divisor_override; /* avg only; 0 = none */
+    int64_t divisor_override; /* avg only; 0 = none; any other value divides (negative too, as PyTorch) */
 } mft_pool3d_params;
 MFT_API mft_tensor *mft_max_pool3d(const mft_tensor *x, const int64_t kernel[3],
                                    const int64_t stride[3], const int64_t padding[3],
@@ -173,7 +173,7 @@ MFT_API mft_tensor *mft_avg_pool3d_backward(const mft_tensor *grad_out, const mf
  * max_pool2d_backward; adaptive_avg_pool2d_backward takes the output size
  * from grad_out. Kernels get mft_adaptive_pool_params (the output size). */
 typedef struct mft_adaptive_pool_params {
-    int64_t out[3]; /* 2 used by the 2-D pools */
+    int64_t out[3]; /* the 2-D pools use out[0], out[1]; the 3-D ones all three */
 } mft_adaptive_pool_params;
 MFT_API mft_tensor *mft_adaptive_avg_pool2d(const mft_tensor *x, const int64_t out[2]);
 MFT_API mft_tensor *mft_adaptive_avg_pool2d_backward(const mft_tensor *grad_out,
@@ -183,6 +183,41 @@ MFT_API mft_tensor *mft_adaptive_max_pool2d_with_indices(const mft_tensor *x,
                                                          const int64_t out[2],
                                                          mft_tensor **indices);
 MFT_API mft_tensor *mft_adaptive_max_pool2d_backward(const mft_tensor *grad_out,
+                                                     const mft_tensor *x,
+                                                     const mft_tensor *indices);
+
+/* Adaptive pools of (N, C, D, H, W) or (C, D, H, W) tensors to
+ * out[0] x out[1] x out[2] (each in [1, 2^30]; larger than the input is
+ * allowed), F32 or F64, as the 2-D ones per dim: window i of a dim covers
+ * [floor(i*in/out), ceil((i+1)*in/out)); avg divides by the window's
+ * volume; max as max_pool3d (NaN propagates, the last NaN / first of equal
+ * maxima wins), indices flat d*H*W + h*W + w within the (n, c) volume.
+ * Results (and indices) packed in x's tag: CHANNELS_LAST stays NDHWC, an
+ * unbatched input gives CONTIGUOUS. Errors name the function and the
+ * values (NULL x / out / indices, rank, dtype, an output size out of
+ * range). Recorded on the tape (nodes "adaptive_avg_pool3d",
+ * "adaptive_max_pool3d"), with gradients packed in x's tag. Dispatched as
+ * ops adaptive_avg_pool3d (1 in, 1 out) and adaptive_max_pool3d (1 in,
+ * 2 out: values, I64 indices), kernels given mft_adaptive_pool_params
+ * (all three entries used). */
+MFT_API mft_tensor *mft_adaptive_avg_pool3d(const mft_tensor *x, const int64_t out[3]);
+MFT_API mft_tensor *mft_adaptive_max_pool3d(const mft_tensor *x, const int64_t out[3]);
+/* The same, also returning (new reference in *indices) the I64 indices,
+ * laid out like the result. */
+MFT_API mft_tensor *mft_adaptive_max_pool3d_with_indices(const mft_tensor *x,
+                                                         const int64_t out[3],
+                                                         mft_tensor **indices);
+/* Backward of adaptive_avg_pool3d: the output size is grad_out's (x's batch
+ * and channels, spatial sizes in [1, 2^30]); grad_x[i] = sum over the
+ * windows holding i of grad_out / the window's volume, packed in x's tag
+ * whatever grad_out's layout. Op adaptive_avg_pool3d_backward (1 in:
+ * grad_out; 1 out: grad_x; params mft_adaptive_pool_params). */
+MFT_API mft_tensor *mft_adaptive_avg_pool3d_backward(const mft_tensor *grad_out,
+                                                     const mft_tensor *x);
+/* Backward of adaptive_max_pool3d: mft_max_pool3d_backward under this name
+ * (grad_x[n, c, i] = sum of grad_out where indices == i; op
+ * max_pool3d_backward, params NULL). */
+MFT_API mft_tensor *mft_adaptive_max_pool3d_backward(const mft_tensor *grad_out,
                                                      const mft_tensor *x,
                                                      const mft_tensor *indices);
 
