@@ -58,7 +58,7 @@ mft_status mft_tensor_set_requires_grad(mft_tensor *t, bool requires_grad) {
     static const char fn[] = "mft_tensor_set_requires_grad";
     if (!t) {
         mft__null_arg(fn, "t");
-        return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NULL;
+        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
     }
     if (t->dtype != MFT_F32 && t->dtype != MFT_F64) {
         mft__set_error(MFT_ERR_DTYPE, "%s: only floating tensors can require grad, got %s", fn,
@@ -109,6 +109,25 @@ mft_status mft_tensor_set_grad(mft_tensor *t, mft_tensor *g) {
             return MFT_ERR_DTYPE;
         }
     }
+    if (g) {
+        /* a tensor reachable from g through .grad links must not be t: the
+         * references would form a cycle that no release ever frees */
+        for (const mft_tensor *c = g; c; c = c->autograd ? c->autograd->grad : NULL)
+            if (c == t) {
+                mft__set_error(MFT_ERR_INVALID,
+                               "%s: g is t itself or has t in its own chain of gradients (a "
+                               "reference cycle); assign a copy",
+                               fn);
+                return MFT_ERR_INVALID;
+            }
+        if (t->numel > 0 && g->numel > 0 && mft__tensor_overlaps(t, g)) {
+            mft__set_error(MFT_ERR_INVALID,
+                           "%s: g shares memory with t (gradients accumulate in place and would "
+                           "write t); assign a copy",
+                           fn);
+            return MFT_ERR_INVALID;
+        }
+    }
     if (!g && !t->autograd) return MFT_OK;
     mft__ag_meta *m = ag_meta(t, fn);
     if (!m) return MFT_ERR_NOMEM;
@@ -130,6 +149,11 @@ int64_t mft_tape_size(void) { return tl_tape ? tl_tape->len : 0; }
 int64_t mft_autograd_conversions(void) { return tl_conversions; }
 void mft_autograd_reset_conversions(void) { tl_conversions = 0; }
 
+/* Thread exit with the tape still open: end it (tensor/thread_exit.c). */
+static void ag_tape_end_at_exit(void) {
+    if (tl_tape) mft_tape_end();
+}
+
 mft_status mft_tape_begin(void) {
     static const char fn[] = "mft_tape_begin";
     if (tl_tape) {
@@ -142,6 +166,7 @@ mft_status mft_tape_begin(void) {
     memset(tp, 0, sizeof *tp);
     tp->id = atomic_fetch_add(&g_next_tape_id, 1);
     tl_tape = tp;
+    mft__thread_exit_arm(MFT__TEXIT_TAPE, ag_tape_end_at_exit);
     mft__tl_tape_open = true;
     tl_kernel_mark = mft__kernel_seq();
     tl_conv_mark = mft__conv_seq();
@@ -182,6 +207,7 @@ mft_status mft_tape_end(void) {
     mft__tape *tp = tl_tape;
     tl_tape = NULL; /* outputs stop resolving to nodes from here on */
     mft__tl_tape_open = false;
+    mft__thread_exit_disarm(MFT__TEXIT_TAPE);
     for (int64_t i = tp->len - 1; i >= 0; i--) ag_node_free(tp->nodes[i]);
     mft__free(tp->nodes);
     mft__free(tp);
@@ -634,7 +660,7 @@ mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output) {
     static const char fn[] = "mft_backward";
     if (!loss) {
         mft__null_arg(fn, "loss");
-        return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NULL;
+        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
     }
     mft__tape *tp = tl_tape;
     int64_t root = ag_producer(loss);
@@ -654,9 +680,9 @@ mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output) {
                            mft__fmt_dims(b, sizeof b, loss->ndim, loss->sizes));
             return MFT_ERR_SHAPE;
         }
-        if (grad_output->dtype != MFT_F32 && grad_output->dtype != MFT_F64) {
-            mft__set_error(MFT_ERR_DTYPE, "%s: grad_output must be floating, got %s", fn,
-                           mft_dtype_name(grad_output->dtype));
+        if (grad_output->dtype != loss->dtype) { /* as PyTorch: no silent cast */
+            mft__set_error(MFT_ERR_DTYPE, "%s: grad_output has dtype %s but loss has dtype %s", fn,
+                           mft_dtype_name(grad_output->dtype), mft_dtype_name(loss->dtype));
             return MFT_ERR_DTYPE;
         }
     } else if (loss->numel != 1) {
@@ -680,7 +706,7 @@ mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output) {
     mft__site_get(&w.site_file, &w.site_line);
     mft__scope_suspend();
     bool was_enabled = mft_set_grad_enabled(false);
-    seed = grad_output ? mft_to_dtype(grad_output, loss->dtype)
+    seed = grad_output ? mft_tensor_retain((mft_tensor *)grad_output)
                        : mft_ones(loss->ndim, loss->sizes, loss->dtype, MFT_CONTIGUOUS);
     mft_status st = seed ? MFT_OK : mft_last_error();
     if (st == MFT_OK) {

@@ -111,7 +111,8 @@ STAMP_FI(add) STAMP_FI(sub) STAMP_FI(mul) STAMP_F(div) STAMP_FI(maximum) STAMP_F
 STAMP_FI(pow) STAMP_FI(add_alpha)
 STAMP_CMP(eq) STAMP_CMP(ne) STAMP_CMP(lt) STAMP_CMP(le) STAMP_CMP(gt) STAMP_CMP(ge)
 
-#define OP(op, rule, loops) static const mft__ew_op op_##op = {"mft_" #op, 2, rule, 0, false, false, loops};
+#define OP(op, rule, loops) \
+    static const mft__ew_op op_##op = {"mft_" #op, 2, rule, 0, false, false, loops, false};
 OP(add, MFT__EW_SAME, LOOPS_FI(add))
 OP(sub, MFT__EW_SAME, LOOPS_FI(sub))
 OP(mul, MFT__EW_SAME, LOOPS_FI(mul))
@@ -130,7 +131,7 @@ OP(ge, MFT__EW_COMPARE, LOOPS_FI(ge))
 #define DEFINE_BINARY(op)                                                                    \
     mft_tensor *mft_##op(const mft_tensor *a, const mft_tensor *b) {                         \
         const mft_tensor *in[2] = {a, b};                                                    \
-        return mft__agew_binary(#op, a, b, mft__ew_run(&op_##op, in, NULL), 0);              \
+        return mft__agew_binary("mft_" #op, a, b, mft__ew_run(&op_##op, in, NULL), 0);              \
     }                                                                                        \
     mft_status mft_##op##_(mft_tensor *a, const mft_tensor *b) {                             \
         const mft_tensor *in[2] = {a, b};                                                    \
@@ -154,14 +155,14 @@ static bool binary_check_alpha(const char *fn, const mft_tensor *a, const mft_te
                        mft_dtype_name(t));
         return false;
     }
-    return true;
+    return mft__check_int_value(fn, "alpha", t, alpha) == MFT_OK;
 }
 
 mft_tensor *mft_add_alpha(const mft_tensor *a, const mft_tensor *b, double alpha) {
     const mft_tensor *in[2] = {a, b};
     const double prm[2] = {alpha, 0};
     if (!binary_check_alpha("mft_add_alpha", a, b, alpha)) return NULL;
-    return mft__agew_binary("add_alpha", a, b, mft__ew_run(&op_add_alpha, in, prm), alpha);
+    return mft__agew_binary("mft_add_alpha", a, b, mft__ew_run(&op_add_alpha, in, prm), alpha);
 }
 mft_status mft_add_alpha_(mft_tensor *a, const mft_tensor *b, double alpha) {
     const mft_tensor *in[2] = {a, b};

@@ -497,7 +497,7 @@ static mft_status conv_backward(const conv_req *r, const mft_tensor *grad_out, m
     if (gb_out) *gb_out = NULL;
     if (!grad_out) {
         mft__null_arg(fn, "grad_out");
-        return mft_last_error();
+        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
     }
     conv_geom g;
     if (!conv_check(r, &g)) return mft_last_error();

@@ -10,7 +10,7 @@
  * kernels; 8x8 transpose), the
  * indirect-convolution driver shared by
  * forward and backward_input, the backward_weight driver, depthwise kernels,
- * plain direct loops (the fallback when a scratch allocation fails), the
+ * plain direct loops (what the tests force with mft__conv_fast_set_mode(2)), the
  * NCHW wrappers and the kernel table.
  *
  * Note [Indirect convolution]
@@ -97,7 +97,9 @@
  * backward_weight sums over 16 fixed chunks of output rows into per-chunk
  * partials (each tap's run of columns accumulated in registers) that are
  * added in chunk order. F64 has no fast kernels (the reference runs).
- * If any scratch allocation fails, the kernels run plain direct loops. */
+ * If a scratch allocation fails, the kernel reports it (mft__kernel_nomem)
+ * and the op fails with MFT_ERR_NOMEM; it never computes the result another
+ * way that rounds differently (Note [Kernel scratch] in ops/ops_internal.h). */
 #include <string.h>
 #include "mft/conv.h"
 #include "ops_internal.h"
@@ -246,13 +248,8 @@ typedef struct ind_job {
     const int64_t *cls;
     int ncls;
     int64_t nimg; /* images the job's pixels cover (g->N, or 1 per image) */
+    _Atomic long long *nomem; /* Note [Kernel scratch]: a worker's failed allocation */
 } ind_job;
-
-/* Element c of dst pixel q. */
-static inline float *ind_dst(const ind_job *j, int64_t q, int64_t c) {
-    if (!j->onchw) return j->dst + q * j->dstC + c;
-    return j->dst + ((q / j->dS) * j->dstC + c) * j->dS + q % j->dS;
-}
 
 /* The source position along dim dd that tap k of dst position x reads, or
  * -1 (padding, or a backward tap no strided grad_y position reaches). */
@@ -268,21 +265,6 @@ static inline int64_t ind_src_pos(const ind_job *j, int dd, int64_t x, int64_t k
         v /= g->s[dd];
     }
     return v >= 0 && v < ssz ? v : -1;
-}
-
-/* The src pixel (flat index) tap t of dst pixel q reads, or -1. */
-static inline int64_t ind_src_pixel(const ind_job *j, int64_t q, int64_t t) {
-    const cgeom *g = j->g;
-    int64_t c = q % j->dW, r = q / j->dW;
-    int64_t b = r % j->dH;
-    r /= j->dH;
-    int64_t a = r % j->dD, n = r / j->dD;
-    const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1], kd = t / (g->K[2] * g->K[1]);
-    const int64_t pos[3] = {a, b, c}, kk[3] = {kd, kh, kw};
-    int64_t sp[3];
-    for (int i = 0; i < 3; i++)
-        if ((sp[i] = ind_src_pos(j, i, pos[i], kk[i])) < 0) return -1;
-    return ((n * j->sD + sp[0]) * j->sH + sp[1]) * j->sW + sp[2];
 }
 
 /* The source pixels of tile tl (dst pixels tl*6 ..): px[u*6 + i] for its
@@ -441,38 +423,19 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
     float *ibuf = j->onchw
                       ? mft__alloc((size_t)(TILES_PER_ITEM * TILE_M * j->dstC) * sizeof(float), 64)
                       : NULL;
-    if (!pix || !taps || !ptrs || (j->onchw && !ibuf)) {
-        /* out of memory: plain loops per element */
+    if (!pix || !taps || !ptrs || (j->onchw && !ibuf)) { /* Note [Kernel scratch] */
+        mft__scratch_fail(j->nomem, (size_t)(TILES_PER_ITEM * T * TILE_M) *
+                                        (sizeof(int64_t) + sizeof(float *)));
         mft__free(pix);
         mft__free(taps);
         mft__free(ptrs);
         mft__free(ibuf);
-        pix = NULL;
-        ibuf = NULL;
+        return;
     }
     float tmp[TILE_M * 2 * TILE_N];
     for (int64_t it = begin; it < end; it++) {
         const int64_t t0 = it * TILES_PER_ITEM;
         const int64_t t1 = t0 + TILES_PER_ITEM < j->ntiles ? t0 + TILES_PER_ITEM : j->ntiles;
-        if (!pix) {
-            /* direct fallback for this item: scalar per element */
-            for (int64_t q = t0 * TILE_M; q < t1 * TILE_M && q < j->P; q++)
-                for (int64_t gg = 0; gg < g->G; gg++)
-                    for (int64_t m = 0; m < j->M; m++) {
-                        float acc = j->bpad[gg * j->nb * TILE_N + m];
-                        for (int64_t t = 0; t < T; t++) {
-                            int64_t sp = ind_src_pixel(j, q, t);
-                            if (sp < 0) continue;
-                            const float *a = j->src + sp * j->srcC + gg * K;
-                            const float *w = j->wp +
-                                             ((gg * j->nb + m / TILE_N) * T + t) * K * TILE_N +
-                                             m % TILE_N;
-                            for (int64_t k = 0; k < K; k++) acc += a[k] * w[k * TILE_N];
-                        }
-                        *ind_dst(j, q, gg * j->M + m) = acc;
-                    }
-            continue;
-        }
         if (j->identity && it + 1 < end) {
             /* 1x1: the next item reads the next TILES_PER_ITEM * 6 source
              * pixels, one contiguous run; fetch it while this item computes
@@ -563,12 +526,10 @@ static void ind_range(void *ctx, int64_t begin, int64_t end) {
             }
         }
     }
-    if (pix) {
-        mft__free(pix);
-        mft__free(taps);
-        mft__free(ptrs);
-        mft__free(ibuf);
-    }
+    mft__free(pix);
+    mft__free(taps);
+    mft__free(ptrs);
+    mft__free(ibuf);
 }
 
 typedef struct pack_job {
@@ -645,9 +606,6 @@ static void pack_range(void *ctx, int64_t begin, int64_t end) {
 static void direct_nhwc(const cgeom *g, int kind, const float *a, const float *b, float *o,
                         const int64_t *gws);
 
-/* Forward (bwd = false) or backward_input (bwd = true): src NHWC, dst NHWC
- * or (onchw) NCHW. False (nothing written) when onchw and scratch memory
- * is missing; NHWC runs the direct loops then. */
 static void direct_nchw(const cgeom *g, int kind, const float *a, const float *b, float *o,
                         const int64_t *gws);
 
@@ -658,15 +616,13 @@ static void ind_img_range(void *ctx, int64_t begin, int64_t end) {
     const ind_job *j = ctx;
     const int64_t sS = j->sD * j->sH * j->sW, C = j->srcC;
     float *buf = mft__alloc((size_t)(sS * C) * sizeof(float) + 64, 64);
+    if (!buf) { /* Note [Kernel scratch] */
+        mft__scratch_fail(j->nomem, (size_t)(sS * C) * sizeof(float) + 64);
+        return;
+    }
     for (int64_t n = begin; n < end; n++) {
         const float *s = j->src + n * C * sS;
         float *d = j->dst + n * j->dstC * j->dS;
-        if (!buf) { /* out of memory: plain loops on this image */
-            cgeom g1 = *j->g;
-            g1.N = 1;
-            direct_nchw(&g1, j->bwd ? 1 : 0, s, NULL, d, NULL);
-            continue;
-        }
         for (int64_t s0 = 0; s0 < sS; s0 += 64)
             for (int64_t c0 = 0; c0 < C; c0 += 64)
                 tr_block(s + c0 * sS + s0, sS, buf + s0 * C + c0, C, C - c0 < 64 ? C - c0 : 64,
@@ -774,7 +730,11 @@ static void *ind_order(ind_job *j) {
     return mem;
 }
 
-/* src_nchw: src is NCHW and dst NCHW (onchw must be set), images in parallel. */
+/* Forward (bwd = false) or backward_input (bwd = true): src NHWC, dst NHWC
+ * or (onchw) NCHW; src_nchw: src is NCHW and dst NCHW (onchw must be set),
+ * images in parallel. True when done or when scratch was short (reported
+ * through mft__kernel_nomem); false only in the direct-loop test mode with
+ * an NCHW dst (the caller runs the NCHW direct loops). */
 static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, bool onchw,
                      bool src_nchw) {
     ind_job j;
@@ -809,15 +769,19 @@ static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, boo
     j.identity = g->T == 1 && j.sD == j.dD && j.sH == j.dH && j.sW == j.dW;
     for (int i = 0; i < 3; i++) j.identity &= g->s[i] == 1 && g->p[i] == 0;
     const size_t wn = (size_t)(g->G * j.nb * g->T * j.K * TILE_N);
+    if (cf_mode == 2) { /* tests: the direct loops */
+        if (onchw) return false;
+        direct_nhwc(g, bwd ? 1 : 0, src, NULL, dst, NULL);
+        return true;
+    }
     float *wp = mft__alloc(wn * sizeof(float), 64);
     float *bpad = mft__alloc((size_t)(g->G * j.nb * TILE_N) * sizeof(float), 64);
     float *zero = mft__alloc((size_t)(j.K + 16) * sizeof(float), 64);
-    if (!wp || !bpad || !zero || cf_mode == 2) {
+    if (!wp || !bpad || !zero) { /* Note [Kernel scratch] */
         mft__free(wp);
         mft__free(bpad);
         mft__free(zero);
-        if (onchw) return false;
-        direct_nhwc(g, bwd ? 1 : 0, src, NULL, dst, NULL);
+        mft__kernel_nomem(wn * sizeof(float));
         return true;
     }
     memset(zero, 0, (size_t)(j.K + 16) * sizeof(float));
@@ -830,11 +794,16 @@ static bool ind_conv(const cgeom *g, bool bwd, const float *src, float *dst, boo
     j.bpad = bpad;
     j.zero = zero;
     j.nimg = g->N;
+    _Atomic long long nomem = 0;
+    j.nomem = &nomem;
+    /* (ind_order's memory is optional: without it the flat order is used,
+     * which gives the same bits) */
     void *ordmem = j.P > 0 && !j.identity ? ind_order(&j) : NULL;
     if (j.P > 0 && src_nchw) /* per image: the jobs' class orders cover one image each */
         mft__parallel_for_dynamic(0, g->N, 1, ind_img_range, &j);
     else if (j.P > 0) /* items are independent: dynamic chunks balance unequal cores */
         mft__parallel_for_dynamic(0, j.nitems, cf_chunk(j.nitems), ind_range, &j);
+    if (atomic_load(&nomem)) mft__kernel_nomem((size_t)atomic_load(&nomem));
     mft__free(ordmem);
     mft__free(wp);
     mft__free(bpad);
@@ -858,6 +827,7 @@ typedef struct bw_job {
     bw_micro_fn micro;
     bw_micro2_fn micro2; /* NULL: bm x 16 tiles only */
     int64_t bm;          /* rows (input channels) per tile: TILE_M, or 8 (AVX-512) */
+    _Atomic long long *nomem; /* Note [Kernel scratch]: a worker's failed allocation */
 } bw_job;
 
 #define BWC_ROWS 8 /* output rows per micro-kernel call */
@@ -920,42 +890,15 @@ static void bw_range(void *ctx, int64_t begin, int64_t end) {
     const int64_t T = g->T, nbi = j->nbi, bpi = j->micro2 ? 2 : 1; /* c_out blocks per item */
     const int64_t blk = T * nbi * j->bm * TILE_N; /* one block's accumulators */
     float *acc = mft__alloc((size_t)(bpi * blk) * sizeof(float), 64);
+    if (!acc) { /* Note [Kernel scratch] */
+        mft__scratch_fail(j->nomem, (size_t)(bpi * blk) * sizeof(float));
+        return;
+    }
     const int64_t nit = cdiv(j->nbo, bpi);
     for (int64_t it = begin; it < end; it++) {
         const int64_t gg = it / nit, cb0 = (it % nit) * bpi;
         const int64_t nblk = j->nbo - cb0 < bpi ? j->nbo - cb0 : bpi;
         const int64_t c1 = g->Cgo < (cb0 + nblk) * TILE_N ? g->Cgo : (cb0 + nblk) * TILE_N;
-        if (!acc) {
-            /* direct fallback for this slice */
-            for (int64_t co = cb0 * TILE_N; co < c1; co++)
-                for (int64_t ci = 0; ci < g->Cgi; ci++)
-                    for (int64_t t = 0; t < T; t++) {
-                        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
-                                      kd = t / (g->K[2] * g->K[1]);
-                        float s = 0.0f;
-                        for (int64_t n = 0; n < g->N; n++)
-                            for (int64_t od = 0; od < g->OD; od++)
-                                for (int64_t oh = 0; oh < g->OH; oh++)
-                                    for (int64_t ow = 0; ow < g->OW; ow++) {
-                                        int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
-                                        int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
-                                        int64_t iw = ow * g->s[2] - g->p[2] + kw * g->d[2];
-                                        if (id < 0 || id >= g->D || ih < 0 || ih >= g->H ||
-                                            iw < 0 || iw >= g->W)
-                                            continue;
-                                        int64_t op = ((n * g->OD + od) * g->OH + oh) * g->OW + ow;
-                                        int64_t ip = ((n * g->D + id) * g->H + ih) * g->W + iw;
-                                        s += j->gy[op * j->gs +
-                                                   gg * (j->gs == g->Cout ? g->Cgo
-                                                                          : j->nbo * TILE_N) +
-                                                   co] *
-                                             j->x[ip * g->Cin + gg * g->Cgi + ci];
-                                    }
-                        j->gw[(gg * g->Cgo + co) * j->gws[0] + ci * j->gws[1] +
-                              kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] = s;
-                    }
-            continue;
-        }
         memset(acc, 0, (size_t)(nblk * blk) * sizeof(float));
         const int64_t rows = g->N * g->OD * g->OH;
         for (int64_t rb = 0; rb < rows; rb += BWC_ROWS)
@@ -1063,11 +1006,13 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
     }
     float *pad = NULL;
     const int64_t P = g->N * g->OD * g->OH * g->OW;
+    _Atomic long long nomem = 0;
+    j.nomem = &nomem;
     if (g->Cgo % TILE_N) {
         j.gs = g->G * j.nbo * TILE_N;
         pad = mft__alloc((size_t)(P * j.gs) * sizeof(float) + 64, 64);
-        if (!pad) {
-            direct_nhwc(g, 2, gy, x, gw, gws);
+        if (!pad) { /* Note [Kernel scratch] */
+            mft__kernel_nomem((size_t)(P * j.gs) * sizeof(float) + 64);
             return;
         }
         j.gy = pad;
@@ -1085,14 +1030,19 @@ static void bw_conv(const cgeom *g, const float *gy, const float *x, float *gw,
     c.nch = BWC_CHUNKS;
     c.accn = g->T * j.nbo * j.nbi * j.bm * TILE_N;
     c.part = NULL;
-    if (c.rows >= BWC_CHUNKS && c.accn * (int64_t)sizeof(float) <= BWC_MAX_ACC)
-        c.part = mft__alloc((size_t)(g->G * c.nch * c.accn) * sizeof(float), 64);
-    if (c.part) {
-        mft__parallel_for_dynamic(0, g->G * c.nch, cf_chunk(g->G * c.nch), bwc_range, &c);
-        mft__parallel_for(0, g->G * j.nbo, 1, bwc_reduce, &c);
-        mft__free(c.part);
+    if (c.rows >= BWC_CHUNKS && c.accn * (int64_t)sizeof(float) <= BWC_MAX_ACC) {
+        const size_t bytes = (size_t)(g->G * c.nch * c.accn) * sizeof(float);
+        c.part = mft__alloc(bytes, 64);
+        if (!c.part) /* Note [Kernel scratch]: not bw_range, which sums in another order */
+            mft__kernel_nomem(bytes);
+        else {
+            mft__parallel_for_dynamic(0, g->G * c.nch, cf_chunk(g->G * c.nch), bwc_range, &c);
+            mft__parallel_for(0, g->G * j.nbo, 1, bwc_reduce, &c);
+            mft__free(c.part);
+        }
     } else {
         mft__parallel_for(0, g->G * cdiv(j.nbo, j.micro2 ? 2 : 1), 1, bw_range, &j);
+        if (atomic_load(&nomem)) mft__kernel_nomem((size_t)atomic_load(&nomem));
     }
     mft__free(pad);
 }
@@ -1111,6 +1061,7 @@ typedef struct dw_job {
     float *part;       /* backward_weight: [chunks][T][Cout] */
     int64_t nchunks, rows;
     bool onchw; /* forward / backward_input: o is NCHW */
+    _Atomic long long *nomem; /* Note [Kernel scratch]: a worker's failed allocation */
 } dw_job;
 
 /* acc[co] += a[co / mult] * w[co] */
@@ -1128,50 +1079,6 @@ static inline void dw_fma(float *restrict acc, const float *restrict a, const fl
     }
 }
 
-/* One dst row of a depthwise forward / backward_input by plain loops (the
- * fallback when the row tables cannot be allocated). */
-static void dw_row_direct(const dw_job *j, int64_t r) {
-    const cgeom *g = j->g;
-    const bool bwd = j->kind == 1;
-    const int64_t mult = g->Cgo;
-    const int64_t dH = bwd ? g->H : g->OH, dD = bwd ? g->D : g->OD, dW = bwd ? g->W : g->OW;
-    const int64_t dC = bwd ? g->Cin : g->Cout, sC = bwd ? g->Cout : g->Cin;
-    const int64_t ssz[3] = {bwd ? g->OD : g->D, bwd ? g->OH : g->H, bwd ? g->OW : g->W};
-    const int64_t h = r % dH, dd = (r / dH) % dD, n = r / (dH * dD);
-    const int64_t S = dD * dH * dW, cst = j->onchw ? S : 1, pst = j->onchw ? 1 : dC;
-    float *base = j->onchw ? j->o + n * dC * S + (dd * dH + h) * dW : j->o + r * dW * dC;
-    for (int64_t wcol = 0; wcol < dW; wcol++) {
-        float *o = base + wcol * pst;
-        for (int64_t c = 0; c < dC; c++) o[c * cst] = j->bpad[c];
-        for (int64_t t = 0; t < g->T; t++) {
-            const int64_t kk[3] = {t / (g->K[2] * g->K[1]), (t / g->K[2]) % g->K[1], t % g->K[2]};
-            const int64_t pos[3] = {dd, h, wcol};
-            int64_t sp[3];
-            bool ok = true;
-            for (int i = 0; i < 3; i++) {
-                if (!bwd) {
-                    sp[i] = pos[i] * g->s[i] - g->p[i] + kk[i] * g->d[i];
-                } else {
-                    int64_t v = pos[i] + g->p[i] - kk[i] * g->d[i];
-                    if (v < 0 || v % g->s[i]) ok = false;
-                    sp[i] = v / g->s[i];
-                }
-                ok &= sp[i] >= 0 && sp[i] < ssz[i];
-            }
-            if (!ok) continue;
-            const float *a = j->a + (((n * ssz[0] + sp[0]) * ssz[1] + sp[1]) * ssz[2] + sp[2]) * sC;
-            const float *w = j->wp + t * g->Cout;
-            for (int64_t c = 0; c < dC; c++) {
-                if (!bwd)
-                    o[c * cst] += a[c / mult] * w[c];
-                else
-                    for (int64_t m = 0; m < mult; m++)
-                        o[c * cst] += a[c * mult + m] * w[c * mult + m];
-            }
-        }
-    }
-}
-
 static void dw_range(void *ctx, int64_t begin, int64_t end) {
     const dw_job *j = ctx;
     const cgeom *g = j->g;
@@ -1182,11 +1089,11 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
     float *rowbuf = NULL;
     if (j->kind != 2) {
         const int64_t rowlen = j->kind == 1 ? g->W * Cin : g->OW * Cout;
-        rtab_a = mft__alloc((size_t)T * (2 * sizeof(float *) + sizeof(int64_t)) +
-                                (j->onchw ? (size_t)rowlen * sizeof(float) : 0),
-                            64);
-        if (!rtab_a) {
-            for (int64_t r = begin; r < end; r++) dw_row_direct(j, r);
+        const size_t bytes = (size_t)T * (2 * sizeof(float *) + sizeof(int64_t)) +
+                             (j->onchw ? (size_t)rowlen * sizeof(float) : 0);
+        rtab_a = mft__alloc(bytes, 64);
+        if (!rtab_a) { /* Note [Kernel scratch] */
+            mft__scratch_fail(j->nomem, bytes);
             return;
         }
         rtab_w = rtab_a + T;
@@ -1437,11 +1344,14 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
 
 static bool is_depthwise(const cgeom *g) { return g->Cgi == 1 && g->G == g->Cin; }
 
-/* Returns false (nothing written) when onchw and scratch memory is missing. */
+/* Always true (a failed scratch allocation is reported through
+ * mft__kernel_nomem, Note [Kernel scratch]). */
 static bool dw_conv(const cgeom *g, int kind, const float *a, const float *b, float *o,
                     const int64_t *gws, bool onchw) {
     dw_job j;
     memset(&j, 0, sizeof j);
+    _Atomic long long nomem = 0;
+    j.nomem = &nomem;
     j.g = g;
     j.kind = kind;
     j.a = a;
@@ -1453,8 +1363,8 @@ static bool dw_conv(const cgeom *g, int kind, const float *a, const float *b, fl
         j.rows = g->N * g->OD * g->OH;
         j.nchunks = j.rows < 16 ? j.rows : 16;
         j.part = mft__alloc((size_t)(j.nchunks * T * Cout) * sizeof(float) + 64, 64);
-        if (!j.part) {
-            direct_nhwc(g, 2, a, b, o, gws);
+        if (!j.part) { /* Note [Kernel scratch] */
+            mft__kernel_nomem((size_t)(j.nchunks * T * Cout) * sizeof(float) + 64);
             return true;
         }
         mft__parallel_for(0, j.nchunks, 1, dw_range, &j);
@@ -1472,11 +1382,10 @@ static bool dw_conv(const cgeom *g, int kind, const float *a, const float *b, fl
     const int64_t dC = kind == 1 ? g->Cin : Cout;
     float *wp = mft__alloc((size_t)(T * Cout) * sizeof(float) + 64, 64);
     float *bpad = mft__alloc((size_t)dC * sizeof(float) + 64, 64);
-    if (!wp || !bpad) {
+    if (!wp || !bpad) { /* Note [Kernel scratch] */
         mft__free(wp);
         mft__free(bpad);
-        if (onchw) return false;
-        direct_nhwc(g, kind, a, NULL, o, NULL);
+        mft__kernel_nomem((size_t)(T * Cout + dC) * sizeof(float) + 128);
         return true;
     }
     for (int64_t c = 0; c < dC; c++) bpad[c] = bval(g, c);
@@ -1486,6 +1395,7 @@ static bool dw_conv(const cgeom *g, int kind, const float *a, const float *b, fl
     j.wp = wp;
     const int64_t rows = kind == 1 ? g->N * g->D * g->H : g->N * g->OD * g->OH;
     mft__parallel_for(0, rows, 1, dw_range, &j);
+    if (atomic_load(&nomem)) mft__kernel_nomem((size_t)atomic_load(&nomem));
     mft__free(wp);
     mft__free(bpad);
     return true;
@@ -1510,6 +1420,7 @@ typedef struct dwn_job {
     const int64_t *gws;
     float *part; /* backward_weight: [Cout][nch][T] */
     int64_t nch, PH, PW, offh, offw;
+    _Atomic long long *nomem; /* Note [Kernel scratch]: a worker's failed allocation */
 } dwn_job;
 
 /* pb (PH x PW) = src plane (SH x SW) shifted by (offh, offw), zero outside. */
@@ -1712,64 +1623,13 @@ static void dwn_bw_plane(double *acc, const float *gy, int64_t OH, int64_t OW, c
         }
 }
 
-/* One work item of dwn_range by bounds-checked loops (no scratch memory). */
-static void dwn_item_direct(const dwn_job *j, int64_t it) {
-    const cgeom *g = j->g;
-    const int64_t mult = g->Cgo, KH = g->K[1], KW = g->K[2];
-    if (j->kind == 0 || j->kind == 1) {
-        const bool bwd = j->kind == 1;
-        const int64_t dC = bwd ? g->Cin : g->Cout, n = it / dC, c = it % dC;
-        const int64_t dH = bwd ? g->H : g->OH, dW = bwd ? g->W : g->OW;
-        const int64_t SH = bwd ? g->OH : g->H, SW = bwd ? g->OW : g->W;
-        float *o = j->o + it * dH * dW;
-        for (int64_t r = 0; r < dH; r++)
-            for (int64_t q = 0; q < dW; q++) {
-                float s = bval(g, c);
-                for (int64_t m = 0; m < (bwd ? mult : 1); m++) {
-                    const int64_t co = bwd ? c * mult + m : c, sc = bwd ? co : c / mult;
-                    const float *src = j->a + (n * (bwd ? g->Cout : g->Cin) + sc) * SH * SW;
-                    for (int64_t kh = 0; kh < KH; kh++)
-                        for (int64_t kw = 0; kw < KW; kw++) {
-                            const int64_t sr = bwd ? r + g->p[1] - kh * g->d[1]
-                                                   : r * g->s[1] - g->p[1] + kh * g->d[1];
-                            const int64_t sq =
-                                bwd ? q + g->p[2] - kw * g->d[2] : q - g->p[2] + kw * g->d[2];
-                            if (sr < 0 || sr >= SH || sq < 0 || sq >= SW) continue;
-                            s += src[sr * SW + sq] * wval(g, co, 0, kh * KW + kw);
-                        }
-                }
-                o[r * dW + q] = s;
-            }
-        return;
-    }
-    const int64_t T = KH * KW, co = it / j->nch, ch = it % j->nch;
-    const int64_t n0 = ch * g->N / j->nch, n1 = (ch + 1) * g->N / j->nch;
-    float *pt = j->part + it * T;
-    for (int64_t t = 0; t < T; t++) {
-        const int64_t kh = t / KW, kw = t % KW;
-        float s = 0.0f;
-        for (int64_t n = n0; n < n1; n++) {
-            const float *gy = j->a + (n * g->Cout + co) * g->OH * g->OW;
-            const float *x = j->b + (n * g->Cin + co / mult) * g->H * g->W;
-            for (int64_t oh = 0; oh < g->OH; oh++)
-                for (int64_t ow = 0; ow < g->OW; ow++) {
-                    const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
-                    const int64_t iw = ow - g->p[2] + kw * g->d[2];
-                    if (ih >= 0 && ih < g->H && iw >= 0 && iw < g->W)
-                        s += gy[oh * g->OW + ow] * x[ih * g->W + iw];
-                }
-        }
-        pt[t] = s;
-    }
-}
-
 static void dwn_range(void *ctx, int64_t begin, int64_t end) {
     const dwn_job *j = ctx;
     const cgeom *g = j->g;
     const int64_t mult = g->Cgo, KH = g->K[1], KW = g->K[2], T = KH * KW;
     float *pb = mft__alloc((size_t)(j->PH * j->PW + T) * sizeof(float) + 64, 64);
-    if (!pb) { /* no scratch: bounds-checked loops per item */
-        for (int64_t it = begin; it < end; it++) dwn_item_direct(j, it);
+    if (!pb) { /* Note [Kernel scratch] */
+        mft__scratch_fail(j->nomem, (size_t)(j->PH * j->PW + T) * sizeof(float) + 64);
         return;
     }
     float *wt = pb + j->PH * j->PW;
@@ -1834,8 +1694,9 @@ static void dwn_range(void *ctx, int64_t begin, int64_t end) {
     mft__free(pb);
 }
 
-/* Native NCHW depthwise (Note [Depthwise NCHW]); false: not applicable or
- * no scratch memory (nothing written). */
+/* Native NCHW depthwise (Note [Depthwise NCHW]); false: not applicable
+ * (nothing written). A failed scratch allocation is reported through
+ * mft__kernel_nomem (Note [Kernel scratch]). */
 static bool dwn_conv(const cgeom *g, int kind, const float *a, const float *b, float *o,
                      const int64_t *gws) {
     if (cf_mode == 2 || !is_depthwise(g) || g->D != 1 || g->OD != 1 || g->K[0] != 1 ||
@@ -1843,6 +1704,8 @@ static bool dwn_conv(const cgeom *g, int kind, const float *a, const float *b, f
         return false;
     dwn_job j;
     memset(&j, 0, sizeof j);
+    _Atomic long long nomem = 0;
+    j.nomem = &nomem;
     j.g = g;
     j.kind = kind;
     j.a = a;
@@ -1860,8 +1723,16 @@ static bool dwn_conv(const cgeom *g, int kind, const float *a, const float *b, f
         j.nch = g->Cout >= 16 ? 1 : cdiv(16, g->Cout);
         if (j.nch > g->N) j.nch = g->N;
         j.part = mft__alloc((size_t)(g->Cout * j.nch * T) * sizeof(float) + 64, 64);
-        if (!j.part) return false;
+        if (!j.part) { /* Note [Kernel scratch] */
+            mft__kernel_nomem((size_t)(g->Cout * j.nch * T) * sizeof(float) + 64);
+            return true;
+        }
         mft__parallel_for(0, g->Cout * j.nch, 1, dwn_range, &j);
+        if (atomic_load(&nomem)) {
+            mft__kernel_nomem((size_t)atomic_load(&nomem));
+            mft__free(j.part);
+            return true;
+        }
         for (int64_t co = 0; co < g->Cout; co++)
             for (int64_t t = 0; t < T; t++) {
                 float s = 0.0f;
@@ -1872,11 +1743,13 @@ static bool dwn_conv(const cgeom *g, int kind, const float *a, const float *b, f
         return true;
     }
     mft__parallel_for(0, g->N * (kind == 1 ? g->Cin : g->Cout), 1, dwn_range, &j);
+    if (atomic_load(&nomem)) mft__kernel_nomem((size_t)atomic_load(&nomem));
     return true;
 }
 
 /* ---------------------------------------------------------------- direct loops
- * The fallback (no scratch memory) on packed NHWC buffers: kind 0 forward
+ * The plain loops the tests force (mft__conv_fast_set_mode(2)) on packed NHWC
+ * buffers: kind 0 forward
  * (a = x, o = y), 1 backward_input (a = grad_y, o = grad_x), 2
  * backward_weight (a = grad_y, b = x, o = grad_w with element strides gws). */
 static void direct_nhwc(const cgeom *g, int kind, const float *a, const float *b, float *o,
@@ -1988,8 +1861,9 @@ static void transpose(const float *src, float *dst, int64_t N, int64_t C, int64_
  * o = grad_x; 2 backward_weight: a = grad_y, b = x, o = grad_w at gws) on
  * NHWC tensors, or on NCHW ones (nchw) transposed to NHWC into scratch and
  * a forward result transposed back (three passes over memory, small beside
- * the convolution). False, having written nothing, where it does not apply
- * or memory is short; true also reports the algorithm in the kernel name. */
+ * the convolution). False, having written nothing, where it does not apply,
+ * or (mft__kernel_failed then true) where memory is short; true also
+ * reports the algorithm in the kernel name. */
 static bool run_wino(const cgeom *g, int kind, const float *a, const float *b, float *o,
                      const int64_t *gws, bool nchw) {
     static const char *const names[2][3] = {
@@ -2006,7 +1880,10 @@ static bool run_wino(const cgeom *g, int kind, const float *a, const float *b, f
     if (nchw) {
         const size_t ni = (size_t)(wg.N * wg.C * Si), no = (size_t)(wg.N * wg.K * So);
         t = mft__alloc((ni + no) * sizeof(float) + 64, 64);
-        if (!t) return false;
+        if (!t) { /* Note [Kernel scratch] */
+            mft__kernel_nomem((ni + no) * sizeof(float) + 64);
+            return false;
+        }
         float *t2 = t + (ni + 15) / 16 * 16;
         transpose(src, t, wg.N, wg.C, Si, true);
         src = t;
@@ -2025,28 +1902,38 @@ static bool run_wino(const cgeom *g, int kind, const float *a, const float *b, f
     return ok;
 }
 
+/* The algorithm chains: each algorithm that does not apply returns false
+ * and the next is tried; one that ran out of scratch memory stops the chain
+ * (mft__kernel_failed: the dispatcher fails the op, Note [Kernel scratch]).
+ * True when done (or failed); false only from the direct loops' test mode on
+ * NCHW destinations. */
 static bool run_fwd(const cgeom *g, const float *x, float *y, bool onchw) {
     mft__plane_geom pg;
     if (!onchw && run_wino(g, 0, x, NULL, y, NULL, false)) return true;
+    if (mft__kernel_failed()) return true;
     if (!onchw && plane_geom(g, &pg) && mft__conv_plane_applies(&pg) &&
         mft__conv_plane_forward(&pg, x, y))
         return true;
+    if (mft__kernel_failed()) return true;
     if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 0, x, NULL, y, NULL, onchw);
     return ind_conv(g, false, x, y, onchw, false);
 }
 static bool run_bwd_in(const cgeom *g, const float *gy, float *gx, bool onchw) {
     if (!onchw && run_wino(g, 1, gy, NULL, gx, NULL, false)) return true;
+    if (mft__kernel_failed()) return true;
     if (is_depthwise(g) && cf_mode != 2) return dw_conv(g, 1, gy, NULL, gx, NULL, onchw);
     return ind_conv(g, true, gy, gx, onchw, false);
 }
 static void run_bwd_w(const cgeom *g, const float *gy, const float *x, float *gw,
                       const int64_t *gws) {
     mft__plane_geom pg;
-    if (run_wino(g, 2, gy, x, gw, gws, false)) return;
+    if (run_wino(g, 2, gy, x, gw, gws, false) || mft__kernel_failed()) return;
     if (cf_mode == 2) {
         direct_nhwc(g, 2, gy, x, gw, gws);
     } else if (plane_geom(g, &pg) && mft__conv_plane_applies(&pg) &&
                mft__conv_plane_backward_weight(&pg, gy, x, gw, gws)) {
+        return;
+    } else if (mft__kernel_failed()) {
         return;
     } else if (is_depthwise(g)) {
         dw_conv(g, 2, gy, x, gw, gws, false);
@@ -2106,8 +1993,7 @@ static void transpose(const float *src, float *dst, int64_t N, int64_t C, int64_
     mft__parallel_for(0, N * cdiv(S, 64), 4, tr_range, &j);
 }
 
-/* Direct loops on NCHW buffers (the fallback when the scratch buffers of an
- * NCHW kernel cannot be allocated): via element strides. */
+/* Direct loops on NCHW buffers (the tests' mode 2): via element strides. */
 static void direct_nchw(const cgeom *g, int kind, const float *a, const float *b, float *o,
                         const int64_t *gws) {
     const int64_t Si = g->D * g->H * g->W, So = g->OD * g->OH * g->OW;
@@ -2183,6 +2069,7 @@ typedef struct pw_job {
     int64_t K, Kp, M, Mp, S, srcC, dstC, nsb;
     ind_micro_fn micro;
     ind_micro2_fn micro2; /* NULL: 16-pixel panels only */
+    _Atomic long long *nomem; /* Note [Kernel scratch]: a worker's failed allocation */
 } pw_job;
 
 static bool is_pointwise(const cgeom *g) {
@@ -2197,6 +2084,10 @@ static void pw_range(void *ctx, int64_t begin, int64_t end) {
     /* panel columns: 32 (two [K'][16] blocks, 6x32 tiles) or 16 */
     const int64_t pc = j->micro2 ? 2 * TILE_N : TILE_N, ws = Kp * TILE_N;
     float *panel = mft__alloc((size_t)(Kp * pc) * sizeof(float), 64);
+    if (!panel) { /* Note [Kernel scratch] */
+        mft__scratch_fail(j->nomem, (size_t)(Kp * pc) * sizeof(float));
+        return;
+    }
     static const float zero32[2 * TILE_N] = {0};
     const int32_t tap0 = 0;
     float tmp[TILE_M * 2 * TILE_N];
@@ -2208,16 +2099,6 @@ static void pw_range(void *ctx, int64_t begin, int64_t end) {
         const float *ag = j->ap + gg * j->Mp * Kp;
         for (int64_t c0 = s0; c0 < s1; c0 += pc) {
             const int64_t cols = s1 - c0 < pc ? s1 - c0 : pc;
-            if (!panel) { /* out of memory: plain loops */
-                for (int64_t m = 0; m < M; m++)
-                    for (int64_t c = c0; c < c0 + cols; c++) {
-                        float acc = 0.0f;
-                        for (int64_t k = 0; k < K; k++) acc += ag[m * Kp + k] * b[k * S + c];
-                        if (Kp > K) acc += ag[m * Kp + K];
-                        o[m * S + c] = acc;
-                    }
-                continue;
-            }
             /* block h of the panel holds columns c0 + 16h .. (zero padded) */
             const bool two = cols > TILE_N;
             for (int64_t h = 0; h < (two ? 2 : 1); h++) {
@@ -2281,7 +2162,12 @@ static bool pw_conv(const cgeom *g, bool bwd, const float *src, float *dst) {
     j.micro = pick_ind_micro();
     j.micro2 = pick_ind_micro2();
     float *ap = mft__alloc((size_t)(g->G * j.Mp * j.Kp) * sizeof(float) + 64, 64);
-    if (!ap) return false;
+    if (!ap) { /* Note [Kernel scratch] */
+        mft__kernel_nomem((size_t)(g->G * j.Mp * j.Kp) * sizeof(float) + 64);
+        return true;
+    }
+    _Atomic long long nomem = 0;
+    j.nomem = &nomem;
     for (int64_t gg = 0; gg < g->G; gg++)
         for (int64_t m = 0; m < j.Mp; m++) {
             float *r = ap + (gg * j.Mp + m) * j.Kp;
@@ -2295,6 +2181,7 @@ static bool pw_conv(const cgeom *g, bool bwd, const float *src, float *dst) {
     if (g->N * j.S > 0)
         mft__parallel_for_dynamic(0, g->N * g->G * j.nsb, cf_chunk(g->N * g->G * j.nsb), pw_range,
                                   &j);
+    if (atomic_load(&nomem)) mft__kernel_nomem((size_t)atomic_load(&nomem));
     mft__free(ap);
     return true;
 }
@@ -2308,6 +2195,7 @@ typedef struct pwb_job {
     int64_t nbi;
     bw_micro_fn micro;
     bw_micro2_fn micro2; /* NULL: 16 input channels per call only */
+    _Atomic long long *nomem; /* Note [Kernel scratch]: a worker's failed allocation */
 } pwb_job;
 
 static void pwb_range(void *ctx, int64_t begin, int64_t end) {
@@ -2317,40 +2205,16 @@ static void pwb_range(void *ctx, int64_t begin, int64_t end) {
     const int64_t bpi = j->micro2 ? 2 : 1, nit = cdiv(j->nbi, bpi); /* c_in blocks per item */
     const int64_t blk = T * Mp * TILE_N;
     float *acc = mft__alloc((size_t)(bpi * blk) * sizeof(float), 64);
+    if (!acc) { /* Note [Kernel scratch] */
+        mft__scratch_fail(j->nomem, (size_t)(bpi * blk) * sizeof(float));
+        return;
+    }
     for (int64_t it = begin; it < end; it++) {
         const int64_t gg = it / nit, cb = (it % nit) * bpi;
         const int64_t nblk = j->nbi - cb < bpi ? j->nbi - cb : bpi;
         const int64_t ci0 = gg * g->Cgi + cb * TILE_N;
         const int64_t cols = g->Cgi - cb * TILE_N < nblk * TILE_N ? g->Cgi - cb * TILE_N
                                                                   : nblk * TILE_N;
-        if (!acc) { /* out of memory: plain loops */
-            for (int64_t co = 0; co < g->Cgo; co++)
-                for (int64_t c = 0; c < cols; c++)
-                    for (int64_t t = 0; t < T; t++) {
-                        const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1],
-                                      kd = t / (g->K[2] * g->K[1]);
-                        float s = 0.0f;
-                        for (int64_t n = 0; n < g->N; n++)
-                            for (int64_t od = 0; od < g->OD; od++)
-                                for (int64_t oh = 0; oh < g->OH; oh++)
-                                    for (int64_t ow = 0; ow < g->OW; ow++) {
-                                        const int64_t id = od * g->s[0] - g->p[0] + kd * g->d[0];
-                                        const int64_t ih = oh * g->s[1] - g->p[1] + kh * g->d[1];
-                                        const int64_t iw = ow * g->s[2] - g->p[2] + kw * g->d[2];
-                                        if (id < 0 || id >= g->D || ih < 0 || ih >= g->H ||
-                                            iw < 0 || iw >= g->W)
-                                            continue;
-                                        s += j->gy[(n * g->Cout + gg * g->Cgo + co) * So +
-                                                   (od * g->OH + oh) * g->OW + ow] *
-                                             j->x[(((n * g->D + id) * g->H + ih) * g->W + iw) *
-                                                      g->Cin +
-                                                  ci0 + c];
-                                    }
-                        j->gw[(gg * g->Cgo + co) * j->gws[0] + (cb * TILE_N + c) * j->gws[1] +
-                              kd * j->gws[2] + kh * j->gws[3] + kw * j->gws[4]] = s;
-                    }
-            continue;
-        }
         memset(acc, 0, (size_t)(nblk * blk) * sizeof(float));
         const int64_t xs = g->s[2] * g->Cin;
         for (int64_t n = 0; n < g->N; n++)
@@ -2489,25 +2353,33 @@ static void conv_nchw_run(const mft_kernel_args *a, bool bwd) {
     float *dst = FPTR(a->outputs[0]);
     mft__plane_geom pg; /* one input channel: ops/conv_plane.c */
     if (!bwd && plane_geom(&g, &pg) && mft__conv_plane_forward_nchw(&pg, src, dst)) return;
-    if (dwn_conv(&g, kind, src, NULL, dst, NULL)) return;
+    if (mft__kernel_failed() || dwn_conv(&g, kind, src, NULL, dst, NULL)) return;
     if (cf_mode != 2 && is_pointwise(&g) && !is_depthwise(&g) && pw_conv(&g, bwd, src, dst))
         return;
     const int64_t C = bwd ? g.Cout : g.Cin;
     const int64_t S = bwd ? g.OD * g.OH * g.OW : g.D * g.H * g.W;
     const bool c1 = C == 1; /* NCHW and NHWC coincide */
     if (!c1 && run_wino(&g, kind, src, NULL, dst, NULL, true)) return;
+    if (mft__kernel_failed()) return;
     if (!c1 && g.N >= 8 && !is_depthwise(&g) && cf_mode != 2 &&
         ind_conv(&g, bwd, src, dst, true, true))
         return;
-    float *t = c1 ? NULL : mft__alloc((size_t)(g.N * C * S) * sizeof(float) + 64, 64);
-    bool done = false;
-    if ((t || c1) && cf_mode != 2) {
-        if (!c1) transpose(src, t, g.N, C, S, true);
-        const float *in = c1 ? src : t;
-        done = bwd ? run_bwd_in(&g, in, dst, true) : run_fwd(&g, in, dst, true);
+    if (cf_mode == 2) { /* tests: the direct loops */
+        direct_nchw(&g, kind, src, NULL, dst, NULL);
+        return;
     }
+    float *t = c1 ? NULL : mft__alloc((size_t)(g.N * C * S) * sizeof(float) + 64, 64);
+    if (!c1 && !t) { /* Note [Kernel scratch] */
+        mft__kernel_nomem((size_t)(g.N * C * S) * sizeof(float) + 64);
+        return;
+    }
+    if (!c1) transpose(src, t, g.N, C, S, true);
+    const float *in = c1 ? src : t;
+    if (bwd)
+        run_bwd_in(&g, in, dst, true);
+    else
+        run_fwd(&g, in, dst, true);
     mft__free(t);
-    if (!done) direct_nchw(&g, kind, src, NULL, dst, NULL);
 }
 
 static void conv_fwd_nchw(const mft_kernel_args *a) { conv_nchw_run(a, false); }
@@ -2523,9 +2395,11 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
                                                                      FPTR(a->inputs[1]),
                                                                      FPTR(a->outputs[0]), gws))
         return;
-    if (dwn_conv(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws))
+    if (mft__kernel_failed() ||
+        dwn_conv(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws))
         return;
-    if (run_wino(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws, true))
+    if (run_wino(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws, true) ||
+        mft__kernel_failed())
         return;
     const int64_t Si = g.D * g.H * g.W, So = g.OD * g.OH * g.OW;
     const int64_t nitems = g.G * cdiv(g.Cgi, TILE_N);
@@ -2540,37 +2414,50 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
         (chunked || g.N * g.OD * g.OH < BWC_CHUNKS) &&
         (nitems >= 2 || nitems >= g.G * cdiv(g.Cgo, TILE_N))) {
         /* x to NHWC only; grad_y rows read in place (Note at pw_range) */
-        float *xt = mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
-        if (xt) {
-            transpose(FPTR(a->inputs[1]), xt, g.N, g.Cin, Si, true);
-            pwb_job pj = {&g, FPTR(a->inputs[0]), xt, FPTR(a->outputs[0]), gws,
-                          cdiv(g.Cgi, TILE_N), pick_bw_micro(), pick_bw_micro2()};
-            pwbc_job c;
-            c.b = &pj;
-            c.rows = g.N * g.OD * g.OH;
-            c.nch = BWC_CHUNKS;
-            c.Mp = cdiv(g.Cgo, TILE_M) * TILE_M;
-            c.accn = accn;
-            c.part = NULL;
-            if (chunked)
-                c.part = mft__alloc((size_t)(g.G * c.nch * c.accn) * sizeof(float), 64);
-            if (c.part) {
+        const size_t xbytes = (size_t)(g.N * g.Cin * Si) * sizeof(float) + 64;
+        float *xt = mft__alloc(xbytes, 64);
+        if (!xt) { /* Note [Kernel scratch] */
+            mft__kernel_nomem(xbytes);
+            return;
+        }
+        transpose(FPTR(a->inputs[1]), xt, g.N, g.Cin, Si, true);
+        _Atomic long long nomem = 0;
+        pwb_job pj = {&g,      FPTR(a->inputs[0]), xt,   FPTR(a->outputs[0]), gws,
+                      cdiv(g.Cgi, TILE_N), pick_bw_micro(), pick_bw_micro2(), &nomem};
+        pwbc_job c;
+        c.b = &pj;
+        c.rows = g.N * g.OD * g.OH;
+        c.nch = BWC_CHUNKS;
+        c.Mp = cdiv(g.Cgo, TILE_M) * TILE_M;
+        c.accn = accn;
+        c.part = NULL;
+        if (chunked) {
+            const size_t pbytes = (size_t)(g.G * c.nch * c.accn) * sizeof(float);
+            c.part = mft__alloc(pbytes, 64);
+            if (!c.part) { /* Note [Kernel scratch]: not pwb_range, another order */
+                mft__kernel_nomem(pbytes);
+            } else {
                 mft__parallel_for_dynamic(0, g.G * c.nch, cf_chunk(g.G * c.nch), pwbc_range, &c);
                 mft__parallel_for(0, g.G * pj.nbi, 1, pwbc_reduce, &c);
                 mft__free(c.part);
-            } else {
-                mft__parallel_for(0, g.G * cdiv(pj.nbi, pj.micro2 ? 2 : 1), 1, pwb_range, &pj);
             }
-            mft__free(xt);
-            return;
+        } else {
+            mft__parallel_for(0, g.G * cdiv(pj.nbi, pj.micro2 ? 2 : 1), 1, pwb_range, &pj);
+            if (atomic_load(&nomem)) mft__kernel_nomem((size_t)atomic_load(&nomem));
         }
+        mft__free(xt);
+        return;
+    }
+    if (cf_mode == 2) { /* tests: the direct loops */
+        direct_nchw(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws);
+        return;
     }
     float *gys = mft__alloc((size_t)(g.N * g.Cout * So) * sizeof(float) + 64, 64);
     float *xs = mft__alloc((size_t)(g.N * g.Cin * Si) * sizeof(float) + 64, 64);
-    if (!gys || !xs || cf_mode == 2) {
+    if (!gys || !xs) { /* Note [Kernel scratch] */
         mft__free(gys);
         mft__free(xs);
-        direct_nchw(&g, 2, FPTR(a->inputs[0]), FPTR(a->inputs[1]), FPTR(a->outputs[0]), gws);
+        mft__kernel_nomem((size_t)(g.N * (g.Cout * So + g.Cin * Si)) * sizeof(float) + 128);
         return;
     }
     transpose(FPTR(a->inputs[0]), gys, g.N, g.Cout, So, true);

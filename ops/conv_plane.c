@@ -19,8 +19,9 @@
  * columns grad_y channels loaded once per pixel. Work items are 16 fixed
  * chunks of output rows, each summing into its own partial; the partials
  * are added in chunk order, so results do not depend on the thread count.
- * Both need C_out % 16 == 0; otherwise, or when a scratch allocation
- * fails, they return false having written nothing. */
+ * Both need C_out % 16 == 0; otherwise they return false having written
+ * nothing; when a scratch allocation fails they report it through
+ * mft__kernel_nomem and return false (Note [Kernel scratch]). */
 #include <string.h>
 #include "ops_internal.h"
 #if defined(__AVX512F__)
@@ -116,8 +117,8 @@ static void cp_close(cp_job *j) {
 }
 
 /* A job on x's padded planes (rows covering OW rounded up to `round`) with
- * `scratch` floats of scratch in j->buf; false, nothing left allocated, when
- * out of memory. */
+ * `scratch` floats of scratch in j->buf; false, nothing left allocated and
+ * mft__kernel_nomem called, when out of memory. */
 static bool cp_open(cp_job *j, const mft__plane_geom *g, const float *x, int64_t round,
                     int64_t scratch) {
     memset(j, 0, sizeof *j);
@@ -126,7 +127,10 @@ static bool cp_open(cp_job *j, const mft__plane_geom *g, const float *x, int64_t
     j->buf = mft__alloc((size_t)scratch * sizeof(float) + 64, 64);
     j->pb = j->buf ? cp_planes(g, x, round, &j->PH, &j->PW) : NULL;
     j->toff = j->pb ? cp_taps(g, j->PW) : NULL;
-    if (!j->toff) cp_close(j);
+    if (!j->toff) {
+        cp_close(j);
+        mft__kernel_nomem((size_t)scratch * sizeof(float) + 64);
+    }
     return j->toff != NULL;
 }
 

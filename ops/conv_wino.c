@@ -40,6 +40,7 @@
  * The transforms and micro-kernel use 16-lane AVX-512 vectors, or a
  * portable 16-float struct of the same operations elsewhere (slow, for
  * testing; wg_pays then says no outside the forced test mode). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mft/conv.h"
@@ -58,18 +59,22 @@
 
 /* ---------------------------------------------------------------- switch */
 static int wg_mode = 0;      /* tests: 0 heuristic, 1 wherever legal, 2 never */
-static int wg_enabled = -1;  /* -1: read MFT_CONV_WINOGRAD on first use */
+/* -1: read MFT_CONV_WINOGRAD on first use. Atomic: the first convolutions
+ * of two threads may both read the environment (and store the same value). */
+static atomic_int wg_enabled = -1;
 
 void mft__conv_wino_set_mode(int mode) { wg_mode = mode; }
 
-void mft_conv_set_winograd(bool enabled) { wg_enabled = enabled ? 1 : 0; }
+void mft_conv_set_winograd(bool enabled) { atomic_store(&wg_enabled, enabled ? 1 : 0); }
 
 bool mft_conv_winograd_enabled(void) {
-    if (wg_enabled < 0) {
+    int v = atomic_load(&wg_enabled);
+    if (v < 0) {
         const char *e = getenv("MFT_CONV_WINOGRAD");
-        wg_enabled = e && e[0] == '0' && e[1] == '\0' ? 0 : 1;
+        atomic_compare_exchange_strong(&wg_enabled, &v, e && e[0] == '0' && e[1] == '\0' ? 0 : 1);
+        v = atomic_load(&wg_enabled);
     }
-    return wg_enabled == 1;
+    return v == 1;
 }
 
 /* ---------------------------------------------------------------- vectors */
@@ -202,6 +207,7 @@ typedef struct wg_job {
     int64_t nch;      /* fixed tile chunks */
     float *gw;
     const int64_t *gws; /* grad_w strides (k, c, -, kh, kw) */
+    _Atomic long long *nomem; /* Note [Kernel scratch]: a worker's failed allocation */
 } wg_job;
 
 static inline float wg_w(const mft__wino_geom *g, int64_t k, int64_t c, int a, int b) {
@@ -358,39 +364,14 @@ static void wg_gemm6x32(int64_t n, const float *a, int64_t ars, int64_t ass, con
 #endif
 }
 
-/* The tiles of block b by plain loops (no scratch memory). */
-static void wg_block_direct(const wg_job *j, int64_t b) {
-    const mft__wino_geom *g = j->g;
-    const int64_t t1 = (b + 1) * j->T < j->ntiles ? (b + 1) * j->T : j->ntiles;
-    for (int64_t tl = b * j->T; tl < t1; tl++) {
-        const int64_t n = tl / (j->TH * j->TW), ty = tl / j->TW % j->TH, tx = tl % j->TW;
-        for (int64_t oh = 4 * ty; oh < 4 * ty + 4 && oh < g->OH; oh++)
-            for (int64_t ow = 4 * tx; ow < 4 * tx + 4 && ow < g->OW; ow++)
-                for (int64_t k = 0; k < g->K; k++) {
-                    float s = g->bias ? g->bias[k * g->bstride] : 0.0f;
-                    for (int a = 0; a < 3; a++) {
-                        const int64_t ih = oh - g->ph + a;
-                        if (ih < 0 || ih >= g->H) continue;
-                        for (int bb = 0; bb < 3; bb++) {
-                            const int64_t iw = ow - g->pw + bb;
-                            if (iw < 0 || iw >= g->W) continue;
-                            const float *xp = j->x + ((n * g->H + ih) * g->W + iw) * g->C;
-                            for (int64_t c = 0; c < g->C; c++) s += xp[c] * wg_w(g, k, c, a, bb);
-                        }
-                    }
-                    j->y[((n * g->OH + oh) * g->OW + ow) * g->K + k] = s;
-                }
-    }
-}
-
 static void wg_range(void *ctx, int64_t begin, int64_t end) {
     const wg_job *j = ctx;
     const mft__wino_geom *g = j->g;
     const int64_t C = g->C, T = j->T;
     const size_t vn = (size_t)(WG_X * T * C), mn = (size_t)(WG_X * T * WG_NB);
     float *V = mft__alloc((vn + mn) * sizeof(float), 64);
-    if (!V) {
-        for (int64_t b = begin; b < end; b++) wg_block_direct(j, b);
+    if (!V) { /* Note [Kernel scratch] */
+        mft__scratch_fail(j->nomem, (vn + mn) * sizeof(float));
         return;
     }
     float *M = V + vn;
@@ -446,13 +427,22 @@ bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y) {
     j.nblocks = (j.ntiles + j.T - 1) / j.T;
     const size_t un = (size_t)(WG_X * j.nkb * g->C * WG_NB);
     j.u = mft__alloc((un + (size_t)(j.nkb * WG_NB)) * sizeof(float), 64);
-    if (!j.u) return false;
+    if (!j.u) { /* Note [Kernel scratch] */
+        mft__kernel_nomem((un + (size_t)(j.nkb * WG_NB)) * sizeof(float));
+        return false;
+    }
+    _Atomic long long nomem = 0;
+    j.nomem = &nomem;
     j.bpad = j.u + un;
     for (int64_t k = 0; k < j.nkb * WG_NB; k++)
         j.bpad[k] = g->bias && k < g->K ? g->bias[k * g->bstride] : 0.0f;
     mft__parallel_for(0, j.nkb * g->C, 16, wg_pack_range, &j);
     mft__parallel_for_dynamic(0, j.nblocks, 1, wg_range, &j);
     mft__free(j.u);
+    if (atomic_load(&nomem)) {
+        mft__kernel_nomem((size_t)atomic_load(&nomem));
+        return false;
+    }
     return true;
 }
 
@@ -568,8 +558,12 @@ bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, co
     if (j.nch > 8) j.nch = 8;
     if (j.nch > j.ntiles) j.nch = j.ntiles;
     if (j.nch < 1) j.nch = 1;
-    j.part = mft__alloc((size_t)(j.nch * (psz + WG_X * j.T * (j.Cp + j.Kw))) * sizeof(float), 64);
-    if (!j.part) return false;
+    const size_t pbytes = (size_t)(j.nch * (psz + WG_X * j.T * (j.Cp + j.Kw))) * sizeof(float);
+    j.part = mft__alloc(pbytes, 64);
+    if (!j.part) { /* Note [Kernel scratch] */
+        mft__kernel_nomem(pbytes);
+        return false;
+    }
     mft__parallel_for_dynamic(0, j.nch, 1, wg_bw_range, &j);
     mft__parallel_for(0, g->K, 1, wg_bw_reduce, &j);
     mft__free(j.part);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 #include "ops_internal.h"
 
 static const char *const op_names[MFT__OP_COUNT] = {
@@ -147,9 +148,18 @@ static _Thread_local mft_dispatch_info tl_last = {"",      "", MFT_CONTIGUOUS, M
                                                   MFT_F32, 0,  false,          0};
 static _Thread_local int64_t tl_conversions = 0;
 static atomic_bool g_strict = false;
-int mft__g_verbose = -1; /* -1: read MFT_VERBOSE on first use (tensor/internal.h) */
-static void (*g_log)(const char *, void *) = NULL;
-static void *g_log_ctx = NULL;
+atomic_int mft__g_verbose = -1; /* -1: read MFT_VERBOSE on first use (tensor/internal.h) */
+
+/* The log callback and its context change together under g_log_mtx (logging
+ * is the slow path: one line per dispatch when verbose). */
+typedef struct log_sink {
+    void (*cb)(const char *, void *);
+    void *ctx;
+} log_sink;
+static log_sink g_log = {NULL, NULL};
+static mtx_t g_log_mtx;
+static once_flag g_log_once = ONCE_FLAG_INIT;
+static void log_init(void) { mtx_init(&g_log_mtx, mtx_plain); }
 
 const mft_dispatch_info *mft_dispatch_last(void) { return &tl_last; }
 int64_t mft_dispatch_conversions(void) { return tl_conversions; }
@@ -157,22 +167,32 @@ void mft_dispatch_reset_conversions(void) { tl_conversions = 0; }
 void mft_dispatch_set_strict(bool strict) { atomic_store(&g_strict, strict); }
 bool mft_dispatch_strict(void) { return atomic_load(&g_strict); }
 
-void mft_set_verbose(int level) { mft__g_verbose = level < 0 ? 0 : level; }
+void mft_set_verbose(int level) { atomic_store(&mft__g_verbose, level < 0 ? 0 : level); }
 int mft_verbose(void) {
-    if (mft__g_verbose < 0) {
+    int v = atomic_load(&mft__g_verbose);
+    if (v < 0) { /* two threads reading the environment at once store the same value */
         const char *env = getenv("MFT_VERBOSE");
-        mft__g_verbose = env ? atoi(env) : 0;
+        int want = env ? atoi(env) : 0;
+        if (want < 0) want = 0;
+        atomic_compare_exchange_strong(&mft__g_verbose, &v, want);
+        v = atomic_load(&mft__g_verbose);
     }
-    return mft__g_verbose;
+    return v;
 }
 void mft_set_log_callback(void (*cb)(const char *line, void *ctx), void *ctx) {
-    g_log = cb;
-    g_log_ctx = ctx;
+    call_once(&g_log_once, log_init);
+    mtx_lock(&g_log_mtx);
+    g_log = (log_sink){cb, ctx};
+    mtx_unlock(&g_log_mtx);
 }
 
 void mft__verbose_line(const char *line) {
-    if (g_log)
-        g_log(line, g_log_ctx);
+    call_once(&g_log_once, log_init);
+    mtx_lock(&g_log_mtx);
+    log_sink sink = g_log;
+    mtx_unlock(&g_log_mtx);
+    if (sink.cb)
+        sink.cb(line, sink.ctx);
     else
         fprintf(stderr, "%s\n", line);
 }
@@ -230,6 +250,12 @@ size_t mft_dispatch_stats(char *buf, size_t len) {
  * algorithms (mft__dispatch_report_as); NULL: the table's name. */
 static _Thread_local const char *tl_report_as = NULL;
 void mft__dispatch_report_as(const char *name) { tl_report_as = name; }
+
+/* Note [Kernel scratch] (ops/ops_internal.h): bytes of the scratch the
+ * running kernel could not get (0: none). */
+static _Thread_local size_t tl_kernel_nomem = 0;
+void mft__kernel_nomem(size_t bytes) { tl_kernel_nomem = bytes ? bytes : 1; }
+bool mft__kernel_failed(void) { return tl_kernel_nomem != 0; }
 
 mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtype dtype, int nin,
                          const mft_tensor *const *in, const bool *convert, int nout,
@@ -298,9 +324,18 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
         mft_kernel_args args = {nin, nout, kin, kout, params};
         const char *saved = tl_report_as;
         tl_report_as = NULL;
+        tl_kernel_nomem = 0;
         k.fn(&args);
         if (!k.user && tl_report_as) k.name = tl_report_as;
         tl_report_as = saved;
+        if (tl_kernel_nomem) { /* Note [Kernel scratch]: the outputs are garbage */
+            mft__set_error(MFT_ERR_NOMEM, "%s: out of memory allocating %zu bytes of scratch for "
+                           "kernel %s", fn, tl_kernel_nomem, k.name);
+            tl_kernel_nomem = 0;
+            st = MFT_ERR_NOMEM;
+        }
+    }
+    if (st == MFT_OK) {
         for (int i = 0; i < nout; i++) {
             if (kout[i] != out[i] && out[i]->numel) {
                 mft__copy_kernel(out[i], kout[i]);

@@ -144,6 +144,12 @@ static bool ew_plan_make(const char *fn, const mft__ew_op *op, const mft_tensor 
         return false;
     }
     p->compute = (op->rule == MFT__EW_FLOAT && !mft__is_float(t)) ? MFT_F32 : t;
+    /* Note [Integer scalars]: an integral scalar must fit an integer compute
+     * dtype (a non-integral one has made it floating above) */
+    static const char *const what[2] = {"scalar", "second scalar"};
+    const mft_dtype range = op->scalar_wraps && !mft__is_float(p->compute) ? MFT_I64 : p->compute;
+    for (int i = 0; i < op->scalar_promotes && params; i++)
+        if (mft__check_int_value(fn, what[i], range, params[i]) != MFT_OK) return false;
     p->result = op->rule == MFT__EW_COMPARE ? MFT_U8 : p->compute;
     if (!op->loops[p->compute]) {
         mft__set_error(MFT_ERR_DTYPE, "%s: dtype %s is not supported", fn,

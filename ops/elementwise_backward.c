@@ -7,7 +7,7 @@
  * the entry points of unary.c, binary.c and ternary.c make, and the
  * refusal of in-place / out= writes while recording.
  *
- * Entry points call mft__agew_unary / _binary / _ternary with the op's short
+ * Entry points call mft__agew_unary / _binary / _ternary with the op's public
  * name right after computing the result; they cost one thread-local test
  * when nothing records. Saved tensors: only what each formula reads (add
  * saves nothing, relu/sigmoid/tanh/exp save the output, mul saves the other
@@ -74,7 +74,8 @@
     static const mft__ew_op bw_##name = {"mft_backward(" #name ")", NIN, MFT__EW_SAME, 0, true,   \
                                          false,                                             \
                                          {[MFT_F32] = bwl_##name##_F32,                      \
-                                          [MFT_F64] = bwl_##name##_F64}};
+                                          [MFT_F64] = bwl_##name##_F64},                     \
+                                         false};
 /* EXPR(fsuffix) stamps an expression for both float types */
 #define BW_OPF(name, NIN, EXPR) BW_OP(name, NIN, EXPR(f), EXPR())
 #define FN(f, s) f##s
@@ -330,14 +331,14 @@ static mft_status agew_unary_bw(const mft__ag_node *n, mft_tensor *const *gout,
     return MFT_OK;
 }
 
-mft_tensor *mft__agew_unary(const char *op, const mft_tensor *x, mft_tensor *y, double p0,
+mft_tensor *mft__agew_unary(const char *fn, const mft_tensor *x, mft_tensor *y, double p0,
                             double p1) {
     if (!y || !mft__ag_wants(1, &x) || !mft__is_float(y->dtype)) return y;
     const agew_entry *e = agew_find(agew_unary_table,
-                                    sizeof agew_unary_table / sizeof agew_unary_table[0], op);
+                                    sizeof agew_unary_table / sizeof agew_unary_table[0], fn + 4);
     if (!e) return y; /* not differentiable */
     agew_params prm = {e->kind, p0, p1};
-    if (mft__ag_record1(op, e->name, agew_unary_bw, x, y, e->save & SAVE_IN,
+    if (mft__ag_record1(fn, e->name, agew_unary_bw, x, y, e->save & SAVE_IN,
                         e->save & SAVE_OUT, &prm, sizeof prm) != MFT_OK) {
         mft__ag_drop_result(y);
         return NULL;
@@ -376,12 +377,12 @@ static mft_status agew_binary_bw(const mft__ag_node *n, mft_tensor *const *gout,
     return MFT_OK;
 }
 
-mft_tensor *mft__agew_binary(const char *op, const mft_tensor *a, const mft_tensor *b,
+mft_tensor *mft__agew_binary(const char *fn, const mft_tensor *a, const mft_tensor *b,
                              mft_tensor *c, double alpha) {
     const mft_tensor *ins[2] = {a, b};
     if (!c || !mft__ag_wants(2, ins) || !mft__is_float(c->dtype)) return c;
     const agew_entry *e = agew_find(agew_binary_table,
-                                    sizeof agew_binary_table / sizeof agew_binary_table[0], op);
+                                    sizeof agew_binary_table / sizeof agew_binary_table[0], fn + 4);
     if (!e) return c;
     bool ra = mft_tensor_requires_grad(a), rb = mft_tensor_requires_grad(b);
     const mft_tensor *saved[2] = {NULL, NULL};
@@ -393,7 +394,7 @@ mft_tensor *mft__agew_binary(const char *op, const mft_tensor *a, const mft_tens
     }
     agew_params prm = {e->kind, alpha, 0};
     mft_tensor *outs[1] = {c};
-    if (mft__ag_record(op, e->name, agew_binary_bw, 2, ins, 1, outs, 2, saved, &prm,
+    if (mft__ag_record(fn, e->name, agew_binary_bw, 2, ins, 1, outs, 2, saved, &prm,
                        sizeof prm) != MFT_OK) {
         mft__ag_drop_result(c);
         return NULL;
@@ -457,13 +458,13 @@ static mft_status agew_ternary_bw(const mft__ag_node *n, mft_tensor *const *gout
     return MFT_OK;
 }
 
-mft_tensor *mft__agew_ternary(const char *op, const mft_tensor *x, const mft_tensor *a,
+mft_tensor *mft__agew_ternary(const char *fn, const mft_tensor *x, const mft_tensor *a,
                               const mft_tensor *b, mft_tensor *y, double value) {
     const mft_tensor *ins[3] = {x, a, b};
     int nin = b ? 3 : 2; /* lerp_scalar has two tensor inputs */
     if (!y || !mft__ag_wants(nin, ins) || !mft__is_float(y->dtype)) return y;
     const agew_entry *e = agew_find(agew_ternary_table,
-                                    sizeof agew_ternary_table / sizeof agew_ternary_table[0], op);
+                                    sizeof agew_ternary_table / sizeof agew_ternary_table[0], fn + 4);
     if (!e) return y;
     const mft_tensor *saved[3] = {NULL, NULL, NULL};
     int nsaved = 0;
@@ -484,7 +485,7 @@ mft_tensor *mft__agew_ternary(const char *op, const mft_tensor *x, const mft_ten
     }
     agew_params prm = {e->kind, value, 0};
     mft_tensor *outs[1] = {y};
-    if (mft__ag_record(op, e->name, agew_ternary_bw, nin, ins, 1, outs, nsaved, saved, &prm,
+    if (mft__ag_record(fn, e->name, agew_ternary_bw, nin, ins, 1, outs, nsaved, saved, &prm,
                        sizeof prm) != MFT_OK) {
         mft__ag_drop_result(y);
         return NULL;

@@ -111,9 +111,17 @@ static mft_status nn_mark(mft_layer *l) {
     return MFT_OK;
 }
 
-/* weight ~ U(+-1/sqrt(fan_in)) of wsizes, bias (if any) of (bsize) likewise. */
+/* weight ~ U(+-1/sqrt(fan_in)) of wsizes, bias (if any) of (bsize) likewise;
+ * fan_in is the product of wsizes[1..]. Both shapes are validated before
+ * anything is allocated: absurd sizes fail at once, naming fn, instead of
+ * allocating (and filling) the bias first. */
 static mft_layer *nn_affine(const char *fn, layer_kind kind, int wnd, const int64_t *wsizes,
-                            int64_t fan_in, int64_t bsize, bool bias, uint64_t seed) {
+                            int64_t bsize, bool bias, uint64_t seed) {
+    if (mft__check_geometry(fn, wnd, wsizes, NULL, MFT_F32) != MFT_OK ||
+        (bias && mft__check_geometry(fn, 1, &bsize, NULL, MFT_F32) != MFT_OK))
+        return NULL;
+    int64_t fan_in = 1; /* cannot overflow: the weight's element count fits */
+    for (int d = 1; d < wnd; d++) fan_in *= wsizes[d];
     mft_layer *l = layer_new(fn, kind);
     if (!l) return NULL;
     double bound = fan_in > 0 ? 1.0 / sqrt((double)fan_in) : 0.0;
@@ -156,7 +164,7 @@ mft_layer *mft_layer_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[
     }
     int64_t ws[4] = {out_ch, in_ch / groups, kernel[0], kernel[1]};
     mft_layer *l =
-        nn_affine(fn, L_CONV2D, 4, ws, ws[1] * ws[2] * ws[3], out_ch, bias, seed);
+        nn_affine(fn, L_CONV2D, 4, ws, out_ch, bias, seed);
     if (!l) return NULL;
     l->in = in_ch;
     l->out = out_ch;
@@ -178,7 +186,7 @@ mft_layer *mft_layer_linear(int64_t in_features, int64_t out_features, bool bias
         return NULL;
     }
     int64_t ws[2] = {out_features, in_features};
-    mft_layer *l = nn_affine(fn, L_LINEAR, 2, ws, in_features, out_features, bias, seed);
+    mft_layer *l = nn_affine(fn, L_LINEAR, 2, ws, out_features, bias, seed);
     if (!l) return NULL;
     l->in = in_features;
     l->out = out_features;
@@ -427,6 +435,96 @@ static mft_tensor *layer_forward_impl(mft_layer *l, const mft_tensor *x) {
     return NULL;
 }
 
+/* A forward is all or nothing for the state layers keep: a training batch
+ * norm updates its running statistics and batch count, a training dropout
+ * its draw counter, as soon as that layer ran, so a later layer's failure
+ * would leave them half-updated. layer_undo records them before the forward
+ * and puts them back after a failed one. */
+typedef struct undo_item {
+    mft_layer *l;
+    mft_tensor *copy[2]; /* batch norm: running_mean, running_var */
+    int64_t nbt;         /* batch norm: num_batches_tracked */
+    uint64_t forwards;   /* dropout */
+} undo_item;
+typedef struct layer_undo {
+    undo_item *items;
+    int n, cap;
+} layer_undo;
+
+static int undo_count(const mft_layer *l) {
+    int n = l->training && (l->kind == L_BATCH_NORM || l->kind == L_DROPOUT);
+    for (int i = 0; i < l->n; i++) n += undo_count(l->child[i]);
+    return n;
+}
+
+static bool undo_record(const char *fn, layer_undo *u, mft_layer *l) {
+    if (l->training && (l->kind == L_BATCH_NORM || l->kind == L_DROPOUT)) {
+        undo_item *it = &u->items[u->n++];
+        memset(it, 0, sizeof *it);
+        it->l = l;
+        it->forwards = l->forwards;
+        if (l->kind == L_BATCH_NORM) {
+            for (int k = 0; k < 2; k++) {
+                it->copy[k] = mft__tensor_alloc(fn, l->buf[k]->ndim, l->buf[k]->sizes,
+                                                l->buf[k]->dtype, MFT_CONTIGUOUS);
+                if (!it->copy[k]) return false;
+                mft__copy_kernel(it->copy[k], l->buf[k]);
+            }
+            it->nbt = ((const int64_t *)mft_tensor_data(l->buf[2]))[0];
+        }
+    }
+    for (int i = 0; i < l->n; i++)
+        if (!undo_record(fn, u, l->child[i])) return false;
+    return true;
+}
+
+static void undo_free(layer_undo *u) {
+    for (int i = 0; i < u->n; i++)
+        for (int k = 0; k < 2; k++) mft_tensor_release(u->items[i].copy[k]);
+    mft__free(u->items);
+    memset(u, 0, sizeof *u);
+}
+
+/* The state recorded, or false (NOMEM set, nothing changed). */
+static bool undo_begin(const char *fn, layer_undo *u, mft_layer *l) {
+    memset(u, 0, sizeof *u);
+    u->cap = undo_count(l);
+    if (u->cap == 0) return true;
+    u->items = mft__alloc_or_err(fn, (size_t)u->cap * sizeof *u->items, 16);
+    if (!u->items) return false;
+    if (!undo_record(fn, u, l)) {
+        undo_free(u);
+        return false;
+    }
+    return true;
+}
+
+static void undo_restore(layer_undo *u) {
+    for (int i = 0; i < u->n; i++) {
+        undo_item *it = &u->items[i];
+        mft_layer *l = it->l;
+        l->forwards = it->forwards;
+        if (l->kind != L_BATCH_NORM) continue;
+        for (int k = 0; k < 2; k++) {
+            /* 1-D buffers (C): put back what changed, and say so */
+            mft_tensor *b = l->buf[k];
+            const size_t es = mft__elem_size(b->dtype);
+            bool same = true;
+            for (int64_t c = 0; same && c < b->numel; c++)
+                same = !memcmp(mft__tensor_ptr(b) + (size_t)(c * b->strides[0]) * es,
+                               mft__tensor_ptr(it->copy[k]) + (size_t)c * es, es);
+            if (same) continue;
+            mft__copy_kernel(b, it->copy[k]);
+            atomic_fetch_add(&b->storage->version, 1);
+        }
+        int64_t *nbt = mft_tensor_data(l->buf[2]);
+        if (nbt[0] != it->nbt) {
+            nbt[0] = it->nbt;
+            atomic_fetch_add(&l->buf[2]->storage->version, 1);
+        }
+    }
+}
+
 mft_tensor *mft_layer_forward(mft_layer *l, const mft_tensor *x) {
     static const char fn[] = "mft_layer_forward";
     if (!l) {
@@ -438,11 +536,13 @@ mft_tensor *mft_layer_forward(mft_layer *l, const mft_tensor *x) {
         return NULL;
     }
     mft__scope_suspend();
-    mft_tensor *y = layer_forward_impl(l, x);
+    layer_undo undo;
+    mft_tensor *y = undo_begin(fn, &undo, l) ? layer_forward_impl(l, x) : NULL;
     mft__scope_resume();
-    if (!y) return NULL;
-    mft_tensor *r = mft__retain_result(fn, y);
+    mft_tensor *r = y ? mft__retain_result(fn, y) : NULL;
     mft_tensor_release(y);
+    if (!r) undo_restore(&undo);
+    undo_free(&undo);
     return r;
 }
 

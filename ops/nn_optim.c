@@ -216,36 +216,44 @@ static void opt_add_state(mft_optimizer *o, mft_tensor *t, const char *fmt, int 
     o->nstate++;
 }
 
-/* Validated options already in o; builds params and state. */
-static mft_optimizer *opt_build(const char *fn, mft_optimizer *o, int n,
-                                mft_tensor *const *params) {
+/* The parameter list every optimiser checks before allocating anything:
+ * non-empty, no NULL (NULL propagation keeps an earlier error), floating,
+ * no tensor twice. */
+static bool opt_check_params(const char *fn, int n, mft_tensor *const *params) {
     if (!params) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'params' is NULL", fn);
-        goto fail;
+        return false;
     }
     if (n < 1) {
         mft__set_error(MFT_ERR_INVALID, "%s: optimizer got an empty parameter list (n = %d)", fn,
                        n);
-        goto fail;
+        return false;
     }
     for (int i = 0; i < n; i++) {
         if (!params[i]) {
             if (mft_last_error() == MFT_OK)
                 mft__set_error(MFT_ERR_NULL, "%s: params[%d] is NULL", fn, i);
-            goto fail;
+            return false;
         }
         if (params[i]->dtype != MFT_F32 && params[i]->dtype != MFT_F64) {
             mft__set_error(MFT_ERR_DTYPE, "%s: params[%d] has dtype %s; only f32/f64 can be "
                            "optimised", fn, i, mft_dtype_name(params[i]->dtype));
-            goto fail;
+            return false;
         }
         for (int j = 0; j < i; j++)
             if (params[j] == params[i]) {
                 mft__set_error(MFT_ERR_INVALID, "%s: params[%d] and params[%d] are the same "
                                "tensor", fn, j, i);
-                goto fail;
+                return false;
             }
     }
+    return true;
+}
+
+/* Options already validated and in o, params checked by opt_check_params;
+ * builds params and state (o is freed on failure). */
+static mft_optimizer *opt_build(const char *fn, mft_optimizer *o, int n,
+                                mft_tensor *const *params) {
     bool ok = true;
     bool has1 = o->kind != OPT_SGD || o->momentum != 0, has2 = o->kind != OPT_SGD;
     int per = 1 + (has1 ? 1 : 0) + (has2 ? 1 : 0);
@@ -287,6 +295,15 @@ fail:
     return NULL;
 }
 
+/* A learning rate is finite and >= 0 (NaN and inf would poison every
+ * parameter at the next step). */
+static bool opt_lr_ok(const char *fn, double lr) {
+    if (lr >= 0 && isfinite(lr)) return true;
+    mft__set_error(MFT_ERR_INVALID, "%s: invalid learning rate %g (must be finite and >= 0)", fn,
+                   lr);
+    return false;
+}
+
 static mft_optimizer *opt_alloc(const char *fn, opt_kind kind) {
     mft_optimizer *o = mft__alloc_or_err(fn, sizeof *o, 16);
     if (o) {
@@ -302,18 +319,16 @@ mft_optimizer *mft_sgd_new(int n, mft_tensor *const *params, const mft_sgd_opts 
         mft__set_error(MFT_ERR_NULL, "%s: argument 'opts' is NULL", fn);
         return NULL;
     }
-    if (!(opts->lr >= 0)) {
-        mft__set_error(MFT_ERR_INVALID, "%s: invalid learning rate %g (must be >= 0)", fn,
-                       opts->lr);
+    if (!opt_lr_ok(fn, opts->lr)) {
         return NULL;
     }
-    if (!(opts->momentum >= 0)) {
-        mft__set_error(MFT_ERR_INVALID, "%s: invalid momentum value %g (must be >= 0)", fn,
+    if (!(opts->momentum >= 0 && isfinite(opts->momentum))) {
+        mft__set_error(MFT_ERR_INVALID, "%s: invalid momentum value %g (must be finite and >= 0)", fn,
                        opts->momentum);
         return NULL;
     }
-    if (!(opts->weight_decay >= 0)) {
-        mft__set_error(MFT_ERR_INVALID, "%s: invalid weight_decay value %g (must be >= 0)", fn,
+    if (!(opts->weight_decay >= 0 && isfinite(opts->weight_decay))) {
+        mft__set_error(MFT_ERR_INVALID, "%s: invalid weight_decay value %g (must be finite and >= 0)", fn,
                        opts->weight_decay);
         return NULL;
     }
@@ -328,6 +343,7 @@ mft_optimizer *mft_sgd_new(int n, mft_tensor *const *params, const mft_sgd_opts 
                        fn, opts->momentum, opts->dampening);
         return NULL;
     }
+    if (!opt_check_params(fn, n, params)) return NULL;
     mft_optimizer *o = opt_alloc(fn, OPT_SGD);
     if (!o) return NULL;
     o->lr = opts->lr;
@@ -344,13 +360,11 @@ static mft_optimizer *adam_new(const char *fn, opt_kind kind, int n, mft_tensor 
         mft__set_error(MFT_ERR_NULL, "%s: argument 'opts' is NULL", fn);
         return NULL;
     }
-    if (!(opts->lr >= 0)) {
-        mft__set_error(MFT_ERR_INVALID, "%s: invalid learning rate %g (must be >= 0)", fn,
-                       opts->lr);
+    if (!opt_lr_ok(fn, opts->lr)) {
         return NULL;
     }
-    if (!(opts->eps >= 0)) {
-        mft__set_error(MFT_ERR_INVALID, "%s: invalid epsilon value %g (must be >= 0)", fn,
+    if (!(opts->eps >= 0 && isfinite(opts->eps))) {
+        mft__set_error(MFT_ERR_INVALID, "%s: invalid epsilon value %g (must be finite and >= 0)", fn,
                        opts->eps);
         return NULL;
     }
@@ -364,11 +378,12 @@ static mft_optimizer *adam_new(const char *fn, opt_kind kind, int n, mft_tensor 
                        "[0, 1))", fn, opts->beta2);
         return NULL;
     }
-    if (!(opts->weight_decay >= 0)) {
-        mft__set_error(MFT_ERR_INVALID, "%s: invalid weight_decay value %g (must be >= 0)", fn,
+    if (!(opts->weight_decay >= 0 && isfinite(opts->weight_decay))) {
+        mft__set_error(MFT_ERR_INVALID, "%s: invalid weight_decay value %g (must be finite and >= 0)", fn,
                        opts->weight_decay);
         return NULL;
     }
+    if (!opt_check_params(fn, n, params)) return NULL;
     mft_optimizer *o = opt_alloc(fn, kind);
     if (!o) return NULL;
     o->lr = opts->lr;
@@ -499,8 +514,15 @@ void mft_optimizer_zero_grad(mft_optimizer *o) {
 
 double mft_optimizer_lr(const mft_optimizer *o) { return o ? o->lr : NAN; }
 
-void mft_optimizer_set_lr(mft_optimizer *o, double lr) {
-    if (o) o->lr = lr;
+mft_status mft_optimizer_set_lr(mft_optimizer *o, double lr) {
+    static const char fn[] = "mft_optimizer_set_lr";
+    if (!o) {
+        mft__null_arg(fn, "o");
+        return MFT_ERR_NULL;
+    }
+    if (!opt_lr_ok(fn, lr)) return MFT_ERR_INVALID;
+    o->lr = lr;
+    return MFT_OK;
 }
 
 int mft_optimizer_state(const mft_optimizer *o, mft_tensor **state, const char **names,

@@ -729,14 +729,46 @@ static bool norm_check_param(const char *fn, const char *what, const mft_tensor 
     return true;
 }
 
-/* Allocates the result and stats, dispatches; running stats handled by the
- * caller through kp->mean/var (filled before for eval, read after for
- * training). Returns the result (owned like any op result) or NULL. */
+/* The running statistics of a training batch_norm, computed but not yet
+ * written: the op writes them only once nothing can fail any more (the
+ * result registered, the tape node recorded), so a failed call leaves them
+ * untouched. vals: the batch's mean [C] then biased variance [C]. */
+typedef struct bn_pending {
+    double *vals;
+    int64_t C, count;
+    double momentum;
+    mft_tensor *rmean, *rvar;
+} bn_pending;
+
+/* running = (1 - momentum) * running + momentum * stat (unbiased var). */
+static void bn_commit(bn_pending *pd) {
+    for (int pass = 0; pass < 2 && pd->vals && pd->count > 0; pass++) {
+        mft_tensor *t = pass == 0 ? pd->rmean : pd->rvar;
+        if (!t) continue;
+        const size_t es = mft__elem_size(t->dtype);
+        for (int64_t c = 0; c < pd->C; c++) {
+            char *p = mft__tensor_ptr(t) + (size_t)(c * t->strides[0]) * es;
+            double stat = pass == 0 ? pd->vals[c]
+                                    : pd->vals[pd->C + c] * (double)pd->count /
+                                          (double)(pd->count - 1);
+            mft__store(t->dtype, p, (1.0 - pd->momentum) * mft__load(t->dtype, p) +
+                                        pd->momentum * stat);
+        }
+        atomic_fetch_add(&t->storage->version, 1);
+    }
+    mft__free(pd->vals);
+    pd->vals = NULL;
+}
+
+/* Allocates the result and stats, dispatches. Running stats: kp->mean/var
+ * are filled from rmean / rvar before the kernel (eval); for training with
+ * `pending` the batch statistics are handed to *pending for bn_commit
+ * (pending->vals stays NULL when nothing is to be written). Returns the
+ * result (owned like any op result) or NULL. */
 static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
                             mft__norm_kparams *kp, int64_t nstat, int64_t nscratch,
-                            const mft_tensor *rmean, const mft_tensor *rvar, mft_tensor *wmean,
-                            mft_tensor *wvar, int64_t count, mft_tensor **smean,
-                            mft_tensor **srstd) {
+                            const mft_tensor *rmean, const mft_tensor *rvar, bn_pending *pending,
+                            mft_tensor **smean, mft_tensor **srstd) {
     if (smean) *smean = NULL;
     if (srstd) *srstd = NULL;
     const mft__decision dec = mft__rule_decide(op == MFT__OP_LAYER_NORM ? MFT__RULE_NORM_DEV : MFT__RULE_NORM, mft__op_name(op), 1, &x, MFT_CONTIGUOUS, 0);
@@ -786,21 +818,15 @@ static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
         mft__free(buf);
         return NULL;
     }
-    /* training: running = (1 - momentum) * running + momentum * stat */
-    const double mom = kp->p.momentum;
-    for (int pass = 0; pass < 2 && count > 0; pass++) {
-        mft_tensor *t = pass == 0 ? wmean : wvar;
-        if (!t) continue;
-        const size_t es = mft__elem_size(t->dtype);
-        for (int64_t c = 0; c < nstat; c++) {
-            char *p = mft__tensor_ptr(t) + (size_t)(c * t->strides[0]) * es;
-            double stat = pass == 0 ? kp->mean[c]
-                                    : kp->var[c] * (double)count / (double)(count - 1);
-            mft__store(t->dtype, p, (1.0 - mom) * mft__load(t->dtype, p) + mom * stat);
-        }
-        atomic_fetch_add(&t->storage->version, 1);
+    /* training: the batch statistics (buf starts with mean [nstat], var
+     * [nstat]) go to the caller, which commits them last (bn_pending) */
+    const bool hand = pending && pending->count > 0 && (pending->rmean || pending->rvar);
+    if (hand) {
+        pending->vals = buf;
+        pending->C = nstat;
+    } else {
+        mft__free(buf);
     }
-    mft__free(buf);
     mft_tensor *r = mft__retain_result(fn, res);
     mft_tensor_release(res);
     for (int k = 0; k < 2; k++) {
@@ -813,17 +839,26 @@ static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
              * scope, which releases them; the caller gets nothing */
             if (k == 0) mft_tensor_release(st[1]);
             if (smean) *smean = NULL;
-            return NULL;
+            r = NULL;
+            break;
         }
         *(k ? srstd : smean) = o;
+    }
+    if (!r && hand) { /* nothing is committed for a failed call */
+        mft__free(pending->vals);
+        pending->vals = NULL;
     }
     return r;
 }
 
+/* The op without its tape node; a training call leaves its running-stat
+ * update in *pd for bn_commit (pd->vals NULL: nothing to write). */
 static mft_tensor *batch_norm_impl(const char *fn, const mft_tensor *x, mft_tensor *running_mean,
                                    mft_tensor *running_var, const mft_tensor *weight,
                                    const mft_tensor *bias, bool training, double momentum,
-                                   double eps, mft_tensor **smean, mft_tensor **srstd) {
+                                   double eps, mft_tensor **smean, mft_tensor **srstd,
+                                   bn_pending *pd) {
+    memset(pd, 0, sizeof *pd);
     if (smean) *smean = NULL;
     if (srstd) *srstd = NULL;
     if (!norm_check_x(fn, x, 2)) return NULL;
@@ -863,10 +898,11 @@ static mft_tensor *batch_norm_impl(const char *fn, const mft_tensor *x, mft_tens
     const int64_t nblk = (rows + BN_ROWS - 1) / BN_ROWS;
     const int64_t part = nblk * C > x->sizes[0] * C ? nblk * C : x->sizes[0] * C;
     mft__norm_kparams kp = {{eps, momentum, training, 0, 0}, weight, bias, NULL, NULL, NULL, 0};
+    *pd = (bn_pending){NULL, C, x->numel ? count : 0, momentum,
+                       training ? running_mean : NULL, training ? running_var : NULL};
     return norm_run(fn, MFT__OP_BATCH_NORM, x, &kp, C, 2 * C + part,
-                    training ? NULL : running_mean, training ? NULL : running_var,
-                    training ? running_mean : NULL, training ? running_var : NULL,
-                    x->numel ? count : 0, smean, srstd);
+                    training ? NULL : running_mean, training ? NULL : running_var, pd, smean,
+                    srstd);
 }
 
 static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t groups,
@@ -909,7 +945,7 @@ static mft_tensor *group_norm_impl(const char *fn, const mft_tensor *x, int64_t 
                             NULL, 0};
     return norm_run(fn, MFT__OP_GROUP_NORM, x, &kp, x->sizes[0] * (groups ? groups : 1),
                     gn_nhwc_scratch(x->sizes[0], C, mft__dims_prod(x, 2, x->ndim)), NULL, NULL, NULL,
-                    NULL, 0, smean, srstd);
+                    smean, srstd);
 }
 
 static mft_tensor *layer_norm_impl(const char *fn, const mft_tensor *x, int nnorm,
@@ -949,8 +985,8 @@ static mft_tensor *layer_norm_impl(const char *fn, const mft_tensor *x, int nnor
     const int64_t nstat = L ? x->numel / L : 0;
     mft__norm_kparams kp = {{eps, 0.0, true, 0, nnorm}, weight, bias, NULL, NULL, NULL, 0};
     /* NHWC kernel: 2 L floats */
-    return norm_run(fn, MFT__OP_LAYER_NORM, x, &kp, nstat, L + 1, NULL, NULL, NULL, NULL, 0,
-                    smean, srstd);
+    return norm_run(fn, MFT__OP_LAYER_NORM, x, &kp, nstat, L + 1, NULL, NULL, NULL, smean,
+                    srstd);
 }
 
 /* ---------------------------------------------------------------- autograd */
@@ -1053,20 +1089,30 @@ static mft_tensor *batch_norm_entry(const char *fn, const mft_tensor *x, mft_ten
         if (ur) *ur = NULL;
         return NULL;
     }
-    if (!mft__ag_wants(3, ins))
-        return batch_norm_impl(fn, x, running_mean, running_var, weight, bias, training, momentum,
-                               eps, um, ur);
+    bn_pending pd;
+    if (!mft__ag_wants(3, ins)) {
+        mft_tensor *y = batch_norm_impl(fn, x, running_mean, running_var, weight, bias, training,
+                                        momentum, eps, um, ur, &pd);
+        bn_commit(&pd); /* (nothing when y is NULL) */
+        return y;
+    }
     mft_tensor *m = NULL, *r = NULL;
     const bool prev = norm_ag_begin();
     mft_tensor *y = batch_norm_impl(fn, x, running_mean, running_var, weight, bias, training,
-                                    momentum, eps, &m, &r);
+                                    momentum, eps, &m, &r, &pd);
     norm_ag_end(prev);
     norm_ag_params p;
     memset(&p, 0, sizeof p);
     p.kind = NORM_AG_BATCH;
     p.eps = eps;
     p.training = training;
-    return norm_finish(fn, "batch_norm", y, ins, m, r, &p, um, ur);
+    mft_tensor *res = norm_finish(fn, "batch_norm", y, ins, m, r, &p, um, ur);
+    if (res) {
+        bn_commit(&pd);
+    } else {
+        mft__free(pd.vals);
+    }
+    return res;
 }
 
 mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_tensor *running_var,

@@ -988,7 +988,7 @@ mft_status mft_layer_norm_backward(const mft_tensor *grad_out, const mft_tensor 
     }
     if (!normalized_shape) {
         mft__null_arg(fn, "normalized_shape");
-        return mft_last_error();
+        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
     }
     const int lead = x->ndim - nnorm;
     for (int d = 0; d < nnorm; d++)

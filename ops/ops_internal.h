@@ -35,6 +35,10 @@ typedef struct mft__ew_op {
      * result layout always comes from the stride-order rule. */
     bool scalar_operand;
     mft__loop2d loops[MFT_DTYPE_COUNT];
+    /* Note [Integer scalars]: integer results are exact modulo 2^bits for
+     * any scalar (add, sub, rsub, mul), so the scalar is checked against
+     * i64 rather than the compute dtype */
+    bool scalar_wraps;
 } mft__ew_op;
 
 /* Runs op on inputs and returns the new result, allocated by the SPEC §4
@@ -65,6 +69,10 @@ bool mft__scalar_is_int(double s);
 #define MFT__T_I32 int32_t
 #define MFT__T_I64 int64_t
 #define MFT__T_U8 uint8_t
+/* integer sums accumulate in uint64_t: they wrap modulo 2^64 like the
+ * elementwise integer ops (signed overflow would be undefined); the bits are
+ * then read as the I64 result (two's complement) */
+#define MFT__T_W64 uint64_t
 #define MFT__UT_F32 float
 #define MFT__UT_F64 double
 #define MFT__UT_I32 uint32_t
@@ -203,13 +211,14 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
  * Recording for the elementwise family (elementwise_backward.c): entry
  * points hand their fresh result to these, which record a node when an
  * input requires grad on a recording thread and return the result (NULL,
- * result released, if recording fails). op is the short name ("relu",
- * "add", ...). */
-mft_tensor *mft__agew_unary(const char *op, const mft_tensor *x, mft_tensor *y, double p0,
+ * result released, if recording fails). fn is the public name ("mft_relu",
+ * "mft_add", ...): the node's op name is fn without "mft_", and an error
+ * while recording names fn. */
+mft_tensor *mft__agew_unary(const char *fn, const mft_tensor *x, mft_tensor *y, double p0,
                             double p1);
-mft_tensor *mft__agew_binary(const char *op, const mft_tensor *a, const mft_tensor *b,
+mft_tensor *mft__agew_binary(const char *fn, const mft_tensor *a, const mft_tensor *b,
                              mft_tensor *c, double alpha);
-mft_tensor *mft__agew_ternary(const char *op, const mft_tensor *x, const mft_tensor *a,
+mft_tensor *mft__agew_ternary(const char *fn, const mft_tensor *x, const mft_tensor *a,
                               const mft_tensor *b, mft_tensor *y, double value);
 /* The in-place / out= refusal while recording (MFT_ERR_UNSUPPORTED naming fn). */
 mft_status mft__agew_check_into(const char *fn, const mft_tensor *out, int n,
@@ -221,8 +230,9 @@ mft_status mft__agew_check_into(const char *fn, const mft_tensor *out, int n,
  * (co, ci, kh, kw); bias NULL or element 0 with stride bstride; gws: grad_w
  * strides (co, ci, kd, kh, kw). The kernels return false, having written
  * nothing, when they do not apply (no AVX-512; NHWC: C_out % 16 != 0; NCHW:
- * W stride != 1) or a scratch allocation fails; the caller then runs
- * another kernel. */
+ * W stride != 1): the caller then runs another kernel; or when a scratch
+ * allocation fails, having called mft__kernel_nomem (the caller stops:
+ * Note [Kernel scratch]). */
 typedef struct mft__plane_geom {
     int64_t N, H, W, OH, OW, Cout, KH, KW, sh, sw, ph, pw, dh, dw;
     const float *w;
@@ -246,8 +256,9 @@ bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float 
  * dilation 1, plus bias; both NHWC packed. Weight element (k, c, a, b) is
  * w[k*ws[0] + c*ws[1] + a*ws[2] + b*ws[3]] (strides may be negative: the
  * flipped view of backward_input). applies: the algorithm is on and pays
- * for these sizes (or the test mode forces it); forward returns false,
- * having written nothing, when its weight scratch cannot be allocated. */
+ * for these sizes (or the test mode forces it); forward returns false
+ * when a scratch allocation fails, having called mft__kernel_nomem (Note
+ * [Kernel scratch]). */
 typedef struct mft__wino_geom {
     int64_t N, H, W, C, K, OH, OW, ph, pw;
     const float *w;
@@ -259,7 +270,9 @@ bool mft__conv_wino_applies(const mft__wino_geom *g);
 bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y);
 /* grad_w (K, C, 3, 3) at strides gws (k, c, -, kh, kw) of the forward
  * convolution g (w unused) from grad_y (N, OH, OW, K) and x, both NHWC
- * packed; false, having written nothing, when scratch is short. */
+ * packed; false, having written nothing, where the partial sums would be
+ * too big (the caller runs another kernel) or, having called
+ * mft__kernel_nomem, when scratch is short (Note [Kernel scratch]). */
 bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, const float *x,
                                     float *gw, const int64_t *gws);
 /* For tests: 0 the size heuristic, 1 wherever legal, 2 never. */
@@ -268,6 +281,27 @@ void mft__conv_wino_set_mode(int mode);
 /* A built-in kernel that chose among algorithms reports this (static) name
  * for the current dispatch instead of its table name. */
 void mft__dispatch_report_as(const char *name);
+
+/* Note [Kernel scratch]
+ * Kernels allocate their scratch (packed weights, tiles, partial sums) when
+ * they run. A kernel whose scratch allocation fails must not compute the
+ * result another way that rounds differently (the result would depend on
+ * memory pressure and, with per-thread scratch, on the schedule): it calls
+ * mft__kernel_nomem on the dispatching thread (after its parallel regions;
+ * workers record the failure in their job, see mft__scratch_fail) and
+ * returns, and mft__dispatch fails the op with MFT_ERR_NOMEM naming the
+ * public function; the op releases its fresh outputs. Fallbacks that give
+ * the same bits (another order of independent items) may still absorb it. */
+void mft__kernel_nomem(size_t bytes);
+/* True once the running kernel has called mft__kernel_nomem (a chain of
+ * algorithms stops trying the next one). */
+bool mft__kernel_failed(void);
+/* For parallel workers: records a failed scratch allocation of `bytes` in
+ * *flag (shared by the job; 0 = none) so that the driver can call
+ * mft__kernel_nomem after the region. */
+static inline void mft__scratch_fail(_Atomic long long *flag, size_t bytes) {
+    atomic_store_explicit(flag, (long long)bytes, memory_order_relaxed);
+}
 
 /* The layer_norm permutation of an NHWC block (ops/norm.c,
  * ops/norm_backward.c): for n < Nb, c < C, s < Sp, physical position

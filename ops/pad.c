@@ -95,6 +95,9 @@ static bool pad_check(const char *fn, const mft_tensor *x, int npad, const int64
     memset(p, 0, sizeof *p);
     p->mode = mode;
     p->value = mode == MFT_PAD_CONSTANT ? value : 0.0;
+    /* Note [Integer scalars]: the fill value must fit an integer x (as PyTorch) */
+    if (mode == MFT_PAD_CONSTANT && mft__check_int_value(fn, "value", x->dtype, value) != MFT_OK)
+        return false;
     for (int i = 0; i < npad / 2; i++) {
         int d = x->ndim - 1 - i;
         p->before[d] = pads[2 * i];
@@ -958,7 +961,7 @@ static mft_status split_forward(const char *fn, const mft_tensor *x, int64_t spl
     if (nout) *nout = 0;
     if (!x) {
         mft__null_arg(fn, "x");
-        return mft_last_error();
+        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
     }
     if (!outs || !nout) {
         mft__set_error(MFT_ERR_NULL, "%s: argument '%s' is NULL", fn, !outs ? "outs" : "nout");

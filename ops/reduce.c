@@ -13,6 +13,7 @@
  *
  * Autograd: sum, mean, amax, amin, var, std and sum_to_size record a node
  * (backward formulas below the reductions); argmax is not differentiable. */
+#include <math.h>
 #include <string.h>
 #include "autograd_internal.h"
 #include "ops_internal.h"
@@ -76,9 +77,9 @@ typedef enum reduce_kind { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_VAR, R_STD } reduce_
     }
 SUM_LOOP(F64, F32)
 SUM_LOOP(F64, F64)
-SUM_LOOP(I64, I32)
-SUM_LOOP(I64, I64)
-SUM_LOOP(I64, U8)
+SUM_LOOP(W64, I32)
+SUM_LOOP(W64, I64)
+SUM_LOOP(W64, U8)
 
 /* amax / amin: a NaN input makes the accumulator NaN for good. */
 #define EXT_LOOP(name, D, CMP)                                                                 \
@@ -134,8 +135,8 @@ static void reduce_combine(reduce_kind kind, mft_dtype dt, char *dst, const char
             break;
         }
         default:
-            if (dt == MFT_I64)
-                ((int64_t *)(void *)dst)[i] += ((const int64_t *)(const void *)src)[i];
+            if (dt == MFT_I64) /* wraps, as the chunk sums did (MFT__T_W64) */
+                ((uint64_t *)(void *)dst)[i] += ((const uint64_t *)(const void *)src)[i];
             else
                 ((double *)(void *)dst)[i] += ((const double *)(const void *)src)[i];
         }
@@ -299,6 +300,10 @@ static mft_tensor *reduce_impl(const char *fn, const mft_tensor *x, int ndims, c
         mft__null_arg(fn, "x");
         return NULL;
     }
+    if ((kind == R_VAR || kind == R_STD) && !isfinite(correction)) {
+        mft__set_error(MFT_ERR_INVALID, "%s: correction %g must be finite", fn, correction);
+        return NULL;
+    }
     reduce_plan p;
     if (!reduce_parse_dims(fn, x, ndims, dims, &p)) return NULL;
     bool is_float = mft__is_float(x->dtype);
@@ -362,8 +367,8 @@ static mft_tensor *reduce_impl(const char *fn, const mft_tensor *x, int ndims, c
             mft__loop2d loop = NULL;
             if (kind == R_SUM || kind == R_MEAN) {
                 static const mft__loop2d sums[MFT_DTYPE_COUNT] = {
-                    [MFT_F32] = loop_sum_F64_F32, [MFT_F64] = loop_sum_F64_F64, [MFT_I32] = loop_sum_I64_I32,
-                    [MFT_I64] = loop_sum_I64_I64, [MFT_U8] = loop_sum_I64_U8};
+                    [MFT_F32] = loop_sum_F64_F32, [MFT_F64] = loop_sum_F64_F64, [MFT_I32] = loop_sum_W64_I32,
+                    [MFT_I64] = loop_sum_W64_I64, [MFT_U8] = loop_sum_W64_U8};
                 loop = sums[x->dtype];
             } else {
                 static const mft__loop2d maxs[MFT_DTYPE_COUNT] = {

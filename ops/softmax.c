@@ -111,13 +111,16 @@ static inline float smx_max(float m, float v) { return v > m ? v : m; }
 
 /* One contiguous row of n elements. */
 static void smx_row(const float *restrict x, float *restrict y, int64_t n, bool lg) {
-    /* max is exact, so the lane order the compiler picks cannot change it */
+    /* max is exact, so lanes combined in any order give the same m (a NaN
+     * never wins a comparison, in a lane or when lanes combine) */
+    float lane[16];
+    for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) lane[k] = smx_max(lane[k], x[i + k]);
     float m = -INFINITY;
-    int64_t i;
-#ifdef MFT_HAVE_OPENMP
-#pragma omp simd reduction(max : m)
-#endif
-    for (i = 0; i < n; i++) m = smx_max(m, x[i]);
+    for (; i < n; i++) m = smx_max(m, x[i]);
+    for (int k = 0; k < 16; k++) m = smx_max(m, lane[k]);
 
     double s[SMX_LANES] = {0};
     i = 0;

@@ -69,16 +69,16 @@ LERP_SCALAR_LOOP(F64)
 #define LOOPS_F(op) {[MFT_F32] = loop_##op##_F32, [MFT_F64] = loop_##op##_F64}
 
 static const mft__ew_op op_where = {"mft_where", 3, MFT__EW_WHERE, 0, false, false,
-                                   LOOPS_FI(where)};
+                                   LOOPS_FI(where), false};
 static const mft__ew_op op_addcmul = {"mft_addcmul", 3, MFT__EW_SAME, 0, false, false,
-                                     LOOPS_FI(addcmul)};
-static const mft__ew_op op_lerp = {"mft_lerp", 3, MFT__EW_SAME, 0, true, false, LOOPS_F(lerp)};
+                                     LOOPS_FI(addcmul), false};
+static const mft__ew_op op_lerp = {"mft_lerp", 3, MFT__EW_SAME, 0, true, false, LOOPS_F(lerp), false};
 static const mft__ew_op op_lerp_scalar = {"mft_lerp_scalar", 2, MFT__EW_SAME, 0, true, false,
-                                          LOOPS_F(lerp_scalar)};
+                                          LOOPS_F(lerp_scalar), false};
 
 mft_tensor *mft_where(const mft_tensor *cond, const mft_tensor *a, const mft_tensor *b) {
     const mft_tensor *in[3] = {cond, a, b};
-    return mft__agew_ternary("where", cond, a, b, mft__ew_run(&op_where, in, NULL), 0);
+    return mft__agew_ternary("mft_where", cond, a, b, mft__ew_run(&op_where, in, NULL), 0);
 }
 mft_status mft_where_out(mft_tensor *out, const mft_tensor *cond, const mft_tensor *a,
                          const mft_tensor *b) {
@@ -97,7 +97,7 @@ static bool ternary_check_value(const char *fn, const mft_tensor *x, const mft_t
                        mft_dtype_name(t));
         return false;
     }
-    return true;
+    return mft__check_int_value(fn, "value", t, value) == MFT_OK;
 }
 
 mft_tensor *mft_addcmul(const mft_tensor *x, const mft_tensor *a, const mft_tensor *b,
@@ -105,7 +105,7 @@ mft_tensor *mft_addcmul(const mft_tensor *x, const mft_tensor *a, const mft_tens
     const mft_tensor *in[3] = {x, a, b};
     const double prm[2] = {value, 0};
     if (!ternary_check_value("mft_addcmul", x, a, b, value)) return NULL;
-    return mft__agew_ternary("addcmul", x, a, b, mft__ew_run(&op_addcmul, in, prm), value);
+    return mft__agew_ternary("mft_addcmul", x, a, b, mft__ew_run(&op_addcmul, in, prm), value);
 }
 mft_status mft_addcmul_(mft_tensor *x, const mft_tensor *a, const mft_tensor *b, double value) {
     const mft_tensor *in[3] = {x, a, b};
@@ -136,7 +136,7 @@ static bool ternary_same_dtype(const char *fn, int n, const mft_tensor *const *i
 mft_tensor *mft_lerp(const mft_tensor *start, const mft_tensor *end, const mft_tensor *weight) {
     const mft_tensor *in[3] = {start, end, weight};
     if (!ternary_same_dtype("mft_lerp", 3, in)) return NULL;
-    return mft__agew_ternary("lerp", start, end, weight, mft__ew_run(&op_lerp, in, NULL), 0);
+    return mft__agew_ternary("mft_lerp", start, end, weight, mft__ew_run(&op_lerp, in, NULL), 0);
 }
 mft_status mft_lerp_(mft_tensor *start, const mft_tensor *end, const mft_tensor *weight) {
     const mft_tensor *in[3] = {start, end, weight};
@@ -147,7 +147,7 @@ mft_tensor *mft_lerp_scalar(const mft_tensor *start, const mft_tensor *end, doub
     const mft_tensor *in[2] = {start, end};
     const double prm[2] = {weight, 0};
     if (!ternary_same_dtype("mft_lerp_scalar", 2, in)) return NULL;
-    return mft__agew_ternary("lerp_scalar", start, end, NULL,
+    return mft__agew_ternary("mft_lerp_scalar", start, end, NULL,
                              mft__ew_run(&op_lerp_scalar, in, prm), weight);
 }
 mft_status mft_lerp_scalar_(mft_tensor *start, const mft_tensor *end, double weight) {

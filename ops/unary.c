@@ -169,10 +169,13 @@ STAMP_CMP(gt_scalar) STAMP_CMP(ge_scalar)
 
 /* ---------------------------------------------------------------- op table */
 #define OP(op, rule, nsc, fonly, loops) \
-    static const mft__ew_op op_##op = {"mft_" #op, 1, rule, nsc, fonly, false, loops};
-/* x op s where PyTorch wraps s as a 0-dim tensor operand */
+    static const mft__ew_op op_##op = {"mft_" #op, 1, rule, nsc, fonly, false, loops, false};
+/* x op s where PyTorch wraps s as a 0-dim tensor operand; OPW: the integer
+ * result is exact modulo 2^bits for any s (Note [Integer scalars]) */
 #define OPS(op, rule, loops) \
-    static const mft__ew_op op_##op = {"mft_" #op, 1, rule, 1, false, true, loops};
+    static const mft__ew_op op_##op = {"mft_" #op, 1, rule, 1, false, true, loops, false};
+#define OPW(op, rule, loops) \
+    static const mft__ew_op op_##op = {"mft_" #op, 1, rule, 1, false, true, loops, true};
 OP(neg, MFT__EW_SAME, 0, false, LOOPS_FI(neg))
 OP(abs, MFT__EW_SAME, 0, false, LOOPS_FI(abs))
 OP(sqrt, MFT__EW_FLOAT, 0, false, LOOPS_F(sqrt))
@@ -192,10 +195,10 @@ OP(sign, MFT__EW_SAME, 0, false, LOOPS_FI(sign))
 OP(floor, MFT__EW_SAME, 0, false, LOOPS_FI(floor))
 OP(ceil, MFT__EW_SAME, 0, false, LOOPS_FI(ceil))
 OP(round, MFT__EW_SAME, 0, false, LOOPS_FI(round))
-OPS(add_scalar, MFT__EW_SAME, LOOPS_FI(add_scalar))
-OPS(sub_scalar, MFT__EW_SAME, LOOPS_FI(sub_scalar))
-OPS(rsub_scalar, MFT__EW_SAME, LOOPS_FI(rsub_scalar))
-OPS(mul_scalar, MFT__EW_SAME, LOOPS_FI(mul_scalar))
+OPW(add_scalar, MFT__EW_SAME, LOOPS_FI(add_scalar))
+OPW(sub_scalar, MFT__EW_SAME, LOOPS_FI(sub_scalar))
+OPW(rsub_scalar, MFT__EW_SAME, LOOPS_FI(rsub_scalar))
+OPW(mul_scalar, MFT__EW_SAME, LOOPS_FI(mul_scalar))
 OPS(div_scalar, MFT__EW_FLOAT, LOOPS_F(div_scalar))
 OPS(maximum_scalar, MFT__EW_SAME, LOOPS_FI(maximum_scalar))
 OPS(minimum_scalar, MFT__EW_SAME, LOOPS_FI(minimum_scalar))
@@ -214,7 +217,7 @@ OPS(ge_scalar, MFT__EW_COMPARE, LOOPS_FI(ge_scalar))
 #define DEFINE_UNARY(op)                                                                 \
     mft_tensor *mft_##op(const mft_tensor *x) {                                          \
         const mft_tensor *in[1] = {x};                                                   \
-        return mft__agew_unary(#op, x, mft__ew_run(&op_##op, in, NULL), 0, 0);           \
+        return mft__agew_unary("mft_" #op, x, mft__ew_run(&op_##op, in, NULL), 0, 0);           \
     }                                                                                    \
     mft_status mft_##op##_(mft_tensor *x) {                                              \
         const mft_tensor *in[1] = {x};                                                   \
@@ -243,7 +246,7 @@ static bool unary_check_param(const char *fn, const mft__ew_op *op, const mft_te
         const mft_tensor *in[1] = {x};                                                     \
         const double prm[2] = {s, 0};                                                      \
         if (!unary_check_param("mft_" #op, &op_##op, x, s)) return NULL;                   \
-        return mft__agew_unary(#op, x, mft__ew_run(&op_##op, in, prm), s, 0);              \
+        return mft__agew_unary("mft_" #op, x, mft__ew_run(&op_##op, in, prm), s, 0);              \
     }                                                                                      \
     mft_status mft_##op##_(mft_tensor *x, double s) {                                      \
         const mft_tensor *in[1] = {x};                                                     \
@@ -273,7 +276,7 @@ static bool unary_check_range(const char *fn, double lo, double hi, bool ordered
         const mft_tensor *in[1] = {x};                                                        \
         const double prm[2] = {lo, hi};                                                       \
         if (!unary_check_range("mft_" #op, lo, hi, ordered)) return NULL;                     \
-        return mft__agew_unary(#op, x, mft__ew_run(&op_##op, in, prm), lo, hi);               \
+        return mft__agew_unary("mft_" #op, x, mft__ew_run(&op_##op, in, prm), lo, hi);               \
     }                                                                                         \
     mft_status mft_##op##_(mft_tensor *x, double lo, double hi) {                             \
         const mft_tensor *in[1] = {x};                                                        \
@@ -297,6 +300,8 @@ mft_status mft_fill_(mft_tensor *t, double value) {
         return MFT_ERR_NULL;
     }
     mft_status st = mft__ag_check_inplace("mft_fill_", t);
+    if (st != MFT_OK) return st;
+    st = mft__check_int_value("mft_fill_", "value", t->dtype, value);
     if (st != MFT_OK) return st;
     st = mft__check_writable("mft_fill_", t);
     if (st != MFT_OK) return st;

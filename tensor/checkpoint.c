@@ -161,7 +161,7 @@ static mft_status ck_check_save_args(const char *fn, const char *path, int n,
             char what[32];
             snprintf(what, sizeof what, "tensors[%d]", i);
             mft__null_arg(fn, what); /* keeps an earlier error (NULL propagation) */
-            return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NULL;
+            return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
         }
         size_t len = strlen(names[i]);
         if (len == 0 || len > MFT_CHECKPOINT_MAX_NAME) {
@@ -212,6 +212,19 @@ mft_status mft_save_tensors(const char *path, int n, const char *const *names,
     if (!tmp) return MFT_ERR_NOMEM;
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
+    /* the rename below replaces what path names: only ever a regular file
+     * (a device node, FIFO or directory there is the caller's mistake, not
+     * something to swap out); "<path>.tmp" likewise, which fopen would follow */
+    const char *const check[2] = {path, tmp};
+    for (int k = 0; k < 2; k++) {
+        struct stat sb;
+        if (stat(check[k], &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            mft__set_error(MFT_ERR_IO, "%s: '%s' exists and is not a regular file; not replaced",
+                           fn, check[k]);
+            mft__free(tmp);
+            return MFT_ERR_IO;
+        }
+    }
     errno = 0;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
@@ -458,7 +471,6 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
         e->ndim = (int)nd;
         if (body - p < 16 * (uint64_t)nd + 16)
             return ck_corrupt(fn, path, i, "sizes and strides run past the end");
-        int64_t numel = 1;
         bool bad = false;
         for (int d = 0; d < e->ndim; d++) {
             uint64_t s = ck_get_u64(b + p + 8 * (uint64_t)d);
@@ -466,19 +478,18 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
             if (s > INT64_MAX || t > INT64_MAX) bad = true;
             e->sizes[d] = (int64_t)(s & INT64_MAX);
             e->strides[d] = (int64_t)(t & INT64_MAX);
-            if (!bad && e->sizes[d] > 0 && __builtin_mul_overflow(numel, e->sizes[d], &numel))
-                bad = true;
         }
         char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
         mft__fmt_dims(b1, sizeof b1, e->ndim, e->sizes);
         mft__fmt_dims(b2, sizeof b2, e->ndim, e->strides);
-        for (int d = 0; d < e->ndim; d++)
-            if (e->sizes[d] == 0) numel = 0;
-        size_t es = mft__elem_size(e->dtype);
-        if (bad || numel > INT64_MAX / (int64_t)es) {
+        /* the rule every header obeys (Note [Geometry bound]), empty or not */
+        if (bad || mft__check_geometry(fn, e->ndim, e->sizes, e->strides, e->dtype) != MFT_OK) {
             snprintf(msg, sizeof msg, "sizes %s / strides %s are negative or overflow", b1, b2);
             return ck_corrupt(fn, path, i, msg);
         }
+        int64_t numel = 1;
+        for (int d = 0; d < e->ndim; d++) numel *= e->sizes[d];
+        size_t es = mft__elem_size(e->dtype);
         e->numel = numel;
         p += 16 * (uint64_t)nd;
         uint64_t off = ck_get_u64(b + p), nbytes = ck_get_u64(b + p + 8);
@@ -633,7 +644,7 @@ mft_status mft_load_tensors(const char *path, int *n, char ***names, mft_tensor 
     if (tensors) *tensors = NULL;
     if (!path || !n || !names || !tensors) {
         mft__null_arg(fn, !path ? "path" : !n ? "n" : !names ? "names" : "tensors");
-        return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NULL;
+        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
     }
     ck_file cf;
     mft_status st = ck_open(fn, path, &cf);

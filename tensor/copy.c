@@ -58,6 +58,14 @@ static void copy_byte_range(const mft_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     *hi = *lo + (uintptr_t)(reach + 1) * es;
 }
 
+bool mft__tensor_overlaps(const mft_tensor *a, const mft_tensor *b) {
+    if (a->numel == 0 || b->numel == 0) return false;
+    uintptr_t al, ah, bl, bh;
+    copy_byte_range(a, &al, &ah);
+    copy_byte_range(b, &bl, &bh);
+    return al < bh && bl < ah;
+}
+
 /* A destination must not write one memory location twice: no stride-0 dim of
  * size > 1, and (sufficient test) each stride, in increasing order, must
  * exceed the reach of all smaller ones. */
@@ -124,23 +132,25 @@ static bool copy_interleaved_disjoint(const mft_tensor *a, const mft_tensor *b) 
     return r >= es && r <= g - es;
 }
 
-/* Identical element layouts on the same storage are a full overlap (allowed);
- * otherwise intersecting byte ranges are a partial overlap unless the views
- * interleave without sharing an element. */
+/* Overlap is decided on memory, not on storage objects: two mft_from_blob
+ * wraps of one buffer are two storages over the same bytes (PyTorch compares
+ * data pointers too). Identical element layouts at the same address are a
+ * full overlap (allowed); otherwise intersecting byte ranges are a partial
+ * overlap unless the views interleave without sharing an element. */
 mft_status mft__check_overlap(const char *fn, const mft_tensor *dst, const mft_tensor *src) {
-    if (dst->storage != src->storage || dst->numel == 0 || src->numel == 0) return MFT_OK;
+    if (dst->numel == 0 || src->numel == 0) return MFT_OK;
     uintptr_t dl, dh, sl, sh;
     copy_byte_range(dst, &dl, &dh);
     copy_byte_range(src, &sl, &sh);
     if (dh <= sl || sh <= dl) return MFT_OK;
-    bool same = dst->dtype == src->dtype && dst->offset == src->offset && dst->ndim == src->ndim;
+    bool same = dst->dtype == src->dtype && dl == sl && dst->ndim == src->ndim;
     for (int d = 0; same && d < dst->ndim; d++)
         same = dst->sizes[d] == src->sizes[d] && dst->strides[d] == src->strides[d];
     if (same || copy_interleaved_disjoint(dst, src)) return MFT_OK;
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     mft__set_error(MFT_ERR_OVERLAP,
                    "%s: destination (strides %s, offset %lld) partially overlaps the source "
-                   "(strides %s, offset %lld) in one storage",
+                   "(strides %s, offset %lld) in memory",
                    fn, mft__fmt_dims(a, sizeof a, dst->ndim, dst->strides), (long long)dst->offset,
                    mft__fmt_dims(b, sizeof b, src->ndim, src->strides), (long long)src->offset);
     return MFT_ERR_OVERLAP;
@@ -236,7 +246,11 @@ mft_tensor *mft_to_format(const mft_tensor *t, mft_format fmt) {
     }
     if (!copy_check_format(fn, t, fmt, true)) return NULL;
     if (fmt == MFT_PRESERVE) return mft__retain_result(fn, (mft_tensor *)t);
-    if ((t->flags & MFT__F_DENSE) && mft_tensor_order_fits(t, fmt))
+    /* an empty tensor "fits" every order, but gets the format's packed
+     * strides (nothing to copy), as PyTorch: (0,3,5,4) to channels_last has
+     * strides (60,1,12,3) and is channels_last-contiguous */
+    if (mft_tensor_is_contiguous(t, fmt) ||
+        (t->numel > 0 && (t->flags & MFT__F_DENSE) && mft_tensor_order_fits(t, fmt)))
         return copy_record(fn, "to_format", t, copy_retag(fn, t, fmt));
     return copy_record(fn, "to_format", t, copy_convert(fn, "to_format", t, fmt));
 }

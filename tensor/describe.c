@@ -84,6 +84,7 @@ static void desc_map(desc_buf *b, const mft_tensor *t) {
 }
 
 size_t mft_tensor_describe(const mft_tensor *t, char *buf, size_t len) {
+    if (!buf) len = 0; /* measure only */
     desc_buf b = {buf, len, 0};
     if (len) buf[0] = '\0';
     if (!t) {

@@ -56,6 +56,9 @@ void mft__fill(mft_tensor *t, double value) {
 
 mft_tensor *mft_full(int ndim, const int64_t *sizes, mft_dtype dtype, mft_format fmt,
                      double value) {
+    if (mft__check_dtype("mft_full", dtype) != MFT_OK ||
+        mft__check_int_value("mft_full", "value", dtype, value) != MFT_OK)
+        return NULL;
     mft_tensor *t = factory_tag(mft__tensor_alloc("mft_full", ndim, sizes, dtype, fmt), "mft_full", fmt);
     if (t) mft__fill(t, value);
     return t;
@@ -95,12 +98,13 @@ mft_tensor *mft_from_blob(void *data, size_t nbytes, int ndim, const int64_t *si
         mft__set_error(MFT_ERR_NULL, "%s: data is NULL", fn);
         return NULL;
     }
-    if (mft__check_geometry(fn, ndim, sizes, strides, dtype) != MFT_OK) return NULL;
+    if (mft__check_geometry(fn, ndim, sizes, NULL, dtype) != MFT_OK) return NULL;
     int64_t packed[MFT_MAX_DIMS];
     if (!strides) {
         mft__format_strides(ndim, sizes, MFT_CONTIGUOUS, packed);
         strides = packed;
     }
+    if (mft__check_geometry(fn, ndim, sizes, strides, dtype) != MFT_OK) return NULL;
     if (storage_offset < 0) {
         mft__set_error(MFT_ERR_INVALID, "%s: negative storage offset %lld", fn,
                        (long long)storage_offset);
@@ -124,6 +128,9 @@ mft_tensor *mft_from_blob(void *data, size_t nbytes, int ndim, const int64_t *si
                        (long long)end, mft_dtype_name(dtype), es, nbytes);
         return NULL;
     }
+    /* an empty view addresses nothing; its offset only has to obey the span */
+    if (mft__check_geometry_at(fn, ndim, sizes, strides, storage_offset, dtype) != MFT_OK)
+        return NULL;
     if ((uintptr_t)data % es != 0) {
         mft__set_error(MFT_ERR_INVALID, "%s: data %p is not aligned to %zu bytes for %s", fn, data,
                        es, mft_dtype_name(dtype));
@@ -149,6 +156,13 @@ mft_tensor *mft_arange(double start, double end, double step, mft_dtype dtype) {
                        start, end, step);
         return NULL;
     }
+    if ((step > 0 && end < start) || (step < 0 && end > start)) {
+        mft__set_error(MFT_ERR_INVALID,
+                       "mft_arange: start %g, end %g, step %g: the step's sign does not lead from "
+                       "start to end (as PyTorch)",
+                       start, end, step);
+        return NULL;
+    }
     double count = ceil((end - start) / step);
     if (count < 0) count = 0;
     if (count > 9.0e15) {
@@ -157,6 +171,11 @@ mft_tensor *mft_arange(double start, double end, double step, mft_dtype dtype) {
         return NULL;
     }
     int64_t n = (int64_t)count;
+    /* Note [Integer scalars]: the first and the last value must fit */
+    if (n > 0 && (mft__check_int_value(fn, "start", dtype, start) != MFT_OK ||
+                  mft__check_int_value(fn, "last value", dtype,
+                                       start + (double)(n - 1) * step) != MFT_OK))
+        return NULL;
     mft_tensor *t = factory_tag(mft__tensor_alloc(fn, 1, &n, dtype, MFT_CONTIGUOUS), fn, MFT_CONTIGUOUS);
     if (!t) return NULL;
     char *p = t->storage->data;

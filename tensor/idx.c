@@ -310,7 +310,7 @@ mft_status mft_mnist_load(const char *dir, const char *split, mft_tensor **image
     if (labels) *labels = NULL;
     if (!dir || !split || !images || !labels) {
         mft__null_arg(fn, !dir ? "dir" : !split ? "split" : !images ? "images" : "labels");
-        return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NULL;
+        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
     }
     if (strcmp(split, "train") != 0 && strcmp(split, "t10k") != 0) {
         mft__set_error(MFT_ERR_INVALID, "%s: split '%s' is neither \"train\" nor \"t10k\"", fn,

@@ -100,13 +100,19 @@ typedef struct mft__ag_meta {
     int64_t pending;    /* backward scratch: slot in the pending-leaf list, -1 */
 } mft__ag_meta;
 
-/* Validates ndim/sizes/strides (non-negative, no int64 overflow of numel or of
- * the reach (sizes-1)*strides, in bytes of dtype). Sets an error naming fn. */
+/* Validates dtype, ndim, sizes and (when not NULL) strides and offset against
+ * Note [Geometry bound] (tensor/tensor.c): non-negative, and neither the
+ * element count nor the span overflows int64 bytes, whatever numel is. Sets
+ * an error naming fn. mft__check_geometry is the offset-0 case. */
+mft_status mft__check_geometry_at(const char *fn, int ndim, const int64_t *sizes,
+                                  const int64_t *strides, int64_t offset, mft_dtype dtype);
 mft_status mft__check_geometry(const char *fn, int ndim, const int64_t *sizes,
                                const int64_t *strides, mft_dtype dtype);
 mft_status mft__check_dtype(const char *fn, mft_dtype dt);
-/* New header on storage (retains it). Geometry must be valid (checked by the
- * caller) and inside the storage. Flags are refreshed; the tag is set by
+/* New header on storage (retains it). The geometry is checked against Note
+ * [Geometry bound] and the storage's size (MFT_ERR_OVERFLOW / MFT_ERR_BOUNDS
+ * naming fn; callers validate user input first, so this is the last line).
+ * Flags are refreshed; the tag is set by
  * mft__tensor_set_tag_from(t, CONTIGUOUS, INFERRED) semantics with no source;
  * callers adjust it. Registered in the innermost scope. NULL on NOMEM. */
 mft_tensor *mft__tensor_new(const char *fn, mft_storage *s, int64_t offset, int ndim,
@@ -157,7 +163,11 @@ void mft__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *str
  * setting MFT_ERR_DIM naming fn on failure; returns -1 then. */
 int mft__wrap_dim(const char *fn, int dim, int ndim_for_range);
 
-/* Writes `value` into an element of dtype at p. */
+/* Note [Integer scalars] (tensor/dtype.c): MFT_ERR_OVERFLOW naming fn and
+ * what ("scalar", "lo", "fill value", ...) unless v, truncated, fits the
+ * integer dtype dt (always OK for floating dt). */
+mft_status mft__check_int_value(const char *fn, const char *what, mft_dtype dt, double v);
+/* Writes `value` into an element of dtype at p (integers saturate). */
 void mft__store(mft_dtype dt, void *p, double value);
 double mft__load(mft_dtype dt, const void *p);
 
@@ -224,8 +234,25 @@ mft_status mft__check_writable(const char *fn, const mft_tensor *dst);
 /* dst and src on one storage must be identical views or provably disjoint
  * (byte ranges or interleaving). Sets MFT_ERR_OVERLAP naming fn. */
 mft_status mft__check_overlap(const char *fn, const mft_tensor *dst, const mft_tensor *src);
+/* True when the byte ranges of two non-empty tensors intersect (in memory,
+ * whatever storage objects they hang on; interleaving is not examined). */
+bool mft__tensor_overlaps(const mft_tensor *a, const mft_tensor *b);
 /* Copies src into dst (validated: dst of the broadcast shape, no overlap). */
 void mft__copy_kernel(mft_tensor *dst, const mft_tensor *src);
+
+/* ------------------------------------------------------------------ thread exit
+ * tensor/thread_exit.c: hooks run when a thread exits (in slot order) for
+ * per-thread heap state left open: the tape, the scopes, the profiler's
+ * event buffer. Arm while the
+ * state exists (idempotent, cheap), disarm when it is gone. */
+typedef enum mft__texit_slot {
+    MFT__TEXIT_TAPE,
+    MFT__TEXIT_SCOPES,
+    MFT__TEXIT_PROFILE,
+    MFT__TEXIT_COUNT
+} mft__texit_slot;
+void mft__thread_exit_arm(mft__texit_slot slot, void (*fn)(void));
+void mft__thread_exit_disarm(mft__texit_slot slot);
 
 /* ------------------------------------------------------------------ scopes */
 mft_status mft__scope_register(mft_tensor *t);
@@ -314,14 +341,16 @@ extern _Thread_local bool mft__tl_profiling; /* this thread's profiler records *
 /* True while this thread has a tape open, whatever the grad mode (set by
  * autograd/tape.c): the kernel ring then feeds the tape's DOT picture. */
 extern _Thread_local bool mft__tl_tape_open;
-/* The MFT_VERBOSE level, -1 until first read (ops/dispatch.c). */
-extern int mft__g_verbose;
+/* The MFT_VERBOSE level, -1 until first read (ops/dispatch.c). Atomic: any
+ * thread may set it or read the environment first; relaxed loads cost what
+ * plain ones do. */
+extern atomic_int mft__g_verbose;
 /* Set only by bench/bench_profile.c to measure what the hooks cost when
  * everything is off (it then compares runs with and without them). */
 extern bool mft__hooks_bypass;
 uint64_t mft__now_ns(void);
 static inline bool mft__verbose_on(void) {
-    const int v = mft__g_verbose;
+    const int v = atomic_load_explicit(&mft__g_verbose, memory_order_relaxed);
     return v > 0 || (v < 0 && mft_verbose() > 0);
 }
 static inline uint64_t mft__kernel_begin(void) {

@@ -11,7 +11,9 @@
 #include <omp.h>
 #endif
 
-static int g_threads = 0; /* 0 = not yet decided */
+/* 0 = not yet decided. Atomic: any thread may set it or decide it lazily
+ * (two threads deciding at once store the same value). */
+static atomic_int g_threads = 0;
 
 #ifdef MFT_HAVE_OPENMP
 static int default_threads(void) {
@@ -26,16 +28,20 @@ static int default_threads(void) {
 
 void mft_set_num_threads(int n) {
 #ifdef MFT_HAVE_OPENMP
-    g_threads = n > 0 ? n : default_threads();
+    atomic_store(&g_threads, n > 0 ? n : default_threads());
 #else
     (void)n;
-    g_threads = 1;
+    atomic_store(&g_threads, 1);
 #endif
 }
 
 int mft_get_num_threads(void) {
-    if (g_threads <= 0) mft_set_num_threads(0);
-    return g_threads;
+    int n = atomic_load(&g_threads);
+    if (n <= 0) {
+        mft_set_num_threads(0);
+        n = atomic_load(&g_threads);
+    }
+    return n;
 }
 
 void mft__parallel_for(int64_t begin, int64_t end, int64_t grain, mft__range_fn fn, void *ctx) {

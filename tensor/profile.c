@@ -39,6 +39,7 @@ void mft_profile_clear(void) {
     free(tl_ev);
     tl_ev = NULL;
     tl_nev = tl_cap = 0;
+    mft__thread_exit_disarm(MFT__TEXIT_PROFILE);
 }
 
 mft_status mft_profile_begin(void) {
@@ -72,6 +73,7 @@ static prof_event *prof_push(void) {
                            (long long)tl_cap);
             return NULL;
         }
+        if (!tl_ev) mft__thread_exit_arm(MFT__TEXIT_PROFILE, mft_profile_clear);
         tl_ev = p;
         tl_cap = cap;
     }

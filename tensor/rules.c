@@ -453,6 +453,11 @@ mft_status mft_explain_format(const char *op, int n, const mft_tensor *const *in
             return MFT_ERR_NULL;
         }
     }
+    if ((unsigned)declared >= MFT_FORMAT_COUNT) { /* checked even where the row ignores it */
+        mft__set_error(MFT_ERR_FORMAT, "%s: declared format %d is not a memory format (0..%d)",
+                       fn, (int)declared, MFT_FORMAT_COUNT - 1);
+        return MFT_ERR_FORMAT;
+    }
     mft__decision d = mft__rule_decide((mft__rule_id)(r - g_rules), op, n, inputs, declared, 0);
     out->format = d.tag;
     out->rule = r;

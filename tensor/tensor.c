@@ -5,9 +5,55 @@
 #include <string.h>
 #include "internal.h"
 
-mft_status mft__check_geometry(const char *fn, int ndim, const int64_t *sizes,
-                               const int64_t *strides, mft_dtype dtype) {
+/* Note [Geometry bound]
+ * Every tensor header, empty or not, satisfies (docs/spec.md, "Geometry"):
+ *   sizes >= 0, strides >= 0, offset >= 0,
+ *   count = prod_d max(size_d, 1), count * itemsize <= INT64_MAX,
+ *   span  = offset + sum_d max(size_d, 1) * stride_d, span * itemsize <= INT64_MAX,
+ *   and the elements it addresses lie in its storage (an empty tensor's
+ *   offset at most one past the storage's end).
+ * The span bounds every index * stride, every byte stride, every
+ * one-past-the-end pointer and every packed-stride product that code derives
+ * from the header, so none of that arithmetic can overflow, also on size-1
+ * dims and empty tensors, whose strides never address memory. Geometry that
+ * breaks the bound is refused where it enters (factories, from_blob,
+ * as_strided, views, checkpoint entries) with the entry point's name, and
+ * mft__tensor_new checks it again for every header it makes. */
+static mft_status geometry_span(const char *fn, int ndim, const int64_t *sizes,
+                                const int64_t *strides, int64_t offset, mft_dtype dtype) {
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+    if (offset < 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: negative storage offset %lld", fn, (long long)offset);
+        return MFT_ERR_INVALID;
+    }
+    int64_t span = offset, bytes;
+    for (int i = 0; i < ndim; i++) {
+        if (strides[i] < 0) {
+            mft__set_error(MFT_ERR_INVALID, "%s: negative stride %lld at dim %d in strides %s",
+                           fn, (long long)strides[i], i, mft__fmt_dims(a, sizeof a, ndim, strides));
+            return MFT_ERR_INVALID;
+        }
+        int64_t term;
+        if (__builtin_mul_overflow(sizes[i] > 1 ? sizes[i] : 1, strides[i], &term) ||
+            __builtin_add_overflow(span, term, &span))
+            span = -1;
+        if (span < 0) break;
+    }
+    if (span < 0 || __builtin_mul_overflow(span, (int64_t)mft__elem_size(dtype), &bytes)) {
+        mft__set_error(MFT_ERR_OVERFLOW,
+                       "%s: sizes %s with strides %s and offset %lld span more than int64 bytes "
+                       "of %s (Note [Geometry bound])",
+                       fn, mft__fmt_dims(a, sizeof a, ndim, sizes),
+                       mft__fmt_dims(b, sizeof b, ndim, strides), (long long)offset,
+                       mft_dtype_name(dtype));
+        return MFT_ERR_OVERFLOW;
+    }
+    return MFT_OK;
+}
+
+mft_status mft__check_geometry_at(const char *fn, int ndim, const int64_t *sizes,
+                                  const int64_t *strides, int64_t offset, mft_dtype dtype) {
+    char a[MFT__DIMS_BUF];
     if (mft__check_dtype(fn, dtype) != MFT_OK) return MFT_ERR_DTYPE;
     if (ndim < 0 || ndim > MFT_MAX_DIMS) {
         mft__set_error(MFT_ERR_RANK, "%s: ndim %d is outside 0..%d", fn, ndim, MFT_MAX_DIMS);
@@ -17,53 +63,61 @@ mft_status mft__check_geometry(const char *fn, int ndim, const int64_t *sizes,
         mft__set_error(MFT_ERR_NULL, "%s: sizes is NULL for ndim %d", fn, ndim);
         return MFT_ERR_NULL;
     }
-    int64_t numel = 1, reach = 0;
-    bool empty = false;
+    int64_t count = 1, bytes;
     for (int i = 0; i < ndim; i++) {
         if (sizes[i] < 0) {
             mft__set_error(MFT_ERR_INVALID, "%s: negative size %lld at dim %d in sizes %s", fn,
                            (long long)sizes[i], i, mft__fmt_dims(a, sizeof a, ndim, sizes));
             return MFT_ERR_INVALID;
         }
-        if (sizes[i] == 0) empty = true;
-        if (__builtin_mul_overflow(numel, sizes[i] ? sizes[i] : 1, &numel)) {
+        if (__builtin_mul_overflow(count, sizes[i] ? sizes[i] : 1, &count)) {
             mft__set_error(MFT_ERR_OVERFLOW, "%s: element count of sizes %s overflows int64", fn,
                            mft__fmt_dims(a, sizeof a, ndim, sizes));
             return MFT_ERR_OVERFLOW;
         }
     }
-    int64_t bytes;
-    if (__builtin_mul_overflow(numel, (int64_t)mft__elem_size(dtype), &bytes)) {
+    if (__builtin_mul_overflow(count, (int64_t)mft__elem_size(dtype), &bytes)) {
         mft__set_error(MFT_ERR_OVERFLOW, "%s: byte size of sizes %s (%s) overflows int64", fn,
                        mft__fmt_dims(a, sizeof a, ndim, sizes), mft_dtype_name(dtype));
         return MFT_ERR_OVERFLOW;
     }
     if (!strides) return MFT_OK;
-    for (int i = 0; i < ndim; i++) {
-        if (strides[i] < 0) {
-            mft__set_error(MFT_ERR_INVALID, "%s: negative stride %lld at dim %d in strides %s",
-                           fn, (long long)strides[i], i, mft__fmt_dims(a, sizeof a, ndim, strides));
-            return MFT_ERR_INVALID;
-        }
-        int64_t term;
-        if (!empty && (__builtin_mul_overflow(sizes[i] - 1, strides[i], &term) ||
-                       __builtin_add_overflow(reach, term, &reach))) {
-            mft__set_error(MFT_ERR_OVERFLOW, "%s: sizes %s with strides %s reach beyond int64", fn,
-                           mft__fmt_dims(a, sizeof a, ndim, sizes),
-                           mft__fmt_dims(b, sizeof b, ndim, strides));
-            return MFT_ERR_OVERFLOW;
-        }
+    return geometry_span(fn, ndim, sizes, strides, offset, dtype);
+}
+
+mft_status mft__check_geometry(const char *fn, int ndim, const int64_t *sizes,
+                               const int64_t *strides, mft_dtype dtype) {
+    return mft__check_geometry_at(fn, ndim, sizes, strides, 0, dtype);
+}
+
+/* The last line of Note [Geometry bound]: a non-empty header's elements lie
+ * in s. An empty one addresses nothing, and its offset may lie past the end:
+ * a view of an empty tensor keeps start * stride offsets, as in PyTorch. */
+static mft_status geometry_in_storage(const char *fn, const mft_storage *s, int64_t offset,
+                                      int ndim, const int64_t *sizes, const int64_t *strides,
+                                      mft_dtype dtype) {
+    const int64_t have = (int64_t)(s->nbytes / mft__elem_size(dtype));
+    int64_t end = offset + 1; /* one past the last element (span bound: no overflow) */
+    for (int d = 0; d < ndim; d++) {
+        if (sizes[d] == 0) return MFT_OK;
+        end += (sizes[d] - 1) * strides[d];
     }
-    if (__builtin_mul_overflow(reach, (int64_t)mft__elem_size(dtype), &bytes)) {
-        mft__set_error(MFT_ERR_OVERFLOW, "%s: byte reach of strides %s overflows int64", fn,
-                       mft__fmt_dims(b, sizeof b, ndim, strides));
-        return MFT_ERR_OVERFLOW;
-    }
-    return MFT_OK;
+    if (end <= have) return MFT_OK;
+    char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+    mft__set_error(MFT_ERR_BOUNDS,
+                   "%s: sizes %s strides %s offset %lld reach element %lld of a storage of %lld "
+                   "elements of %s",
+                   fn, mft__fmt_dims(a, sizeof a, ndim, sizes),
+                   mft__fmt_dims(b, sizeof b, ndim, strides), (long long)offset, (long long)end - 1,
+                   (long long)have, mft_dtype_name(dtype));
+    return MFT_ERR_BOUNDS;
 }
 
 mft_tensor *mft__tensor_new(const char *fn, mft_storage *s, int64_t offset, int ndim,
                             const int64_t *sizes, const int64_t *strides, mft_dtype dtype) {
+    if (mft__check_geometry_at(fn, ndim, sizes, strides, offset, dtype) != MFT_OK ||
+        geometry_in_storage(fn, s, offset, ndim, sizes, strides, dtype) != MFT_OK)
+        return NULL;
     mft_tensor *t = mft__alloc_or_err(fn, sizeof *t, _Alignof(mft_tensor));
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
@@ -220,6 +274,8 @@ mft_status mft_tensor_set(mft_tensor *t, const int64_t *index, double value) {
     }
     int64_t off = tensor_index_offset("mft_tensor_set", t, index);
     if (off < 0) return mft_last_error();
+    if (mft__check_int_value("mft_tensor_set", "value", t->dtype, value) != MFT_OK)
+        return MFT_ERR_OVERFLOW;
     mft__store(t->dtype, mft__tensor_ptr(t) + off, value);
     atomic_fetch_add(&t->storage->version, 1);
     return MFT_OK;
@@ -253,12 +309,18 @@ mft_status mft__scope_register(mft_tensor *t) {
     return MFT_OK;
 }
 
+/* Thread exit with scopes still open: end them all (tensor/thread_exit.c). */
+static void scope_end_all(void) {
+    while (tl_scope_depth > 0) mft_scope_end();
+}
+
 mft_status mft_scope_begin(void) {
     if (tl_scope_depth == MFT__SCOPE_MAX_DEPTH) {
         mft__set_error(MFT_ERR_SCOPE, "mft_scope_begin: more than %d nested scopes",
                        MFT__SCOPE_MAX_DEPTH);
         return MFT_ERR_SCOPE;
     }
+    if (tl_scope_depth == 0) mft__thread_exit_arm(MFT__TEXIT_SCOPES, scope_end_all);
     tl_scope_marks[tl_scope_depth++] = tl_scope_len;
     return MFT_OK;
 }
@@ -296,6 +358,7 @@ mft_status mft_scope_end(void) {
         mft__free(tl_scope_items);
         tl_scope_items = NULL;
         tl_scope_cap = 0;
+        mft__thread_exit_disarm(MFT__TEXIT_SCOPES);
     }
     return MFT_OK;
 }

@@ -383,6 +383,9 @@ mft_tensor *mft_as_strided(const mft_tensor *t, int ndim, const int64_t *sizes,
                        (long long)offset, (long long)have);
         return NULL;
     }
+    /* an empty view addresses nothing; its offset only has to obey the span */
+    if (mft__check_geometry_at(fn, ndim, sizes, strides, offset, t->dtype) != MFT_OK)
+        return NULL;
     return view_make(fn, t, ndim, sizes, strides, offset);
 }
 
@@ -480,7 +483,9 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
         return NULL;
     }
     int64_t nsz[MFT_MAX_DIMS], nst[MFT_MAX_DIMS];
-    if (!view_infer_sizes(fn, t, ndim, sizes, nsz)) return NULL;
+    if (!view_infer_sizes(fn, t, ndim, sizes, nsz) ||
+        mft__check_geometry(fn, ndim, nsz, NULL, t->dtype) != MFT_OK)
+        return NULL;
     const char *name = fn + 4; /* "view", "reshape", "flatten" */
     if (view_strides(t->ndim, t->sizes, t->strides, t->numel, ndim, nsz, nst))
         return view_record(fn, name, t, view_make(fn, t, ndim, nsz, nst, t->offset), VK_RESHAPE,

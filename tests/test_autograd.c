@@ -209,8 +209,16 @@ static void test_accumulation_and_grad_output(void) {
     mft_tensor *z2 = op_mul(x, x);
     mft_tensor *bad = mft_zeros(1, (int64_t[]){12}, MFT_F64, MFT_CONTIGUOUS);
     CHECK(mft_backward(z2, bad) == MFT_ERR_SHAPE);
+    /* a grad_output of another dtype is refused, as PyTorch ("Mismatch in
+     * dtype"), not cast silently; the leaf's grad is untouched */
+    mft_tensor *g32 = mft_full(2, sz, MFT_F32, MFT_CONTIGUOUS, 0.5);
+    uint64_t before = mft_tensor_hash(mft_tensor_grad(x));
+    CHECK(mft_backward(z2, g32) == MFT_ERR_DTYPE);
+    CHECK(strstr(mft_last_error_message(), "mft_backward: grad_output has dtype f32"));
+    CHECK(mft_tensor_hash(mft_tensor_grad(x)) == before);
+    mft_clear_error();
     mft_tape_end();
-    mft_tensor *list[] = {x, z, g, z2, bad};
+    mft_tensor *list[] = {x, z, g, z2, bad, g32};
     for (size_t i = 0; i < sizeof list / sizeof *list; i++) mft_tensor_release(list[i]);
 }
 
@@ -325,6 +333,33 @@ static void test_scope(void) {
     mft_tensor_release(x);
 }
 
+/* mft_tensor_set_grad refuses what would make a reference cycle (g is t,
+ * or t is in g's chain of gradients) or let in-place accumulation write t
+ * (g shares memory with t), as PyTorch's "can't assign Variable as its own
+ * grad"; the zero-leak check at the end proves no cycle was made. */
+static void test_set_grad_misuse(void) {
+    int64_t sz[2] = {2, 3};
+    mft_tensor *a = randt(2, sz, MFT_F32, MFT_CONTIGUOUS, 1);
+    mft_tensor *b = randt(2, sz, MFT_F32, MFT_CONTIGUOUS, 2);
+    mft_tensor *c = randt(2, sz, MFT_F32, MFT_CONTIGUOUS, 3);
+    mft_tensor *t1 = mft_transpose(a, 0, 1);
+    mft_tensor *av = mft_transpose(t1, 0, 1); /* another header on a's memory */
+    CHECK(mft_tensor_set_grad(a, a) == MFT_ERR_INVALID);
+    CHECK(strstr(mft_last_error_message(), "mft_tensor_set_grad:"));
+    CHECK(mft_tensor_set_grad(a, av) == MFT_ERR_INVALID);
+    CHECK(strstr(mft_last_error_message(), "shares memory"));
+    CHECK(mft_tensor_set_grad(a, b) == MFT_OK);
+    CHECK(mft_tensor_set_grad(b, c) == MFT_OK);
+    CHECK(mft_tensor_set_grad(c, a) == MFT_ERR_INVALID); /* a -> b -> c -> a */
+    CHECK(strstr(mft_last_error_message(), "cycle"));
+    CHECK(mft_tensor_grad(c) == NULL && mft_tensor_grad(a) == b);
+    mft_clear_error();
+    CHECK(mft_tensor_set_grad(a, NULL) == MFT_OK);
+    CHECK(mft_tensor_set_grad(c, a) == MFT_OK); /* no cycle any more */
+    mft_tensor *list[] = {a, b, c, av, t1};
+    for (size_t i = 0; i < sizeof list / sizeof *list; i++) mft_tensor_release(list[i]);
+}
+
 int main(void) {
     RUN(test_flags);
     RUN(test_chain_values_and_formats);
@@ -333,5 +368,6 @@ int main(void) {
     RUN(test_leaf_layout);
     RUN(test_gradcheck);
     RUN(test_scope);
+    RUN(test_set_grad_misuse);
     TEST_MAIN_END();
 }

@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, access */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "fail_alloc.h"
 #include "test_util.h"
@@ -435,6 +436,15 @@ static void test_valid_checksum_malformed(void) {
     CHECK(write_file(q, b, n));
     CHECK(mft_load_tensors_into(q, 3, TNAMES, g.t) == MFT_ERR_CORRUPT);
     CHECK_ERR(MFT_ERR_CORRUPT, "contradicts");
+    /* an empty entry must obey Note [Geometry bound] too: sizes[0] 2 -> 0
+     * with strides[1] 2^62 (sizes * strides would overflow later) */
+    memcpy(b, good, n);
+    put_u64(b + 35, 0);
+    put_u64(b + 35 + 32 + 8, UINT64_C(1) << 62);
+    put_u64(b + n - 8, XXH3_64bits(b, n - 8));
+    CHECK(write_file(q, b, n));
+    CHECK(mft_load_tensors_into(q, 3, TNAMES, g.t) == MFT_ERR_CORRUPT);
+    CHECK_ERR(MFT_ERR_CORRUPT, "are negative or overflow");
     /* duplicate names in the file: save "aa" and "ab", patch "ab" into "aa" */
     const char *two[2] = {"aa", "ab"};
     const mft_tensor *tt[2] = {g.t[2], g.t[2]};
@@ -551,6 +561,28 @@ static void test_save_errors(void) {
     CHECK_ERR(MFT_ERR_IO, "No such file");
     CHECK(mft_save_tensors(NULL, 0, NULL, NULL) == MFT_ERR_NULL);
     CHECK_ERR(MFT_ERR_NULL, "path");
+    /* a path naming something other than a regular file is never replaced
+     * (the rename would swap a device node for a file) */
+    struct stat before;
+    if (stat("/dev/null", &before) == 0 && S_ISCHR(before.st_mode)) {
+        CHECK(mft_save_tensors("/dev/null", 3, TNAMES, (const mft_tensor *const *)g.t) ==
+              MFT_ERR_IO);
+        CHECK_ERR(MFT_ERR_IO, "is not a regular file");
+        struct stat after;
+        CHECK(stat("/dev/null", &after) == 0 && S_ISCHR(after.st_mode) &&
+              after.st_rdev == before.st_rdev);
+    }
+    CHECK(mft_save_tensors(tmpdir, 3, TNAMES, (const mft_tensor *const *)g.t) == MFT_ERR_IO);
+    CHECK_ERR(MFT_ERR_IO, "is not a regular file");
+    /* a NULL target is MFT_ERR_NULL even after an unrelated earlier error
+     * (whose message NULL propagation keeps) */
+    tmp_path(p, sizeof p, "nulltarget.ckpt");
+    CHECK(mft_save_tensors(p, 3, TNAMES, (const mft_tensor *const *)g.t) == MFT_OK);
+    CHECK(mft_view(NULL, 0, NULL) == NULL && mft_last_error() == MFT_ERR_NULL);
+    CHECK(mft_reshape(g.t[0], 1, (const int64_t[]){7}) == NULL); /* an earlier SHAPE error */
+    mft_tensor *none[1] = {NULL};
+    CHECK(mft_load_tensors_into(p, 1, TNAMES, none) == MFT_ERR_NULL);
+    mft_clear_error();
     CHECK(untouched(&g));
     free_targets(&g);
 }

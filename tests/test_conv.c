@@ -857,6 +857,31 @@ static void test_errors(void) {
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) mft_tensor_release(ts[i]);
 }
 
+/* An empty batch follows the conv output rule like any other (SPEC §4:
+ * CHANNELS_LAST when the input's or the weight's tag is), whatever way the
+ * empty input was made channels_last. */
+static void test_empty_batch_format(void) {
+    const int64_t xs[4] = {0, 3, 5, 4}, ws[4] = {2, 3, 3, 3};
+    mft_tensor *x0 = mft_zeros(4, xs, MFT_F32, MFT_CONTIGUOUS);
+    mft_tensor *xs_[3] = {mft_zeros(4, xs, MFT_F32, MFT_CHANNELS_LAST),
+                          mft_to_format(x0, MFT_CHANNELS_LAST),
+                          mft_contiguous(x0, MFT_CHANNELS_LAST)};
+    mft_tensor *w = mft_ones(4, ws, MFT_F32, MFT_CONTIGUOUS);
+    mft_tensor *wl = mft_ones(4, ws, MFT_F32, MFT_CHANNELS_LAST);
+    for (int k = 0; k < 4; k++) {
+        mft_tensor *y = k < 3 ? mft_conv2d(xs_[k], w, NULL, NULL, NULL, NULL, 1)
+                              : mft_conv2d(x0, wl, NULL, NULL, NULL, NULL, 1);
+        CHECK_MSG(y && mft_tensor_numel(y) == 0 && mft_tensor_format(y) == MFT_CHANNELS_LAST &&
+                      mft_tensor_is_contiguous(y, MFT_CHANNELS_LAST),
+                  "case %d: %s", k, y ? mft_format_name(mft_tensor_format(y)) : mft_last_error_message());
+        mft_tensor_release(y);
+    }
+    for (int k = 0; k < 3; k++) mft_tensor_release(xs_[k]);
+    mft_tensor_release(x0);
+    mft_tensor_release(w);
+    mft_tensor_release(wl);
+}
+
 int main(void) {
     RUN(test_errors);
     RUN(test_reference_kernels_direct);
@@ -870,6 +895,7 @@ int main(void) {
     RUN(test_dispatch_formats);
     RUN(test_scope);
     RUN(test_thread_count_independence);
+    RUN(test_empty_batch_format);
     printf("conv: %lld entry-point cases, %d error cases\n", (long long)g_cases_run, g_errors);
     TEST_MAIN_END();
 }

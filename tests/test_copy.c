@@ -189,11 +189,35 @@ static void test_dtype_conversion_edges(void) {
     mft_tensor_release(f32);
 }
 
+/* Converting an empty tensor gives the format's packed strides, as
+ * PyTorch 1.13: (0,3,5,4).to(memory_format=channels_last) has strides
+ * (60,1,12,3), (2,3,0,4) has (0,1,12,3), both channels_last-contiguous
+ * (values from PyTorch, quoted in the reliability report this test answers). */
+static void test_empty_to_channels_last(void) {
+    const int64_t a[4] = {0, 3, 5, 4}, b[4] = {2, 3, 0, 4};
+    const int64_t sa[4] = {60, 1, 12, 3}, sb[4] = {0, 1, 12, 3};
+    const int64_t *sizes[2] = {a, b}, *want[2] = {sa, sb};
+    for (int k = 0; k < 2; k++) {
+        mft_tensor *x = mft_zeros(4, sizes[k], MFT_F32, MFT_CONTIGUOUS);
+        mft_tensor *y = mft_to_format(x, MFT_CHANNELS_LAST);
+        mft_tensor *z = mft_contiguous(x, MFT_CHANNELS_LAST);
+        CHECK(y && mft_tensor_is_contiguous(y, MFT_CHANNELS_LAST) &&
+              memcmp(mft_tensor_strides(y), want[k], 4 * sizeof(int64_t)) == 0);
+        CHECK(z && mft_tensor_is_contiguous(z, MFT_CHANNELS_LAST) &&
+              memcmp(mft_tensor_strides(z), want[k], 4 * sizeof(int64_t)) == 0);
+        CHECK(y && mft_tensor_format(y) == MFT_CHANNELS_LAST);
+        mft_tensor_release(x);
+        mft_tensor_release(y);
+        mft_tensor_release(z);
+    }
+}
+
 int main(void) {
     RUN(test_copy_random_layouts);
     RUN(test_conversions_keep_values);
     RUN(test_transpose_sizes);
     RUN(test_copy_full_overlap_and_self);
     RUN(test_dtype_conversion_edges);
+    RUN(test_empty_to_channels_last);
     TEST_MAIN_END();
 }

@@ -815,10 +815,16 @@ static void test_arange_bad(void) {
     FAIL_T(mft_arange(-INFINITY, 0, 1, MFT_F64), MFT_ERR_INVALID, "mft_arange", "inf");
     FAIL_T(mft_arange(0, 1, INFINITY, MFT_F64), MFT_ERR_INVALID, "mft_arange", "inf");
     FAIL_T(mft_arange(0, 1, 1e-300, MFT_F64), MFT_ERR_OVERFLOW, "mft_arange", "1e-300");
-    /* a step pointing away from end is an empty range, not an error */
-    OK_T(t, mft_arange(5, 0, 1, MFT_I32));
+    /* a step pointing away from end is an error, as PyTorch's "upper bound and
+     * larger bound inconsistent with step sign"; start == end is empty */
+    FAIL_T(mft_arange(5, 0, 1, MFT_I32), MFT_ERR_INVALID, "mft_arange", "sign");
+    FAIL_T(mft_arange(0, 10, -1, MFT_F32), MFT_ERR_INVALID, "mft_arange", "sign");
+    OK_T(t, mft_arange(5, 5, -1, MFT_I32));
     CHECK(t && mft_tensor_numel(t) == 0);
     mft_tensor_release(t);
+    /* Note [Integer scalars]: integer values must fit the dtype */
+    FAIL_T(mft_arange(0, 5e9, 2e9, MFT_I32), MFT_ERR_OVERFLOW, "mft_arange", "last value");
+    FAIL_T(mft_arange(-300, 0, 100, MFT_U8), MFT_ERR_OVERFLOW, "mft_arange", "start");
 }
 
 /* ------------------------------------------------------------------ get / set */
@@ -1012,11 +1018,14 @@ static void test_interop_bad(void) {
     TU_OK_S(mft_letters_from_strides(4, S4, st4, letters, 5));
     CHECK(strcmp(letters, "NCHW") == 0);
 
-    /* min_storage_numel of an empty tensor is 0 whatever its strides */
-    const int64_t se[2] = {2, 0}, ste[2] = {INT64_C(1) << 62, 1};
+    /* min_storage_numel of an empty tensor is 0 whatever its strides, as long
+     * as they obey Note [Geometry bound]: 2 * 2^62 spans beyond int64 */
+    const int64_t se[2] = {2, 0}, ste[2] = {INT64_C(1) << 61, 1}, big[2] = {INT64_C(1) << 62, 1};
     int64_t need = -1;
     TU_OK_S(mft_min_storage_numel(2, se, ste, &need));
     CHECK_EQ_I(need, 0);
+    FAIL_S(mft_min_storage_numel(2, se, big, &need), MFT_ERR_OVERFLOW, "mft_min_storage_numel",
+           "4611686018427387904");
 }
 
 /* ------------------------------------------------------------------ scopes */
@@ -1266,14 +1275,15 @@ static int edge_from_blob_offset(void) {
     return bad;
 }
 
-/* the minimum buffer of an empty tensor is 0, whatever its strides */
+/* Note [Geometry bound] holds for empty tensors too: [2,0] with a stride of
+ * INT64_MAX spans beyond int64 and is refused, not measured as 0 */
 static int edge_min_storage_empty(void) {
     const int64_t se[2] = {2, 0}, ste[2] = {INT64_MAX, 1};
     int64_t need = -1;
     mft_clear_error();
     mft_status st = mft_min_storage_numel(2, se, ste, &need);
-    if (st != MFT_OK || need != 0)
-        return edge_fail("mft_min_storage_numel([2,0], [INT64_MAX,1]) should be 0");
+    if (st != MFT_ERR_OVERFLOW || !strstr(mft_last_error_message(), "mft_min_storage_numel"))
+        return edge_fail("mft_min_storage_numel([2,0], [INT64_MAX,1]) should be OVERFLOW");
     return 0;
 }
 
@@ -1332,6 +1342,58 @@ static void test_int64_edges(void) {
     run_edge("min_storage_empty", edge_min_storage_empty);
 }
 
+/* ------------------------------------------------------------------ geometry bound
+ * Note [Geometry bound] (docs/spec.md): every header, empty or not, keeps
+ * (offset + sum max(size,1) * stride) * itemsize and the element count within
+ * int64; geometry that breaks it is refused where it enters, naming the
+ * entry point, so no later arithmetic (iterator byte strides, packed strides,
+ * one-past-the-end pointers) can overflow. */
+static void test_geometry_bound(void) {
+    const int64_t s24[2] = {2, 4};
+    mft_tensor *t = iota(2, s24, MFT_F32);
+    /* a size-1 dim with a huge stride: step INT64_MAX leaves one element */
+    FAIL_T(mft_slice(t, 1, 0, 4, INT64_MAX), MFT_ERR_OVERFLOW, "mft_slice", "9223372036854775807");
+    FAIL_T(mft_slice(t, 0, 0, 2, INT64_MAX), MFT_ERR_OVERFLOW, "mft_slice", "");
+    /* empty tensors carry no unbounded strides either */
+    float buf[16] = {0};
+    const int64_t e2[2] = {0, 4}, big_st[2] = {INT64_MAX, 1}, ok_st[2] = {4, 1};
+    FAIL_T(mft_from_blob(buf, sizeof buf, 2, e2, big_st, 0, MFT_F32, NULL, NULL),
+           MFT_ERR_OVERFLOW, "mft_from_blob", "9223372036854775807");
+    FAIL_T(mft_from_blob(buf, sizeof buf, 2, e2, ok_st, INT64_MAX / 2, MFT_F32, NULL, NULL),
+           MFT_ERR_OVERFLOW, "mft_from_blob", "offset");
+    FAIL_T(mft_as_strided(t, 2, e2, big_st, 0), MFT_ERR_OVERFLOW, "mft_as_strided", "");
+    /* one rule everywhere: u8 {INT64_MAX, 0, 0} is refused by from_blob and
+     * empty alike (its packed strides (1, 1, 1) span past int64), as is
+     * {0, 2^62, 2^62} whose element count overflows */
+    const int64_t huge0[3] = {INT64_MAX, 0, 0}, e62[3] = {0, INT64_C(1) << 62, INT64_C(1) << 62};
+    uint8_t bytes[8] = {0};
+    FAIL_T(mft_from_blob(bytes, sizeof bytes, 3, huge0, NULL, 0, MFT_U8, NULL, NULL),
+           MFT_ERR_OVERFLOW, "mft_from_blob", "");
+    FAIL_T(mft_empty(3, huge0, MFT_U8, MFT_CONTIGUOUS), MFT_ERR_OVERFLOW, "mft_empty", "");
+    FAIL_T(mft_empty(3, e62, MFT_F32, MFT_CONTIGUOUS), MFT_ERR_OVERFLOW, "mft_empty", "");
+    FAIL_T(mft_from_blob(bytes, sizeof bytes, 3, e62, NULL, 0, MFT_U8, NULL, NULL),
+           MFT_ERR_OVERFLOW, "mft_from_blob", "");
+    /* views of an empty tensor: new sizes obey the same count rule */
+    mft_tensor *e = NULL;
+    OK_T(e, mft_from_blob(buf, sizeof buf, 2, e2, ok_st, 0, MFT_F32, NULL, NULL));
+    FAIL_T(mft_view(e, 3, e62), MFT_ERR_OVERFLOW, "mft_view", "");
+    FAIL_T(mft_reshape(e, 3, e62), MFT_ERR_OVERFLOW, "mft_reshape", "");
+    /* describe with a NULL buffer only measures, whatever len says */
+    size_t need = mft_tensor_describe(t, NULL, 100);
+    char small[8];
+    CHECK(need > 0 && mft_tensor_describe(t, small, sizeof small) == need);
+    /* an empty view may still sit past the end of its storage, as PyTorch */
+    mft_tensor *n = NULL;
+    OK_T(n, mft_narrow(t, 0, 2, 0));
+    CHECK(n && mft_tensor_numel(n) == 0 && mft_tensor_offset(n) == 8);
+    mft_tensor *past = NULL;
+    OK_T(past, mft_as_strided(t, 2, e2, ok_st, 500));
+    mft_tensor_release(past);
+    mft_tensor_release(n);
+    mft_tensor_release(e);
+    mft_tensor_release(t);
+}
+
 int main(void) {
     RUN(test_null_tensor_args);
     RUN(test_null_pointer_args);
@@ -1360,5 +1422,6 @@ int main(void) {
     RUN(test_error_thread_local);
     RUN(test_out_of_memory);
     RUN(test_int64_edges);
+    RUN(test_geometry_bound);
     TEST_MAIN_END();
 }

@@ -435,6 +435,102 @@ static void test_partial_overlap(void) {
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) mft_tensor_release(all[k]);
 }
 
+/* Overlap is decided on memory, not on storage objects: two mft_from_blob
+ * wraps of one buffer are two storages over the same bytes. */
+static void test_overlap_separate_wraps(void) {
+    float mem[16];
+    for (int i = 0; i < 16; i++) mem[i] = (float)(i + 1);
+    const int64_t n8 = 8;
+    /* o = mem[2..10), a = mem[0..8): partial overlap through two wraps */
+    mft_tensor *o = mft_from_blob(mem + 2, 8 * sizeof(float), 1, &n8, NULL, 0, MFT_F32, NULL, NULL);
+    mft_tensor *a = mft_from_blob(mem, 8 * sizeof(float), 1, &n8, NULL, 0, MFT_F32, NULL, NULL);
+    CHECK(o && a && !mft_tensor_shares_storage(o, a));
+    float before[16];
+    memcpy(before, mem, sizeof mem);
+    FAIL_S(mft_mul_out(o, a, a), MFT_ERR_OVERLAP, "mft_mul_out");
+    FAIL_S(mft_add_(o, a), MFT_ERR_OVERLAP, "mft_add_");
+    FAIL_S(mft_neg_out(o, a), MFT_ERR_OVERLAP, "mft_neg_out");
+    FAIL_S(mft_copy_(o, a), MFT_ERR_OVERLAP, "mft_copy_");
+    CHECK(memcmp(before, mem, sizeof mem) == 0); /* refused calls wrote nothing */
+    /* the same range through two wraps is a full overlap: allowed, and right */
+    mft_tensor *a2 = mft_from_blob(mem, 8 * sizeof(float), 1, &n8, NULL, 0, MFT_F32, NULL, NULL);
+    CHECK(mft_mul_out(a2, a, a) == MFT_OK);
+    for (int i = 0; i < 8; i++) CHECK(mem[i] == before[i] * before[i]);
+    for (int i = 8; i < 16; i++) CHECK(mem[i] == before[i]);
+    /* disjoint wraps of one buffer are fine */
+    mft_tensor *b = mft_from_blob(mem + 8, 8 * sizeof(float), 1, &n8, NULL, 0, MFT_F32, NULL, NULL);
+    memcpy(mem, before, sizeof mem);
+    CHECK(mft_add_out(b, a, a) == MFT_OK);
+    for (int i = 0; i < 8; i++) CHECK(mem[8 + i] == 2 * before[i]);
+    mft_tensor_release(o);
+    mft_tensor_release(a);
+    mft_tensor_release(a2);
+    mft_tensor_release(b);
+}
+
+/* Note [Integer scalars]: a scalar that does not fit the integer dtype an op
+ * computes in is refused (PyTorch's "value cannot be converted to type int
+ * without overflow"), except for the wrapping add/sub/rsub/mul, whose
+ * results are exact modulo 2^bits for any scalar within int64. */
+static void test_integer_scalars(void) {
+    const int64_t one = 1;
+    mft_tensor *i32 = mft_full(1, &one, MFT_I32, MFT_CONTIGUOUS, 5);
+    mft_tensor *u8 = mft_full(1, &one, MFT_U8, MFT_CONTIGUOUS, 5);
+    mft_tensor *i64 = mft_full(1, &one, MFT_I64, MFT_CONTIGUOUS, 5);
+    FAIL_TV(mft_clamp(i32, -1e20, 1e20), MFT_ERR_OVERFLOW, "mft_clamp", "1e+20");
+    FAIL_TV(mft_add_scalar(i32, 1e30), MFT_ERR_OVERFLOW, "mft_add_scalar", "1e+30");
+    FAIL_TV(mft_maximum_scalar(u8, 1e10), MFT_ERR_OVERFLOW, "mft_maximum_scalar", "10000000000");
+    FAIL_TV(mft_hardtanh(i32, -3e9, 3e9), MFT_ERR_OVERFLOW, "mft_hardtanh", "");
+    FAIL_TV(mft_pow_scalar(i32, 3e9), MFT_ERR_OVERFLOW, "mft_pow_scalar", "");
+    FAIL_TV(mft_lt_scalar(u8, 300), MFT_ERR_OVERFLOW, "mft_lt_scalar", "300");
+    FAIL_TV(mft_add_alpha(i32, i32, 1e10), MFT_ERR_OVERFLOW, "mft_add_alpha", "alpha");
+    FAIL_TV(mft_addcmul(i32, i32, i32, 1e10), MFT_ERR_OVERFLOW, "mft_addcmul", "value");
+    FAIL_TV(mft_full(1, &one, MFT_U8, MFT_CONTIGUOUS, 300), MFT_ERR_OVERFLOW, "mft_full", "300");
+    FAIL_TV(mft_full(1, &one, MFT_I64, MFT_CONTIGUOUS, NAN), MFT_ERR_OVERFLOW, "mft_full", "nan");
+    FAIL_TV(mft_pad(u8, 2, (const int64_t[]){1, 1}, MFT_PAD_CONSTANT, 300), MFT_ERR_OVERFLOW,
+            "mft_pad", "300");
+    tu_dst_state s32 = tu_snap(i32);
+    FAIL_SV(mft_fill_(i32, 1e10), MFT_ERR_OVERFLOW, "mft_fill_", "");
+    FAIL_SV(mft_clamp_(i32, -1e20, 0), MFT_ERR_OVERFLOW, "mft_clamp_", "");
+    FAIL_SV(mft_tensor_set(i32, &(int64_t){0}, 1e12), MFT_ERR_OVERFLOW, "mft_tensor_set", "");
+    TU_CHECK_UNCHANGED(i32, s32);
+    /* floating bounds promote (no overflow possible), as before */
+    mft_tensor *f = mft_clamp(i32, -0.5, 1e20);
+    CHECK(f && mft_tensor_dtype(f) == MFT_F32);
+    /* the wrapping arithmetic ops take any int64 scalar: u8 + 300 = u8 + 44
+     * (PyTorch's tensor([5], uint8) + 300 is 49), i32 + 2^40 = i32 + 0 */
+    mft_tensor *w1 = mft_add_scalar(u8, 300), *w2 = mft_add_scalar(i32, 1099511627776.0);
+    mft_tensor *w3 = mft_add_scalar(u8, -3), *w4 = mft_mul_scalar(i32, 1099511627776.0);
+    CHECK(w1 && mft_tensor_get(w1, &(int64_t){0}) == 49);
+    CHECK(w2 && mft_tensor_get(w2, &(int64_t){0}) == 5);
+    CHECK(w3 && mft_tensor_get(w3, &(int64_t){0}) == 2);
+    CHECK(w4 && mft_tensor_get(w4, &(int64_t){0}) == 0);
+    FAIL_TV(mft_mul_scalar(i64, 1e19), MFT_ERR_OVERFLOW, "mft_mul_scalar", ""); /* > INT64_MAX */
+    /* u8 takes -255..255 as PyTorch's checked conversion: -99 wraps to 157 */
+    mft_tensor *u = mft_full(1, &one, MFT_U8, MFT_CONTIGUOUS, -99);
+    CHECK(u && mft_tensor_get(u, &(int64_t){0}) == 157);
+    mft_tensor *all[] = {i32, u8, i64, f, w1, w2, w3, w4, u};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) mft_tensor_release(all[k]);
+}
+
+/* Integer sums wrap modulo 2^64 like the elementwise integer ops (and as
+ * PyTorch: tensor([2**62, 2**62]).sum() is -2**63), on every loop path. */
+static void test_integer_sum_wraps(void) {
+    const int64_t n = 40, s2[2] = {4, 10};
+    mft_tensor *x = mft_full(1, &n, MFT_I64, MFT_CONTIGUOUS, 4611686018427387904.0); /* 2^62 */
+    mft_tensor *s = mft_sum(x, 0, NULL, false); /* 40 * 2^62 = 10 * 2^64: 0 */
+    CHECK(s && mft_tensor_get(s, NULL) == 0.0);
+    mft_tensor *two = mft_narrow(x, 0, 0, 2), *s_two = mft_sum(two, 0, NULL, false);
+    CHECK(s_two && mft_tensor_get(s_two, NULL) == -9223372036854775808.0);
+    mft_tensor *m = mft_full(2, s2, MFT_I64, MFT_CONTIGUOUS, 4611686018427387904.0);
+    mft_tensor *mt = mft_transpose(m, 0, 1); /* strided inner reduction */
+    mft_tensor *r0 = mft_sum(m, 1, (int[]){0}, false), *r1 = mft_sum(mt, 1, (int[]){1}, false);
+    CHECK(r0 && mft_tensor_get(r0, (int64_t[]){3}) == 0.0); /* 4 * 2^62 */
+    CHECK(r1 && mft_tensor_get(r1, (int64_t[]){3}) == 0.0);
+    mft_tensor *all[] = {x, s, two, s_two, m, mt, r0, r1};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) mft_tensor_release(all[k]);
+}
+
 /* ------------------------------------------------------------------ dtypes */
 
 static bool floating_unary(const char *name) {
@@ -660,5 +756,8 @@ int main(void) {
     RUN(test_dtype_errors);
     RUN(test_unspecified_integer_cases);
     RUN(test_reduction_dim_errors);
+    RUN(test_overlap_separate_wraps);
+    RUN(test_integer_scalars);
+    RUN(test_integer_sum_wraps);
     TEST_MAIN_END();
 }

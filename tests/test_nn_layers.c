@@ -6,6 +6,7 @@
  * Fashion-MNIST model, describe, scopes, errors, forward+backward under the
  * tape, and no leaks. */
 #include <stdatomic.h>
+#include "fail_alloc.h"
 #include "harness.h"
 #include "mft/nn.h"
 
@@ -497,7 +498,28 @@ static void test_errors(void) {
     mft_layer *again[1] = {one[0]};
     CHECK(mft_layer_sequential(1, again) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "already owned");
-    mft_layer_free(s1);
+    /* {s1, a} where s1 already owns a: the error path frees s1 (and with it
+     * a) without reading a afterwards (was a use after free; ASan checks) */
+    mft_layer *owner_and_child[2] = {s1, one[0]};
+    CHECK(mft_layer_sequential(2, owner_and_child) == NULL);
+    CHECK_ERR(MFT_ERR_INVALID, "already owned");
+    /* {a, s2} with the owner after its child, and a duplicate owner */
+    mft_layer *two[1] = {mft_layer_relu()};
+    mft_layer *s2 = mft_layer_sequential(1, two);
+    mft_layer *child_then_owner[3] = {two[0], s2, s2};
+    CHECK(mft_layer_sequential(3, child_then_owner) == NULL);
+    CHECK_ERR(MFT_ERR_INVALID, "already owned");
+
+    /* sizes are validated before anything is allocated: a weight whose
+     * element count overflows fails at once, without building the bias */
+    fa_install();
+    CHECK(mft_layer_linear(INT64_C(1) << 40, INT64_C(1) << 40, true, 1) == NULL);
+    CHECK_ERR(MFT_ERR_OVERFLOW, "mft_layer_linear");
+    CHECK(mft_layer_conv2d(INT64_C(1) << 31, 1 << 20, (int64_t[]){1 << 16, 1 << 16}, NULL, NULL,
+                           NULL, 1, true, 1) == NULL);
+    CHECK_ERR(MFT_ERR_OVERFLOW, "mft_layer_conv2d");
+    CHECK_EQ_I(g_fa.calls, 0);
+    mft_set_allocator(NULL);
 
     /* forward errors: NULL layer / x, and the op's own error */
     CHECK(mft_layer_forward(NULL, NULL) == NULL);

@@ -330,6 +330,20 @@ static void test_errors(void) {
     bad.lr = -0.1;
     CHECK(mft_sgd_new(1, &p, &bad) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "learning rate -0.1");
+    bad.lr = INFINITY;
+    CHECK(mft_sgd_new(1, &p, &bad) == NULL);
+    CHECK_ERR(MFT_ERR_INVALID, "learning rate inf");
+    /* set_lr validates like the constructors and leaves the rate unchanged */
+    mft_optimizer *okopt = mft_sgd_new(1, &p, &sgd);
+    CHECK(mft_optimizer_set_lr(okopt, -1) == MFT_ERR_INVALID);
+    CHECK_ERR(MFT_ERR_INVALID, "mft_optimizer_set_lr: invalid learning rate -1");
+    CHECK(mft_optimizer_set_lr(okopt, NAN) == MFT_ERR_INVALID);
+    CHECK_ERR(MFT_ERR_INVALID, "nan");
+    CHECK(mft_optimizer_lr(okopt) == 0.1);
+    CHECK(mft_optimizer_set_lr(okopt, 0.05) == MFT_OK && mft_optimizer_lr(okopt) == 0.05);
+    CHECK(mft_optimizer_set_lr(NULL, 0.05) == MFT_ERR_NULL);
+    CHECK_ERR(MFT_ERR_NULL, "mft_optimizer_set_lr");
+    mft_optimizer_free(okopt);
     bad = sgd;
     bad.momentum = -0.5;
     CHECK(mft_sgd_new(1, &p, &bad) == NULL);

@@ -449,6 +449,11 @@ static void test_empty_and_size1(void) {
     CHECK(ym && mft_tensor_get(ym, j3) == 5.0);
     CHECK(yv && mft_tensor_get(yv, j) == 0.0);
     CHECK(yv1 && isnan(mft_tensor_get(yv1, j))); /* N - correction = 0: 0/0 */
+    /* a non-finite correction is refused (it would make every result NaN) */
+    CHECK(mft_var(y3, 1, d1, NAN, false) == NULL);
+    CHECK_ERR(MFT_ERR_INVALID, "mft_var: correction nan");
+    CHECK(mft_std(y3, 1, d1, INFINITY, false) == NULL);
+    CHECK_ERR(MFT_ERR_INVALID, "mft_std: correction inf");
     CHECK(yarg && mft_tensor_get(yarg, j) == 0.0);
     /* rank 0 */
     mft_tensor *z = mft_full(0, NULL, MFT_I32, MFT_CONTIGUOUS, 7), *zs = mft_sum(z, 0, NULL, false);

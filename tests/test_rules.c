@@ -155,6 +155,11 @@ static void test_explain_conv(void) {
     CHECK(mft_explain_format("mft_conv2d", 2, in2, MFT_CONTIGUOUS, &ex) == MFT_OK);
     CHECK(ex.format == MFT_CONTIGUOUS && ex.operand == -1);
     CHECK_MSG(has(ex.text, "neither x, weight is CHANNELS_LAST"), "%s\n", ex.text);
+    /* a declared format that is not one is refused, even where ignored */
+    CHECK(mft_explain_format("conv2d", 2, in2, (mft_format)7, &ex) == MFT_ERR_FORMAT);
+    CHECK(has(mft_last_error_message(), "mft_explain_format: declared format 7"));
+    CHECK(mft_explain_format("empty", 0, NULL, (mft_format)-1, &ex) == MFT_ERR_FORMAT);
+    mft_clear_error();
     /* the real op agrees with the explanation */
     const int64_t st[2] = {1, 1}, pd[2] = {1, 1}, dl[2] = {1, 1};
     mft_tensor *y = mft_conv2d(x, w, NULL, st, pd, dl, 1);

@@ -109,6 +109,9 @@ static inline mft_tensor *tu_strided_view(int nd, const int64_t *sizes, mft_dtyp
         for (int p = 0; p < nd; p++) extent[order[p]] += tu_rng_int(rng, 0, o->pad_max);
     /* base dim p holds logical dim order[p]: view dim d = base dim where_is[d] */
     for (int p = 0; p < nd; p++) phys[p] = extent[order[p]];
+    /* an integer base cannot hold a NaN poison (Note [Integer scalars]): -85
+     * (0xAB as u8) marks the gaps instead */
+    if (isnan(fill) && dt != MFT_F32 && dt != MFT_F64) fill = -85;
     mft_tensor *base = mft_full(nd, phys, dt, MFT_CONTIGUOUS, fill);
     mft_tensor *v = mft_permute(base, where_is);
     if (base_out) *base_out = base;

@@ -58,7 +58,11 @@ MFT_API mft_tensor *mft_tensor_grad(const mft_tensor *t);
 /* Drops the gradient (set_to_none); a no-op for NULL or without a grad. */
 MFT_API void mft_tensor_zero_grad(mft_tensor *t);
 /* Replaces t's gradient with g (retained; NULL drops it). g must have t's
- * sizes and dtype. Optimiser tests and gradient surgery use it. */
+ * sizes and dtype (MFT_ERR_SHAPE / MFT_ERR_DTYPE). g must not be t, share
+ * memory with t (gradients accumulate in place, which would write t), or
+ * have t somewhere in its own chain of gradients (the references would form
+ * a cycle that is never freed): MFT_ERR_INVALID, as PyTorch's "can't assign
+ * Variable as its own grad". Optimiser tests and gradient surgery use it. */
 MFT_API mft_status mft_tensor_set_grad(mft_tensor *t, mft_tensor *g);
 
 /* ------------------------------------------------------------------ tape */
@@ -95,8 +99,8 @@ MFT_API bool mft_set_grad_enabled(bool enabled);
 MFT_API bool mft_grad_enabled(void);
 
 /* Backpropagates from loss through this thread's tape. grad_output has
- * loss's sizes (NULL means 1 for a one-element loss; a larger loss without
- * grad_output is MFT_ERR_SHAPE). Nodes run once: their saved tensors are
+ * loss's sizes and dtype (NULL means 1 for a one-element loss; a larger loss
+ * without grad_output is MFT_ERR_SHAPE, another dtype MFT_ERR_DTYPE). Nodes run once: their saved tensors are
  * released as they run, so a second backward over the same nodes is
  * MFT_ERR_STALE. Errors: loss NULL or not produced on the open tape, stale
  * saved tensors, a backward kernel's failure (naming the op). On any error

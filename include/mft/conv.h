@@ -64,7 +64,8 @@ typedef struct mft_conv_params {
  * dispatch reports it in the kernel name (mft_dispatch_last()->kernel ends
  * in "winograd_f4x3"). On by default; MFT_CONV_WINOGRAD=0 in the
  * environment or mft_conv_set_winograd(false) keeps the direct kernels.
- * Process-wide; not thread-safe against concurrent convolutions. */
+ * Process-wide; may be changed from any thread (a convolution running at that
+ * moment uses either setting). */
 MFT_API void mft_conv_set_winograd(bool enabled);
 MFT_API bool mft_conv_winograd_enabled(void);
 

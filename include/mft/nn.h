@@ -143,7 +143,9 @@ MFT_API mft_status mft_optimizer_step(mft_optimizer *o);
 /* Drops every parameter's grad (set_to_none). */
 MFT_API void mft_optimizer_zero_grad(mft_optimizer *o);
 MFT_API double mft_optimizer_lr(const mft_optimizer *o);
-MFT_API void mft_optimizer_set_lr(mft_optimizer *o, double lr);
+/* Sets the learning rate for the next steps. Errors: MFT_ERR_NULL,
+ * MFT_ERR_INVALID (lr negative, NaN or infinite; the rate is unchanged). */
+MFT_API mft_status mft_optimizer_set_lr(mft_optimizer *o, double lr);
 /* State tensors for checkpoints, BORROWED, with names, in a fixed order that
  * is the same before and after the first step: "step" (F64, 1 element:
  * optimizer steps taken), then per parameter i: "i.step" (F64, 1 element:

@@ -215,7 +215,8 @@ MFT_API uint64_t mft_tensor_hash(const mft_tensor *t);
 /* Human-readable analysis: sizes, strides, offset, dtype, tag + origin, every
  * predicate, physical order, and a map of the first storage slots to logical
  * coordinates. Writes at most len bytes (always NUL-terminated when len > 0)
- * and returns the length the full text needs (as snprintf). */
+ * and returns the length the full text needs (as snprintf). buf NULL only
+ * measures, whatever len says. */
 MFT_API size_t mft_tensor_describe(const mft_tensor *t, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ scopes
