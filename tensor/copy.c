@@ -267,7 +267,10 @@ static mft_tensor *copy_alloc_like(const char *fn, const mft_tensor *t, mft_form
         return out;
     }
     int64_t strides[MFT_MAX_DIMS];
-    if (t->flags & MFT__F_DENSE)
+    /* t's own strides when dense, unless a size-1 dim's stride would break
+     * Note [Geometry bound] in dtype dt; else dense strides in t's order
+     * (packed: always within the bound) */
+    if ((t->flags & MFT__F_DENSE) && mft__geometry_fits(t->ndim, t->sizes, t->strides, 0, dt))
         memcpy(strides, t->strides, sizeof strides);
     else
         mft__infer_dense_strides(t->ndim, t->sizes, t->strides, strides);

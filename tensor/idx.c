@@ -204,21 +204,17 @@ static mft_tensor *idx_load(const char *fn, const char *path) {
         goto done;
     }
     int64_t sizes[MFT_MAX_DIMS];
-    int64_t numel = 1;
-    bool overflow = false;
-    for (int d = 0; d < ndim; d++) {
-        sizes[d] = (int64_t)idx_be32(head + 4 + 4 * d);
-        if (sizes[d] != 0 && numel > INT64_MAX / 8 / sizes[d]) overflow = true;
-        else numel *= sizes[d];
-    }
+    for (int d = 0; d < ndim; d++) sizes[d] = (int64_t)idx_be32(head + 4 + 4 * d);
     char b1[MFT__DIMS_BUF];
-    if (overflow) {
+    /* sizes no tensor can have (Note [Geometry bound], size-0 dims counted
+     * as 1) are a corrupt header, whatever the other sizes are */
+    if (mft__check_geometry(fn, ndim, sizes, NULL, ty->dtype) != MFT_OK) {
         mft__set_error(MFT_ERR_CORRUPT, "%s: '%s': IDX sizes %s overflow (absurd header)", fn, path,
                        mft__fmt_dims(b1, sizeof b1, ndim, sizes));
         goto done;
     }
-    for (int d = 0; d < ndim; d++)
-        if (sizes[d] == 0) numel = 0;
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) numel *= sizes[d];
     uint64_t nbytes = (uint64_t)numel * ty->file_size;
     const unsigned char *src = NULL;
     if (nbytes > IDX_DIRECT_LIMIT) {

@@ -100,6 +100,9 @@ typedef struct mft__ag_meta {
     int64_t pending;    /* backward scratch: slot in the pending-leaf list, -1 */
 } mft__ag_meta;
 
+/* Note [Geometry bound]: the most bytes a tensor's element count may stand
+ * for (size-0 dims counted as 1), broadcast views included. */
+#define MFT__MAX_BYTES ((int64_t)1 << 59)
 /* Validates dtype, ndim, sizes and (when not NULL) strides and offset against
  * Note [Geometry bound] (tensor/tensor.c): non-negative, and neither the
  * element count nor the span overflows int64 bytes, whatever numel is. Sets
@@ -108,6 +111,10 @@ mft_status mft__check_geometry_at(const char *fn, int ndim, const int64_t *sizes
                                   const int64_t *strides, int64_t offset, mft_dtype dtype);
 mft_status mft__check_geometry(const char *fn, int ndim, const int64_t *sizes,
                                const int64_t *strides, mft_dtype dtype);
+/* The span part of the bound as a predicate (no error set; sizes, strides
+ * and offset >= 0 required for true). */
+bool mft__geometry_fits(int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset,
+                        mft_dtype dtype);
 mft_status mft__check_dtype(const char *fn, mft_dtype dt);
 /* New header on storage (retains it). The geometry is checked against Note
  * [Geometry bound] and the storage's size (MFT_ERR_OVERFLOW / MFT_ERR_BOUNDS

@@ -6,19 +6,46 @@
 #include "internal.h"
 
 /* Note [Geometry bound]
- * Every tensor header, empty or not, satisfies (docs/spec.md, "Geometry"):
+ * Every tensor header, empty or not, satisfies (docs/spec.md §1.1):
  *   sizes >= 0, strides >= 0, offset >= 0,
- *   count = prod_d max(size_d, 1), count * itemsize <= INT64_MAX,
+ *   count = prod_d max(size_d, 1), count * itemsize <= 2^59 (MFT__MAX_BYTES),
  *   span  = offset + sum_d max(size_d, 1) * stride_d, span * itemsize <= INT64_MAX,
- *   and the elements it addresses lie in its storage (an empty tensor's
- *   offset at most one past the storage's end).
+ *   and a non-empty header's elements lie in its storage.
  * The span bounds every index * stride, every byte stride, every
  * one-past-the-end pointer and every packed-stride product that code derives
  * from the header, so none of that arithmetic can overflow, also on size-1
- * dims and empty tensors, whose strides never address memory. Geometry that
+ * dims and empty tensors, whose strides never address memory. The count
+ * bound makes every packed layout of the same sizes obey the span bound too
+ * (packed, each max(size, 1) * stride is at most count, and there are at
+ * most MFT_MAX_DIMS = 8 dims: 8 * 2^59 < 2^63), so a copy, a conversion or
+ * a fresh result of a valid tensor is always a valid tensor. Geometry that
  * breaks the bound is refused where it enters (factories, from_blob,
- * as_strided, views, checkpoint entries) with the entry point's name, and
- * mft__tensor_new checks it again for every header it makes. */
+ * as_strided, views, checkpoint and IDX headers) with the entry point's
+ * name, and mft__tensor_new checks it again for every header it makes. Ops
+ * that derive the stride of a size-0 or size-1 dim (unsqueeze, expand,
+ * slice, empty_like) keep PyTorch's choice when it obeys the bound, and
+ * otherwise one that does (such a stride addresses nothing). */
+/* The span of Note [Geometry bound] in bytes, or -1 past INT64_MAX (strides
+ * >= 0 assumed). */
+static int64_t geometry_span_bytes(int ndim, const int64_t *sizes, const int64_t *strides,
+                                   int64_t offset, mft_dtype dtype) {
+    int64_t span = offset, term, bytes;
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(sizes[i] > 1 ? sizes[i] : 1, strides[i], &term) ||
+            __builtin_add_overflow(span, term, &span))
+            return -1;
+    if (__builtin_mul_overflow(span, (int64_t)mft__elem_size(dtype), &bytes)) return -1;
+    return bytes;
+}
+
+bool mft__geometry_fits(int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset,
+                        mft_dtype dtype) {
+    if (offset < 0) return false;
+    for (int i = 0; i < ndim; i++)
+        if (sizes[i] < 0 || strides[i] < 0) return false;
+    return geometry_span_bytes(ndim, sizes, strides, offset, dtype) >= 0;
+}
+
 static mft_status geometry_span(const char *fn, int ndim, const int64_t *sizes,
                                 const int64_t *strides, int64_t offset, mft_dtype dtype) {
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
@@ -26,20 +53,13 @@ static mft_status geometry_span(const char *fn, int ndim, const int64_t *sizes,
         mft__set_error(MFT_ERR_INVALID, "%s: negative storage offset %lld", fn, (long long)offset);
         return MFT_ERR_INVALID;
     }
-    int64_t span = offset, bytes;
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++)
         if (strides[i] < 0) {
             mft__set_error(MFT_ERR_INVALID, "%s: negative stride %lld at dim %d in strides %s",
                            fn, (long long)strides[i], i, mft__fmt_dims(a, sizeof a, ndim, strides));
             return MFT_ERR_INVALID;
         }
-        int64_t term;
-        if (__builtin_mul_overflow(sizes[i] > 1 ? sizes[i] : 1, strides[i], &term) ||
-            __builtin_add_overflow(span, term, &span))
-            span = -1;
-        if (span < 0) break;
-    }
-    if (span < 0 || __builtin_mul_overflow(span, (int64_t)mft__elem_size(dtype), &bytes)) {
+    if (geometry_span_bytes(ndim, sizes, strides, offset, dtype) < 0) {
         mft__set_error(MFT_ERR_OVERFLOW,
                        "%s: sizes %s with strides %s and offset %lld span more than int64 bytes "
                        "of %s (Note [Geometry bound])",
@@ -76,8 +96,10 @@ mft_status mft__check_geometry_at(const char *fn, int ndim, const int64_t *sizes
             return MFT_ERR_OVERFLOW;
         }
     }
-    if (__builtin_mul_overflow(count, (int64_t)mft__elem_size(dtype), &bytes)) {
-        mft__set_error(MFT_ERR_OVERFLOW, "%s: byte size of sizes %s (%s) overflows int64", fn,
+    if (__builtin_mul_overflow(count, (int64_t)mft__elem_size(dtype), &bytes) ||
+        bytes > MFT__MAX_BYTES) {
+        mft__set_error(MFT_ERR_OVERFLOW,
+                       "%s: sizes %s hold more than 2^59 bytes of %s (Note [Geometry bound])", fn,
                        mft__fmt_dims(a, sizeof a, ndim, sizes), mft_dtype_name(dtype));
         return MFT_ERR_OVERFLOW;
     }
@@ -97,11 +119,11 @@ static mft_status geometry_in_storage(const char *fn, const mft_storage *s, int6
                                       int ndim, const int64_t *sizes, const int64_t *strides,
                                       mft_dtype dtype) {
     const int64_t have = (int64_t)(s->nbytes / mft__elem_size(dtype));
-    int64_t end = offset + 1; /* one past the last element (span bound: no overflow) */
-    for (int d = 0; d < ndim; d++) {
+    for (int d = 0; d < ndim; d++)
         if (sizes[d] == 0) return MFT_OK;
-        end += (sizes[d] - 1) * strides[d];
-    }
+    /* non-empty: span >= offset + 1 + reach, so end cannot overflow */
+    int64_t end = offset + 1; /* one past the last element */
+    for (int d = 0; d < ndim; d++) end += (sizes[d] - 1) * strides[d];
     if (end <= have) return MFT_OK;
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     mft__set_error(MFT_ERR_BOUNDS,

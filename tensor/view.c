@@ -38,6 +38,18 @@ static mft_tensor *view_make(const char *fn, const mft_tensor *src, int ndim,
     return t;
 }
 
+/* Note [Geometry bound]: the stride PyTorch derives for a size-0 or size-1
+ * dim d (unsqueeze's and expand's new dims, a slice's result) addresses
+ * nothing; when it would break the bound, the first of the alternatives
+ * that obeys it is used instead (alt, then 0). Only strides near 2^62 get
+ * here. The caller checks the geometry again when making the view. */
+static void view_fit_derived(int ndim, const int64_t *sizes, int64_t *strides, int64_t offset,
+                             mft_dtype dt, int d, int64_t alt) {
+    if (sizes[d] > 1 || mft__geometry_fits(ndim, sizes, strides, offset, dt)) return;
+    strides[d] = alt;
+    if (!mft__geometry_fits(ndim, sizes, strides, offset, dt)) strides[d] = 0;
+}
+
 /* The dim argument of a view that needs rank >= 1 ("narrow", "select", ...):
  * wrapped, or -1 with the error set. */
 static int view_dim(const char *fn, const mft_tensor *t, int dim, const char *verb) {
@@ -250,14 +262,18 @@ mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64_t end, 
     sizes[d] = e > s ? (e - s - 1) / step + 1 : 0;
     int64_t st;
     if (__builtin_mul_overflow(t->strides[d], step, &st)) {
-        mft__set_error(MFT_ERR_OVERFLOW, "%s: stride %lld times step %lld overflows", fn,
-                       (long long)t->strides[d], (long long)step);
-        return NULL;
+        if (sizes[d] > 1) {
+            mft__set_error(MFT_ERR_OVERFLOW, "%s: stride %lld times step %lld overflows", fn,
+                           (long long)t->strides[d], (long long)step);
+            return NULL;
+        }
+        st = t->strides[d]; /* a size-0 or size-1 result: any stride will do */
     }
     strides[d] = st;
-    return view_record(fn, "slice", t,
-                       view_make(fn, t, t->ndim, sizes, strides, t->offset + s * t->strides[d]),
-                       VK_SLICE, d, 0, NULL, s, e, step);
+    const int64_t off = t->offset + s * t->strides[d];
+    view_fit_derived(t->ndim, sizes, strides, off, t->dtype, d, t->strides[d]);
+    return view_record(fn, "slice", t, view_make(fn, t, t->ndim, sizes, strides, off), VK_SLICE,
+                       d, 0, NULL, s, e, step);
 }
 
 mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim) {
@@ -285,6 +301,7 @@ mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim) {
             strides[n++] = t->strides[k];
         }
     }
+    view_fit_derived(t->ndim + 1, sizes, strides, t->offset, t->dtype, d, 1);
     return view_record(fn, "unsqueeze", t, view_make(fn, t, t->ndim + 1, sizes, strides, t->offset),
                        VK_RESHAPE, 0, 0, NULL, 0, 0, 0);
 }
@@ -352,7 +369,9 @@ mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
             st = 0; /* broadcast, or a size-1 dim whose stride is irrelevant */
         strides[i] = st;
     }
-    if (mft__check_geometry(fn, ndim, out, strides, t->dtype) != MFT_OK) return NULL;
+    if (mft__check_geometry_at(fn, ndim, out, NULL, t->offset, t->dtype) != MFT_OK) return NULL;
+    for (int i = off - 1; i >= 0; i--)
+        view_fit_derived(ndim, out, strides, t->offset, t->dtype, i, 0);
     return view_record(fn, "expand", t, view_make(fn, t, ndim, out, strides, t->offset), VK_EXPAND,
                        0, 0, NULL, 0, 0, 0);
 }

@@ -397,12 +397,14 @@ static void test_overflow(void) {
     FAIL_T(mft_as_strided(t, 2, s2, st_huge, 0), MFT_ERR_OVERFLOW, "mft_as_strided",
            "4611686018427387904");
     FAIL_T(mft_expand(t, 2, BIG2), MFT_ERR_OVERFLOW, "mft_expand", "1099511627776");
-    /* a broadcast view of 2^61 bytes is fine; converting it to f64 would need
-     * 2^64 bytes */
-    const int64_t huge1[1] = {INT64_C(1) << 61}, one1[1] = {1};
+    /* Note [Geometry bound]: no tensor, not even a broadcast view, counts more
+     * than 2^59 bytes of elements (so every copy of it is addressable); a
+     * broadcast view of 2^58 bytes is fine, its f64 copy (2^61) is not */
+    const int64_t huge1[1] = {INT64_C(1) << 61}, big1[1] = {INT64_C(1) << 58}, one1[1] = {1};
     mft_tensor *u = mft_zeros(1, one1, MFT_U8, MFT_CONTIGUOUS), *x = NULL;
-    OK_T(x, mft_expand(u, 1, huge1));
-    FAIL_T(mft_to_dtype(x, MFT_F64), MFT_ERR_OVERFLOW, "mft_to_dtype", "2305843009213693952");
+    FAIL_T(mft_expand(u, 1, huge1), MFT_ERR_OVERFLOW, "mft_expand", "2305843009213693952");
+    OK_T(x, mft_expand(u, 1, big1));
+    FAIL_T(mft_to_dtype(x, MFT_F64), MFT_ERR_OVERFLOW, "mft_to_dtype", "288230376151711744");
     mft_tensor_release(x);
     mft_tensor_release(u);
     /* arange with more elements than can be counted */
@@ -1351,9 +1353,23 @@ static void test_int64_edges(void) {
 static void test_geometry_bound(void) {
     const int64_t s24[2] = {2, 4};
     mft_tensor *t = iota(2, s24, MFT_F32);
-    /* a size-1 dim with a huge stride: step INT64_MAX leaves one element */
-    FAIL_T(mft_slice(t, 1, 0, 4, INT64_MAX), MFT_ERR_OVERFLOW, "mft_slice", "9223372036854775807");
-    FAIL_T(mft_slice(t, 0, 0, 2, INT64_MAX), MFT_ERR_OVERFLOW, "mft_slice", "");
+    /* a slice whose step leaves one element: PyTorch's stride (stride * step,
+     * here INT64_MAX or an overflow) would break the bound; the size-1 dim
+     * gets a stride that obeys it (it addresses nothing), and the view works */
+    mft_tensor *s1 = NULL, *s0 = NULL;
+    OK_T(s1, mft_slice(t, 1, 0, 4, INT64_MAX));
+    OK_T(s0, mft_slice(t, 0, 0, 2, INT64_MAX));
+    CHECK(s1 && mft_tensor_sizes(s1)[1] == 1 && mft_tensor_strides(s1)[1] < 4);
+    CHECK(s0 && mft_tensor_sizes(s0)[0] == 1 && mft_tensor_strides(s0)[0] < 8);
+    mft_tensor *n1 = mft_narrow(t, 1, 0, 1), *c1 = mft_contiguous(s1, MFT_CONTIGUOUS);
+    CHECK(c1 && n1 && mft_tensor_hash(c1) == mft_tensor_hash(n1)); /* t[:, 0:1] */
+    mft_tensor_release(c1);
+    mft_tensor_release(n1);
+    mft_tensor_release(s1);
+    mft_tensor_release(s0);
+    /* a size-1 dim with a huge stride from as_strided is refused */
+    const int64_t one2[2] = {2, 1}, st_big[2] = {4, INT64_MAX};
+    FAIL_T(mft_as_strided(t, 2, one2, st_big, 0), MFT_ERR_OVERFLOW, "mft_as_strided", "");
     /* empty tensors carry no unbounded strides either */
     float buf[16] = {0};
     const int64_t e2[2] = {0, 4}, big_st[2] = {INT64_MAX, 1}, ok_st[2] = {4, 1};
@@ -1378,6 +1394,27 @@ static void test_geometry_bound(void) {
     OK_T(e, mft_from_blob(buf, sizeof buf, 2, e2, ok_st, 0, MFT_F32, NULL, NULL));
     FAIL_T(mft_view(e, 3, e62), MFT_ERR_OVERFLOW, "mft_view", "");
     FAIL_T(mft_reshape(e, 3, e62), MFT_ERR_OVERFLOW, "mft_reshape", "");
+    /* derived headers of valid tensors stay valid: unsqueeze next to a size-1
+     * dim of stride 2^62, to_dtype to a wider type, packed copies of empty
+     * tensors with huge sizes (fuzz_geometry findings) */
+    uint8_t u8buf[64] = {0};
+    const int64_t sz39[2] = {39, 1}, st62[2] = {0, INT64_C(1) << 62};
+    mft_tensor *w = NULL;
+    OK_T(w, mft_from_blob(u8buf, sizeof u8buf, 2, sz39, st62, 0, MFT_U8, NULL, NULL));
+    mft_tensor *wu = NULL, *wf = NULL;
+    OK_T(wu, mft_unsqueeze(w, -2));
+    OK_T(wf, mft_to_dtype(w, MFT_F32));
+    CHECK(wf && mft_tensor_numel(wf) == 39);
+    const int64_t ebig[3] = {INT64_C(394064967394918400), 1, 0}, eone[3] = {1, 1, 1};
+    mft_tensor *e3 = NULL, *ep = NULL, *ec = NULL;
+    OK_T(e3, mft_from_blob(buf, sizeof buf, 3, ebig, eone, 0, MFT_U8, NULL, NULL));
+    OK_T(ep, mft_permute(e3, (const int[]){2, 0, 1}));
+    OK_T(ec, mft_contiguous(ep, MFT_CHANNELS_LAST));
+    const int64_t e2z[2] = {0, 0}, z2[2] = {0, 0};
+    mft_tensor *far = NULL; /* an empty view may sit at the largest offset */
+    OK_T(far, mft_from_blob(u8buf, 0 + 1, 2, e2z, z2, INT64_MAX, MFT_U8, NULL, NULL));
+    mft_tensor *rel[] = {w, wu, wf, e3, ep, ec, far};
+    for (size_t k = 0; k < sizeof rel / sizeof *rel; k++) mft_tensor_release(rel[k]);
     /* describe with a NULL buffer only measures, whatever len says */
     size_t need = mft_tensor_describe(t, NULL, 100);
     char small[8];
