@@ -108,7 +108,7 @@ static bool ref_packed_in_order(int nd, const int64_t *sizes, const int64_t *str
 }
 
 static bool ref_contiguous(int nd, const int64_t *sizes, const int64_t *strides, mft_format f) {
-    int order[MFT_MAX_DIMS];
+    int order[MFT_MAX_DIMS] = {0};
     if (f == MFT_CONTIGUOUS) {
         for (int i = 0; i < nd; i++) order[i] = nd - 1 - i;
     } else if (nd == 3) {
