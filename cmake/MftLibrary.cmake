@@ -6,10 +6,14 @@
 # still link it ($<LINK_ONLY:ZLIB::ZLIB> in the exported interface, hence
 # find_dependency(ZLIB) in mftConfig.cmake and Requires.private: zlib in mft.pc).
 find_package(ZLIB REQUIRED)
-file(GLOB MFT_SOURCES CONFIGURE_DEPENDS
+file(GLOB_RECURSE MFT_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/tensor/*.c
+  ${PROJECT_SOURCE_DIR}/autograd/*.c
   ${PROJECT_SOURCE_DIR}/ops/*.c
-  ${PROJECT_SOURCE_DIR}/autograd/*.c)
+  ${PROJECT_SOURCE_DIR}/nn/*.c
+  ${PROJECT_SOURCE_DIR}/data/*.c
+  ${PROJECT_SOURCE_DIR}/io/*.c
+  ${PROJECT_SOURCE_DIR}/profile/*.c)
 
 add_library(mft_objects OBJECT ${MFT_SOURCES})
 set_target_properties(mft_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
@@ -17,7 +21,8 @@ set_target_properties(mft_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
 target_include_directories(mft_objects
   PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
   PRIVATE ${PROJECT_SOURCE_DIR}/tensor ${PROJECT_SOURCE_DIR}/ops
-          ${PROJECT_SOURCE_DIR}/autograd ${XXHASH_INCLUDE_DIR})
+          ${PROJECT_SOURCE_DIR}/autograd ${PROJECT_SOURCE_DIR}/nn ${PROJECT_SOURCE_DIR}/data
+          ${PROJECT_SOURCE_DIR}/io ${PROJECT_SOURCE_DIR}/profile ${XXHASH_INCLUDE_DIR})
 target_link_libraries(mft_objects PRIVATE mft_build_flags ZLIB::ZLIB)
 if(MFT_OPENMP)
   target_link_libraries(mft_objects PRIVATE OpenMP::OpenMP_C)

@@ -1,0 +1,915 @@
+/* ops/conv/conv.c — convolutions (mft/conv.h): the entry points mft_conv1d/2d/3d,
+ * mft_conv_transpose2d and their backward functions (validate -> decide the
+ * format (SPEC §4) -> allocate -> mft__dispatch), the naive reference kernels
+ * of the six dispatched ops (conv2d, conv3d and their _backward_input /
+ * _backward_weight ops), which define the semantics (PyTorch's), and their
+ * kernel table. Fast kernels live in ops/conv_fast.c (searched first).
+ *
+ * Shapes seen by the kernels (mft_conv_params in mft/conv.h): rank 4
+ * (N,C,H,W) or 5 (N,C,D,H,W); 2-D runs as 3-D with D = 1 inside the
+ * reference kernels. Entry points add the batch dim for unbatched inputs and
+ * turn 1-D into 2-D with H = 1 (x unsqueezed at dim 2, w too).
+ *
+ * Formats: forward and transposed results are CHANNELS_LAST if x's or w's
+ * tag is channels-last, else CONTIGUOUS; 1-D results keep x's tag (its
+ * rank-3 CHANNELS_LAST is N,L,C). Backward: grad_x in x's tag (dispatched in
+ * it), grad_w computed in the conv format then packed in w's tag, grad_b
+ * (C_out) contiguous.
+ *
+ * Autograd: the forward entry points record one tape node (conv_record)
+ * whose backward calls the public backward functions, asking only for the
+ * gradients that are needed. */
+#include <stdio.h>
+#include <string.h>
+#include "autograd_internal.h"
+#include "mft/conv.h"
+#include "ops_internal.h"
+
+/* The reference kernels, for tests (declared here; ops_internal.h is shared). */
+mft_kernel_fn mft__conv_reference(mft__op_id op, mft_dtype dt);
+
+/* Largest stride/padding/dilation/output_padding accepted: keeps the size
+ * arithmetic far from int64 overflow. */
+#define CONV_MAX_PARAM ((int64_t)1 << 30)
+
+/* ---------------------------------------------------------------- argument checks */
+typedef struct conv_req {
+    const char *fn;
+    int nsp;          /* 1, 2 or 3: spatial dims of the user's tensors */
+    bool transposed;  /* conv_transpose2d */
+    const mft_tensor *x, *w, *b;
+    const int64_t *stride, *padding, *dilation, *output_padding;
+    int64_t groups;
+} conv_req;
+
+/* What conv_check derives. */
+typedef struct conv_geom {
+    bool batched;
+    int krank;               /* 4 or 5: rank of the kernel's tensors */
+    mft_conv_params p;       /* kernel parameters (1-D: H-dim entries 1/0/1) */
+    int64_t out[5];          /* kernel-rank output sizes (N, C_out, sp...) */
+    int64_t user_out[5];     /* user-rank output sizes */
+    int user_out_rank;
+    int64_t c_out;
+} conv_geom;
+
+static bool conv_dtype_ok(mft_dtype dt) { return dt == MFT_F32 || dt == MFT_F64; }
+
+static bool conv_check(const conv_req *r, conv_geom *g) {
+    const char *fn = r->fn;
+    const mft_tensor *x = r->x, *w = r->w, *b = r->b;
+    const int nsp = r->nsp;
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF], b3[MFT__DIMS_BUF];
+    if (!x) {
+        mft__null_arg(fn, "x");
+        return false;
+    }
+    if (!w) {
+        mft__null_arg(fn, "w");
+        return false;
+    }
+    memset(g, 0, sizeof *g);
+    if (x->ndim != nsp + 2 && x->ndim != nsp + 1) {
+        mft__set_error(MFT_ERR_RANK,
+                       "%s: expected a %d-D (batched) or %d-D (unbatched) input x, got rank %d "
+                       "with sizes %s",
+                       fn, nsp + 2, nsp + 1, x->ndim, mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes));
+        return false;
+    }
+    if (!conv_dtype_ok(x->dtype)) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: dtype %s of x is not supported (f32 and f64 only)", fn,
+                       mft_dtype_name(x->dtype));
+        return false;
+    }
+    if (w->dtype != x->dtype) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: weight dtype %s differs from input dtype %s", fn,
+                       mft_dtype_name(w->dtype), mft_dtype_name(x->dtype));
+        return false;
+    }
+    if (w->ndim != nsp + 2) {
+        mft__set_error(MFT_ERR_RANK, "%s: expected a %d-D weight w, got rank %d with sizes %s", fn,
+                       nsp + 2, w->ndim, mft__fmt_dims(b1, sizeof b1, w->ndim, w->sizes));
+        return false;
+    }
+    g->batched = x->ndim == nsp + 2;
+    const int off = g->batched ? 1 : 0;
+    for (int d = off; d < x->ndim; d++)
+        if (x->sizes[d] == 0) {
+            mft__set_error(MFT_ERR_SHAPE, "%s: input sizes %s have a zero non-batch dim", fn,
+                           mft__fmt_dims(b1, sizeof b1, x->ndim, x->sizes));
+            return false;
+        }
+    for (int d = 0; d < w->ndim; d++)
+        if (w->sizes[d] == 0) {
+            mft__set_error(MFT_ERR_SHAPE, "%s: weight sizes %s have a zero dim", fn,
+                           mft__fmt_dims(b1, sizeof b1, w->ndim, w->sizes));
+            return false;
+        }
+    const int64_t c_in = x->sizes[off];
+    if (r->groups <= 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: groups %lld should be positive", fn,
+                       (long long)r->groups);
+        return false;
+    }
+    if (c_in % r->groups != 0) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: input channels %lld are not divisible by groups %lld",
+                       fn, (long long)c_in, (long long)r->groups);
+        return false;
+    }
+    int64_t c_out;
+    if (!r->transposed) {
+        if (w->sizes[0] % r->groups != 0) {
+            mft__set_error(MFT_ERR_SHAPE,
+                           "%s: output channels %lld (weight sizes %s) are not divisible by groups "
+                           "%lld",
+                           fn, (long long)w->sizes[0], mft__fmt_dims(b1, sizeof b1, w->ndim, w->sizes),
+                           (long long)r->groups);
+            return false;
+        }
+        if (w->sizes[1] * r->groups != c_in) {
+            mft__set_error(MFT_ERR_SHAPE,
+                           "%s: weight sizes %s with groups %lld expect %lld input channels, input "
+                           "sizes %s have %lld",
+                           fn, mft__fmt_dims(b1, sizeof b1, w->ndim, w->sizes), (long long)r->groups,
+                           (long long)(w->sizes[1] * r->groups),
+                           mft__fmt_dims(b2, sizeof b2, x->ndim, x->sizes), (long long)c_in);
+            return false;
+        }
+        c_out = w->sizes[0];
+    } else {
+        if (w->sizes[0] != c_in) {
+            mft__set_error(MFT_ERR_SHAPE,
+                           "%s: weight sizes %s expect %lld input channels (dim 0), input sizes %s "
+                           "have %lld",
+                           fn, mft__fmt_dims(b1, sizeof b1, w->ndim, w->sizes), (long long)w->sizes[0],
+                           mft__fmt_dims(b2, sizeof b2, x->ndim, x->sizes), (long long)c_in);
+            return false;
+        }
+        c_out = w->sizes[1] * r->groups;
+    }
+    g->c_out = c_out;
+    if (b) {
+        if (b->dtype != x->dtype) {
+            mft__set_error(MFT_ERR_DTYPE, "%s: bias dtype %s differs from input dtype %s", fn,
+                           mft_dtype_name(b->dtype), mft_dtype_name(x->dtype));
+            return false;
+        }
+        if (b->ndim != 1 || b->sizes[0] != c_out) {
+            mft__set_error(MFT_ERR_SHAPE, "%s: bias sizes %s should be [%lld] (output channels)", fn,
+                           mft__fmt_dims(b1, sizeof b1, b->ndim, b->sizes), (long long)c_out);
+            return false;
+        }
+    }
+    /* parameters, user order */
+    int64_t st[3], pd[3], dl[3], op[3];
+    for (int d = 0; d < nsp; d++) {
+        st[d] = r->stride ? r->stride[d] : 1;
+        pd[d] = r->padding ? r->padding[d] : 0;
+        dl[d] = r->dilation ? r->dilation[d] : 1;
+        op[d] = r->output_padding ? r->output_padding[d] : 0;
+    }
+    for (int d = 0; d < nsp; d++) {
+        if (st[d] <= 0) {
+            mft__set_error(MFT_ERR_INVALID, "%s: stride %s should be positive", fn,
+                           mft__fmt_dims(b1, sizeof b1, nsp, st));
+            return false;
+        }
+        if (dl[d] <= 0) {
+            mft__set_error(MFT_ERR_INVALID, "%s: dilation %s should be positive", fn,
+                           mft__fmt_dims(b1, sizeof b1, nsp, dl));
+            return false;
+        }
+        if (pd[d] < 0) {
+            mft__set_error(MFT_ERR_INVALID, "%s: padding %s should be non-negative", fn,
+                           mft__fmt_dims(b1, sizeof b1, nsp, pd));
+            return false;
+        }
+        if (op[d] < 0) {
+            mft__set_error(MFT_ERR_INVALID, "%s: output_padding %s should be non-negative", fn,
+                           mft__fmt_dims(b1, sizeof b1, nsp, op));
+            return false;
+        }
+    }
+    for (int d = 0; d < nsp; d++) {
+        const int64_t *v[4] = {st, pd, dl, op};
+        static const char *const names[4] = {"stride", "padding", "dilation", "output_padding"};
+        for (int k = 0; k < 4; k++)
+            if (v[k][d] > CONV_MAX_PARAM) {
+                mft__set_error(MFT_ERR_OVERFLOW, "%s: %s %s is too large (at most %lld)", fn,
+                               names[k], mft__fmt_dims(b1, sizeof b1, nsp, v[k]),
+                               (long long)CONV_MAX_PARAM);
+                return false;
+            }
+        if (op[d] >= st[d] && op[d] >= dl[d]) {
+            mft__set_error(MFT_ERR_INVALID,
+                           "%s: output_padding %s should be smaller than stride %s or dilation %s",
+                           fn, mft__fmt_dims(b1, sizeof b1, nsp, op),
+                           mft__fmt_dims(b2, sizeof b2, nsp, st),
+                           mft__fmt_dims(b3, sizeof b3, nsp, dl));
+            return false;
+        }
+    }
+    /* output sizes */
+    int64_t osp[3];
+    for (int d = 0; d < nsp; d++) {
+        const int64_t in = x->sizes[off + 1 + d], k = w->sizes[2 + d];
+        if (k - 1 > INT64_MAX / 4 / dl[d]) {
+            mft__set_error(MFT_ERR_OVERFLOW, "%s: kernel size %lld with dilation %lld overflows", fn,
+                           (long long)k, (long long)dl[d]);
+            return false;
+        }
+        const int64_t ext = dl[d] * (k - 1) + 1; /* dilated kernel extent */
+        if (!r->transposed) {
+            const int64_t padded = in + 2 * pd[d];
+            if (padded < ext) {
+                mft__set_error(MFT_ERR_SHAPE,
+                               "%s: kernel larger than padded input: padded input size %lld "
+                               "(input %lld + 2*padding %lld) < dilated kernel size %lld (kernel "
+                               "%lld, dilation %lld) in spatial dim %d",
+                               fn, (long long)padded, (long long)in, (long long)pd[d],
+                               (long long)ext, (long long)k, (long long)dl[d], d);
+                return false;
+            }
+            osp[d] = (padded - ext) / st[d] + 1;
+        } else {
+            if (in - 1 > INT64_MAX / 4 / st[d]) {
+                mft__set_error(MFT_ERR_OVERFLOW, "%s: input size %lld with stride %lld overflows",
+                               fn, (long long)in, (long long)st[d]);
+                return false;
+            }
+            osp[d] = (in - 1) * st[d] - 2 * pd[d] + ext + op[d];
+            if (osp[d] <= 0) {
+                mft__set_error(MFT_ERR_SHAPE,
+                               "%s: output size %lld is not positive in spatial dim %d (input %lld, "
+                               "stride %lld, padding %lld, kernel %lld, dilation %lld, "
+                               "output_padding %lld)",
+                               fn, (long long)osp[d], d, (long long)in, (long long)st[d],
+                               (long long)pd[d], (long long)k, (long long)dl[d], (long long)op[d]);
+                return false;
+            }
+        }
+    }
+    /* kernel params and sizes */
+    const int ksp = nsp == 3 ? 3 : 2;
+    g->krank = ksp + 2;
+    g->p.nspatial = ksp;
+    g->p.groups = r->groups;
+    g->p.bias = b;
+    const int first = ksp - nsp; /* 1 for 1-D: H entry is the dummy */
+    for (int d = 0; d < ksp; d++) {
+        g->p.stride[d] = d < first ? 1 : st[d - first];
+        g->p.padding[d] = d < first ? 0 : pd[d - first];
+        g->p.dilation[d] = d < first ? 1 : dl[d - first];
+        g->out[2 + d] = d < first ? 1 : osp[d - first];
+    }
+    g->out[0] = g->batched ? x->sizes[0] : 1;
+    g->out[1] = c_out;
+    int64_t numel = 1;
+    for (int d = 0; d < g->krank; d++) {
+        if (g->out[d] != 0 && numel > INT64_MAX / g->out[d]) {
+            mft__set_error(MFT_ERR_OVERFLOW, "%s: output sizes %s overflow int64", fn,
+                           mft__fmt_dims(b1, sizeof b1, g->krank, g->out));
+            return false;
+        }
+        numel *= g->out[d];
+    }
+    g->user_out_rank = x->ndim;
+    int k = 0;
+    if (g->batched) g->user_out[k++] = g->out[0];
+    g->user_out[k++] = c_out;
+    for (int d = 0; d < nsp; d++) g->user_out[k++] = osp[d];
+    return true;
+}
+
+/* ---------------------------------------------------------------- views */
+/* Kernel-rank view of a user activation (x, y, grad): adds N, and H for 1-D.
+ * New reference (outside any scope: callers suspend it). */
+static mft_tensor *conv_to_kernel(const mft_tensor *t, int nsp, bool batched) {
+    mft_tensor *a = batched ? mft_tensor_retain((mft_tensor *)t) : mft_unsqueeze(t, 0);
+    if (!a || nsp != 1) return a;
+    mft_tensor *c = mft_unsqueeze(a, 2);
+    mft_tensor_release(a);
+    return c;
+}
+
+/* Batched (N-dim) view of a user activation. */
+static mft_tensor *conv_batched(const mft_tensor *t, bool batched) {
+    return batched ? mft_tensor_retain((mft_tensor *)t) : mft_unsqueeze(t, 0);
+}
+
+static mft_tensor *conv_weight_to_kernel(const mft_tensor *w, int nsp) {
+    return nsp == 1 ? mft_unsqueeze(w, 2) : mft_tensor_retain((mft_tensor *)w);
+}
+
+/* The user-rank view of a kernel-rank activation: drops H for 1-D (the tag
+ * then set from `tag`), and N when unbatched. */
+static mft_tensor *conv_from_kernel(mft_tensor *t, int nsp, bool batched, mft_format tag) {
+    mft_tensor *a = nsp == 1 ? mft_squeeze(t, 2) : mft_tensor_retain(t);
+    if (!a) return NULL;
+    if (nsp == 1) mft__tensor_set_tag_from(a, tag);
+    if (batched) return a;
+    mft_tensor *c = mft_squeeze(a, 0);
+    mft_tensor_release(a);
+    return c;
+}
+
+/* The conv format (SPEC §4): the row of tensor/rules.def for this conv,
+ * applied to the batched x view and w. */
+static mft__decision conv_decide(const conv_req *r, const mft_tensor *xb) {
+    static const mft__rule_id rows[4] = {MFT__RULE_CONV2D, MFT__RULE_CONV1D, MFT__RULE_CONV2D,
+                                         MFT__RULE_CONV3D};
+    static const char *const names[4] = {"conv2d", "conv1d", "conv2d", "conv3d"};
+    const mft_tensor *ops[2] = {xb, r->w};
+    if (r->transposed)
+        return mft__rule_decide(MFT__RULE_CONV_TRANSPOSE2D, "conv_transpose2d", 2, ops,
+                                MFT_CONTIGUOUS, 0);
+    return mft__rule_decide(rows[r->nsp], names[r->nsp], 2, ops, MFT_CONTIGUOUS, 0);
+}
+
+static mft__op_id conv_op(int nsp, int kind) { /* kind 0 fwd, 1 bwd input, 2 bwd weight */
+    static const mft__op_id ops2[3] = {MFT__OP_CONV2D, MFT__OP_CONV2D_BACKWARD_INPUT,
+                                       MFT__OP_CONV2D_BACKWARD_WEIGHT};
+    static const mft__op_id ops3[3] = {MFT__OP_CONV3D, MFT__OP_CONV3D_BACKWARD_INPUT,
+                                       MFT__OP_CONV3D_BACKWARD_WEIGHT};
+    return nsp == 3 ? ops3[kind] : ops2[kind];
+}
+
+/* Allocates out (kernel-rank sizes in fmt) and dispatches op on {a, b}.
+ * Returns the output (new reference) or NULL. Scope must be suspended. */
+static mft_tensor *conv_run(const char *fn, mft__op_id op, mft_format fmt, int krank,
+                            const int64_t *sizes, const mft_tensor *a, const mft_tensor *b,
+                            bool convert_b, const mft_conv_params *p) {
+    mft_tensor *out = mft__tensor_alloc(fn, krank, sizes, a->dtype, fmt);
+    if (!out) return NULL;
+    const mft_tensor *ins[2] = {a, b};
+    const bool convert[2] = {true, convert_b};
+    mft_tensor *outs[1] = {out};
+    if (mft__dispatch(fn, op, fmt, a->dtype, 2, ins, convert, 1, outs, p) != MFT_OK) {
+        mft_tensor_release(out);
+        return NULL;
+    }
+    mft__tensor_set_tag_from(out, fmt);
+    return out;
+}
+
+/* ---------------------------------------------------------------- autograd
+ * One node per recorded conv (Note [Tape] in mft/autograd.h): inputs {x, w,
+ * b} (b may be NULL), saved {x, w}, params conv_ag_params (the user's
+ * arguments with the defaults filled in). The node backward calls the public
+ * backward function asking only for the gradients whose inputs need grad, so
+ * the first layer of a network (x a constant image batch) never dispatches a
+ * convNd_backward_input op. Those functions already produce grad_x in x's
+ * format, grad_w in w's and grad_b packed (SPEC §5): the engine converts
+ * nothing. */
+typedef struct conv_ag_params {
+    int nsp;          /* 1, 2 or 3 */
+    bool transposed;  /* conv_transpose2d */
+    bool has_bias;
+    int64_t stride[3], padding[3], dilation[3], output_padding[3];
+    int64_t groups;
+} conv_ag_params;
+
+static mft_status conv_node_backward(const mft__ag_node *n, mft_tensor *const *gout,
+                                     mft_tensor **gin) {
+    const conv_ag_params *p = n->params;
+    const mft_tensor *x = n->saved[0], *w = n->saved[1];
+    mft_tensor **gx = n->in[0].needs_grad ? &gin[0] : NULL;
+    mft_tensor **gw = n->in[1].needs_grad ? &gin[1] : NULL;
+    mft_tensor **gb = p->has_bias && n->in[2].needs_grad ? &gin[2] : NULL;
+    if (!gx && !gw && !gb) return MFT_OK;
+    if (p->transposed)
+        return mft_conv_transpose2d_backward(gout[0], x, w, p->stride, p->padding,
+                                             p->output_padding, p->dilation, p->groups, gx, gw,
+                                             gb);
+    switch (p->nsp) {
+    case 1:
+        return mft_conv1d_backward(gout[0], x, w, p->stride, p->padding, p->dilation, p->groups,
+                                   gx, gw, gb);
+    case 2:
+        return mft_conv2d_backward(gout[0], x, w, p->stride, p->padding, p->dilation, p->groups,
+                                   gx, gw, gb);
+    default:
+        return mft_conv3d_backward(gout[0], x, w, p->stride, p->padding, p->dilation, p->groups,
+                                   gx, gw, gb);
+    }
+}
+
+/* Records the node for r's result y. On failure the error names r->fn. */
+static mft_status conv_record(const conv_req *r, mft_tensor *y) {
+    conv_ag_params p;
+    memset(&p, 0, sizeof p);
+    p.nsp = r->nsp;
+    p.transposed = r->transposed;
+    p.has_bias = r->b != NULL;
+    p.groups = r->groups;
+    for (int d = 0; d < r->nsp; d++) {
+        p.stride[d] = r->stride ? r->stride[d] : 1;
+        p.padding[d] = r->padding ? r->padding[d] : 0;
+        p.dilation[d] = r->dilation ? r->dilation[d] : 1;
+        p.output_padding[d] = r->output_padding ? r->output_padding[d] : 0;
+    }
+    static const char *const names[4] = {"", "conv1d", "conv2d", "conv3d"};
+    const mft_tensor *ins[3] = {r->x, r->w, r->b};
+    return mft__ag_record(r->fn, r->transposed ? "conv_transpose2d" : names[r->nsp],
+                          conv_node_backward, 3, ins, 1, &y, 2, ins, &p, sizeof p);
+}
+
+/* ---------------------------------------------------------------- forward entry points */
+/* Validates, runs the forward kernel and, when the thread records and an
+ * input requires grad, records the node (its internal calls run with grad
+ * mode off, so they record nothing of their own). */
+static mft_tensor *conv_forward(const conv_req *r) {
+    conv_geom g;
+    if (!conv_check(r, &g)) return NULL;
+    const char *fn = r->fn;
+    const mft_tensor *ag_ins[3] = {r->x, r->w, r->b};
+    const bool rec = mft__ag_wants(3, ag_ins);
+    const bool grad_was = rec ? mft_set_grad_enabled(false) : true;
+    mft__scope_suspend();
+    mft_tensor *xb = conv_batched(r->x, g.batched);
+    mft_tensor *xk = xb ? conv_to_kernel(r->x, r->nsp, g.batched) : NULL;
+    mft_tensor *wk = xk ? conv_weight_to_kernel(r->w, r->nsp) : NULL;
+    mft_tensor *yk = NULL, *res = NULL;
+    if (wk) {
+        const mft__decision d = conv_decide(r, xb);
+        const mft_format fmt = d.tag;
+        const int kind = r->transposed ? 1 : 0;
+        yk = conv_run(fn, conv_op(r->nsp, kind), fmt, g.krank, g.out, xk, wk, false, &g.p);
+        if (yk) res = conv_from_kernel(yk, r->nsp, g.batched, fmt);
+        if (res && g.batched) mft__rule_apply(res, &d);
+    }
+    mft__scope_resume();
+    if (rec) mft_set_grad_enabled(grad_was);
+    mft_tensor_release(xb);
+    mft_tensor_release(xk);
+    mft_tensor_release(wk);
+    mft_tensor_release(yk);
+    if (!res) {
+        mft__relabel_error(fn);
+        return NULL;
+    }
+    mft_tensor *out = mft__retain_result(fn, res);
+    mft_tensor_release(res);
+    if (out && rec && conv_record(r, out) != MFT_OK) {
+        mft__ag_drop_result(out);
+        return NULL;
+    }
+    return out;
+}
+
+mft_tensor *mft_conv1d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
+                       const int64_t stride[1], const int64_t padding[1],
+                       const int64_t dilation[1], int64_t groups) {
+    conv_req r = {"mft_conv1d", 1, false, x, w, b, stride, padding, dilation, NULL, groups};
+    return conv_forward(&r);
+}
+
+mft_tensor *mft_conv2d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
+                       const int64_t stride[2], const int64_t padding[2],
+                       const int64_t dilation[2], int64_t groups) {
+    conv_req r = {"mft_conv2d", 2, false, x, w, b, stride, padding, dilation, NULL, groups};
+    return conv_forward(&r);
+}
+
+mft_tensor *mft_conv3d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
+                       const int64_t stride[3], const int64_t padding[3],
+                       const int64_t dilation[3], int64_t groups) {
+    conv_req r = {"mft_conv3d", 3, false, x, w, b, stride, padding, dilation, NULL, groups};
+    return conv_forward(&r);
+}
+
+mft_tensor *mft_conv_transpose2d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
+                                 const int64_t stride[2], const int64_t padding[2],
+                                 const int64_t output_padding[2], const int64_t dilation[2],
+                                 int64_t groups) {
+    conv_req r = {"mft_conv_transpose2d", 2, true, x, w, b, stride, padding, dilation,
+                  output_padding, groups};
+    return conv_forward(&r);
+}
+
+/* ---------------------------------------------------------------- backward entry points */
+static mft_status conv_backward(const conv_req *r, const mft_tensor *grad_out, mft_tensor **gx_out,
+                                mft_tensor **gw_out, mft_tensor **gb_out) {
+    const char *fn = r->fn;
+    char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    if (gx_out) *gx_out = NULL;
+    if (gw_out) *gw_out = NULL;
+    if (gb_out) *gb_out = NULL;
+    if (!grad_out) {
+        mft__null_arg(fn, "grad_out");
+        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
+    }
+    conv_geom g;
+    if (!conv_check(r, &g)) return mft_last_error();
+    if (grad_out->dtype != r->x->dtype) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: grad_out dtype %s differs from input dtype %s", fn,
+                       mft_dtype_name(grad_out->dtype), mft_dtype_name(r->x->dtype));
+        return MFT_ERR_DTYPE;
+    }
+    bool same = grad_out->ndim == g.user_out_rank;
+    for (int d = 0; same && d < g.user_out_rank; d++) same = grad_out->sizes[d] == g.user_out[d];
+    if (!same) {
+        mft__set_error(MFT_ERR_SHAPE, "%s: grad_out sizes %s differ from the output sizes %s", fn,
+                       mft__fmt_dims(b1, sizeof b1, grad_out->ndim, grad_out->sizes),
+                       mft__fmt_dims(b2, sizeof b2, g.user_out_rank, g.user_out));
+        return MFT_ERR_SHAPE;
+    }
+    const int nsp = r->nsp;
+    mft_tensor *gx = NULL, *gw = NULL, *gb = NULL;
+    mft__scope_suspend();
+    mft_tensor *xb = conv_batched(r->x, g.batched);
+    mft_tensor *xk = xb ? conv_to_kernel(r->x, nsp, g.batched) : NULL;
+    mft_tensor *gk = xk ? conv_to_kernel(grad_out, nsp, g.batched) : NULL;
+    mft_tensor *wk = gk ? conv_weight_to_kernel(r->w, nsp) : NULL;
+    bool ok = wk != NULL;
+    const mft_conv_params pnb = {g.p.nspatial,
+                                 {g.p.stride[0], g.p.stride[1], g.p.stride[2]},
+                                 {g.p.padding[0], g.p.padding[1], g.p.padding[2]},
+                                 {g.p.dilation[0], g.p.dilation[1], g.p.dilation[2]},
+                                 g.p.groups,
+                                 NULL};
+    if (ok && gx_out) {
+        const mft_format fx = xb->tag;
+        mft__op_id op = r->transposed ? conv_op(nsp, 0) : conv_op(nsp, 1);
+        mft_tensor *t = conv_run(fn, op, fx, g.krank, xk->sizes, gk, wk, false, &pnb);
+        if (t) gx = conv_from_kernel(t, nsp, g.batched, fx);
+        mft_tensor_release(t);
+        ok = gx != NULL;
+    }
+    if (ok && gw_out) {
+        const mft_format fmt = conv_decide(r, xb).tag;
+        mft__op_id op = conv_op(nsp, 2);
+        mft_tensor *t = r->transposed
+                            ? conv_run(fn, op, fmt, g.krank, wk->sizes, xk, gk, true, &pnb)
+                            : conv_run(fn, op, fmt, g.krank, wk->sizes, gk, xk, true, &pnb);
+        mft_tensor *u = NULL;
+        if (t) u = nsp == 1 ? mft_squeeze(t, 2) : mft_tensor_retain(t);
+        mft__cause_push(MFT_CAUSE_GRADIENT, "conv");
+        if (u) gw = mft_contiguous(u, r->w->tag);
+        mft__cause_pop();
+        mft_tensor_release(t);
+        mft_tensor_release(u);
+        ok = gw != NULL;
+    }
+    if (ok && gb_out) {
+        int dims[5], n = 0;
+        for (int d = 0; d < grad_out->ndim; d++)
+            if (d != (g.batched ? 1 : 0)) dims[n++] = d;
+        gb = mft_sum(grad_out, n, dims, false);
+        ok = gb != NULL;
+    }
+    mft__scope_resume();
+    mft_tensor_release(xb);
+    mft_tensor_release(xk);
+    mft_tensor_release(gk);
+    mft_tensor_release(wk);
+    mft_tensor *outs[3] = {gx, gw, gb};
+    mft_tensor **dst[3] = {gx_out, gw_out, gb_out};
+    mft_tensor *fin[3] = {NULL, NULL, NULL};
+    for (int i = 0; ok && i < 3; i++) {
+        if (!dst[i]) continue;
+        fin[i] = mft__retain_result(fn, outs[i]);
+        ok = fin[i] != NULL;
+    }
+    for (int i = 0; i < 3; i++) mft_tensor_release(outs[i]);
+    if (!ok) {
+        /* retaining a result fails only inside a scope, which then owns the
+         * ones already handed over: they are not released here */
+        mft_status st = mft__relabel_error(fn);
+        return st == MFT_OK ? MFT_ERR_INTERNAL : st;
+    }
+    for (int i = 0; i < 3; i++)
+        if (dst[i]) *dst[i] = fin[i];
+    return MFT_OK;
+}
+
+mft_status mft_conv1d_backward(const mft_tensor *grad_out, const mft_tensor *x, const mft_tensor *w,
+                               const int64_t stride[1], const int64_t padding[1],
+                               const int64_t dilation[1], int64_t groups, mft_tensor **grad_x,
+                               mft_tensor **grad_w, mft_tensor **grad_b) {
+    conv_req r = {"mft_conv1d_backward", 1, false, x, w, NULL, stride, padding, dilation, NULL,
+                  groups};
+    return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
+}
+
+mft_status mft_conv2d_backward(const mft_tensor *grad_out, const mft_tensor *x, const mft_tensor *w,
+                               const int64_t stride[2], const int64_t padding[2],
+                               const int64_t dilation[2], int64_t groups, mft_tensor **grad_x,
+                               mft_tensor **grad_w, mft_tensor **grad_b) {
+    conv_req r = {"mft_conv2d_backward", 2, false, x, w, NULL, stride, padding, dilation, NULL,
+                  groups};
+    return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
+}
+
+mft_status mft_conv3d_backward(const mft_tensor *grad_out, const mft_tensor *x, const mft_tensor *w,
+                               const int64_t stride[3], const int64_t padding[3],
+                               const int64_t dilation[3], int64_t groups, mft_tensor **grad_x,
+                               mft_tensor **grad_w, mft_tensor **grad_b) {
+    conv_req r = {"mft_conv3d_backward", 3, false, x, w, NULL, stride, padding, dilation, NULL,
+                  groups};
+    return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
+}
+
+mft_status mft_conv_transpose2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                         const mft_tensor *w, const int64_t stride[2],
+                                         const int64_t padding[2], const int64_t output_padding[2],
+                                         const int64_t dilation[2], int64_t groups,
+                                         mft_tensor **grad_x, mft_tensor **grad_w,
+                                         mft_tensor **grad_b) {
+    conv_req r = {"mft_conv_transpose2d_backward", 2, true, x, w, NULL, stride, padding, dilation,
+                  output_padding, groups};
+    return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
+}
+
+/* ---------------------------------------------------------------- reference kernels
+ * Every tensor is seen as 5-D (N, C, D, H, W) through its real strides (a
+ * 4-D tensor gets D = 1, stride 0), so the kernels accept any layout. They
+ * accumulate in double. Work items are disjoint output slices, each computed
+ * by one thread in a fixed order: results do not depend on the thread count. */
+typedef struct conv_t5 {
+    char *data;
+    int64_t size[5], stride[5]; /* elements */
+} conv_t5;
+
+static conv_t5 conv_t5_of(const mft_tensor *t) {
+    conv_t5 v;
+    v.data = mft__tensor_ptr(t);
+    if (t->ndim == 5) {
+        for (int d = 0; d < 5; d++) {
+            v.size[d] = t->sizes[d];
+            v.stride[d] = t->strides[d];
+        }
+    } else {
+        v.size[0] = t->sizes[0];
+        v.size[1] = t->sizes[1];
+        v.size[2] = 1;
+        v.size[3] = t->sizes[2];
+        v.size[4] = t->sizes[3];
+        v.stride[0] = t->strides[0];
+        v.stride[1] = t->strides[1];
+        v.stride[2] = 0;
+        v.stride[3] = t->strides[2];
+        v.stride[4] = t->strides[3];
+    }
+    return v;
+}
+
+typedef struct conv_job {
+    conv_t5 a, b, o;     /* the two inputs and the output */
+    int64_t s[3], p[3], d[3]; /* D, H, W */
+    int64_t groups;
+    const char *bias;
+    int64_t bias_stride;
+} conv_job;
+
+static conv_job conv_job_of(const mft_kernel_args *args) {
+    const mft_conv_params *p = args->params;
+    conv_job j;
+    j.a = conv_t5_of(args->inputs[0]);
+    j.b = conv_t5_of(args->inputs[1]);
+    j.o = conv_t5_of(args->outputs[0]);
+    const int first = 3 - p->nspatial;
+    for (int d = 0; d < 3; d++) {
+        j.s[d] = d < first ? 1 : p->stride[d - first];
+        j.p[d] = d < first ? 0 : p->padding[d - first];
+        j.d[d] = d < first ? 1 : p->dilation[d - first];
+    }
+    j.groups = p->groups;
+    j.bias = p->bias ? mft__tensor_ptr(p->bias) : NULL;
+    j.bias_stride = p->bias ? p->bias->strides[0] : 0;
+    return j;
+}
+
+static inline int64_t conv_off(const conv_t5 *t, int64_t n, int64_t c, int64_t z, int64_t y,
+                               int64_t x) {
+    return n * t->stride[0] + c * t->stride[1] + z * t->stride[2] + y * t->stride[3] +
+           x * t->stride[4];
+}
+
+/* The k in [0, K) with 0 <= base + k*step < I, as [*k0, *k1) (empty: k0 ==
+ * k1). Forward: base = o*stride - pad, step = dilation, over kernel taps;
+ * backward_weight: base = k*dilation - pad, step = stride, over outputs. */
+static inline void conv_range(int64_t base, int64_t step, int64_t I, int64_t K, int64_t *k0,
+                              int64_t *k1) {
+    int64_t lo = base >= 0 ? 0 : (-base + step - 1) / step;
+    int64_t hi = I - 1 - base < 0 ? 0 : (I - 1 - base) / step + 1;
+    if (hi > K) hi = K;
+    *k0 = lo < hi ? lo : hi;
+    *k1 = hi;
+}
+
+/* Per dtype D (T = its C type), three range functions over work items:
+ *
+ * forward: a = x (N, C_in, D, H, W), b = w (C_out, C_in/g, kD, kH, kW),
+ * o = y (N, C_out, OD, OH, OW). Work item (n, co); y = bias + sum over the
+ * group's input channels and the taps that land inside x.
+ *
+ * backward_input: a = grad_y (N, C_out, OD, OH, OW), b = w, o = grad_x (N,
+ * C_in, D, H, W). Work item (n, ci); grad_x = bias + sum over the group's
+ * output channels and taps k with (i + pad - k*dil) a multiple of stride
+ * whose quotient is a valid output position.
+ *
+ * backward_weight: a = grad_y, b = x, o = grad_w (C_out, C_in/g, kD, kH,
+ * kW). Work item (co, ci_local); grad_w = sum over n and the outputs whose
+ * tap lands inside x. Sums run in double, in a fixed order. */
+#define CONV_REF_RANGES(D)                                                                        \
+    static void conv_fwd_range_##D(void *ctx, int64_t begin, int64_t end) {                       \
+        typedef MFT__T_##D T;                                                                     \
+        const conv_job *j = ctx;                                                                  \
+        const conv_t5 *x = &j->a, *w = &j->b, *y = &j->o;                                        \
+        const T *xd = (const T *)(const void *)x->data, *wd = (const T *)(const void *)w->data;   \
+        T *yd = (T *)(void *)y->data;                                                             \
+        const int64_t Co = y->size[1], cig = w->size[1], cog = Co / j->groups;                    \
+        for (int64_t it = begin; it < end; it++) {                                                \
+            const int64_t n = it / Co, co = it % Co, c0 = (co / cog) * cig;                       \
+            const double bias =                                                                   \
+                j->bias ? (double)((const T *)(const void *)j->bias)[co * j->bias_stride] : 0.0;  \
+            for (int64_t oz = 0; oz < y->size[2]; oz++) {                                         \
+                int64_t z0, z1;                                                                   \
+                conv_range(oz * j->s[0] - j->p[0], j->d[0], x->size[2], w->size[2], &z0, &z1);    \
+                for (int64_t oy = 0; oy < y->size[3]; oy++) {                                     \
+                    int64_t y0, y1;                                                               \
+                    conv_range(oy * j->s[1] - j->p[1], j->d[1], x->size[3], w->size[3], &y0,     \
+                               &y1);                                                              \
+                    for (int64_t ox = 0; ox < y->size[4]; ox++) {                                 \
+                        int64_t x0, x1;                                                           \
+                        conv_range(ox * j->s[2] - j->p[2], j->d[2], x->size[4], w->size[4], &x0, \
+                                   &x1);                                                          \
+                        double acc = bias;                                                        \
+                        for (int64_t ci = 0; ci < cig; ci++)                                      \
+                            for (int64_t kz = z0; kz < z1; kz++)                                  \
+                                for (int64_t ky = y0; ky < y1; ky++) {                            \
+                                    const int64_t xo = conv_off(x, n, c0 + ci,                    \
+                                                                oz * j->s[0] - j->p[0] + kz * j->d[0], \
+                                                                oy * j->s[1] - j->p[1] + ky * j->d[1], \
+                                                                ox * j->s[2] - j->p[2]);          \
+                                    const int64_t wo = conv_off(w, co, ci, kz, ky, 0);            \
+                                    for (int64_t kx = x0; kx < x1; kx++)                          \
+                                        acc += (double)xd[xo + kx * j->d[2] * x->stride[4]] *     \
+                                               (double)wd[wo + kx * w->stride[4]];                \
+                                }                                                                 \
+                        yd[conv_off(y, n, co, oz, oy, ox)] = (T)acc;                              \
+                    }                                                                             \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    static void conv_bwd_input_range_##D(void *ctx, int64_t begin, int64_t end) {                 \
+        typedef MFT__T_##D T;                                                                     \
+        const conv_job *j = ctx;                                                                  \
+        const conv_t5 *gy = &j->a, *w = &j->b, *gx = &j->o;                                     \
+        const T *gd = (const T *)(const void *)gy->data, *wd = (const T *)(const void *)w->data;  \
+        T *od = (T *)(void *)gx->data;                                                            \
+        const int64_t Ci = gx->size[1], cig = w->size[1], cog = w->size[0] / j->groups;           \
+        for (int64_t it = begin; it < end; it++) {                                                \
+            const int64_t n = it / Ci, ci = it % Ci, grp = ci / cig, cl = ci % cig;               \
+            const double bias =                                                                   \
+                j->bias ? (double)((const T *)(const void *)j->bias)[ci * j->bias_stride] : 0.0;  \
+            for (int64_t iz = 0; iz < gx->size[2]; iz++)                                          \
+                for (int64_t iy = 0; iy < gx->size[3]; iy++)                                      \
+                    for (int64_t ix = 0; ix < gx->size[4]; ix++) {                                \
+                        double acc = bias;                                                        \
+                        for (int64_t co = grp * cog; co < (grp + 1) * cog; co++)                  \
+                            for (int64_t kz = 0; kz < w->size[2]; kz++) {                         \
+                                const int64_t tz = iz + j->p[0] - kz * j->d[0];                   \
+                                if (tz < 0 || tz % j->s[0] || tz / j->s[0] >= gy->size[2])        \
+                                    continue;                                                     \
+                                for (int64_t ky = 0; ky < w->size[3]; ky++) {                     \
+                                    const int64_t ty = iy + j->p[1] - ky * j->d[1];               \
+                                    if (ty < 0 || ty % j->s[1] || ty / j->s[1] >= gy->size[3])    \
+                                        continue;                                                 \
+                                    for (int64_t kx = 0; kx < w->size[4]; kx++) {                 \
+                                        const int64_t tx = ix + j->p[2] - kx * j->d[2];           \
+                                        if (tx < 0 || tx % j->s[2] ||                             \
+                                            tx / j->s[2] >= gy->size[4])                          \
+                                            continue;                                             \
+                                        acc += (double)gd[conv_off(gy, n, co, tz / j->s[0],       \
+                                                                   ty / j->s[1], tx / j->s[2])] * \
+                                               (double)wd[conv_off(w, co, cl, kz, ky, kx)];       \
+                                    }                                                             \
+                                }                                                                 \
+                            }                                                                     \
+                        od[conv_off(gx, n, ci, iz, iy, ix)] = (T)acc;                             \
+                    }                                                                             \
+        }                                                                                         \
+    }                                                                                             \
+    static void conv_bwd_weight_range_##D(void *ctx, int64_t begin, int64_t end) {                \
+        typedef MFT__T_##D T;                                                                     \
+        const conv_job *j = ctx;                                                                  \
+        const conv_t5 *gy = &j->a, *x = &j->b, *gw = &j->o;                                     \
+        const T *gd = (const T *)(const void *)gy->data, *xd = (const T *)(const void *)x->data;  \
+        T *od = (T *)(void *)gw->data;                                                            \
+        const int64_t cig = gw->size[1], cog = gw->size[0] / j->groups;                           \
+        for (int64_t it = begin; it < end; it++) {                                                \
+            const int64_t co = it / cig, cl = it % cig, ci = (co / cog) * cig + cl;               \
+            for (int64_t kz = 0; kz < gw->size[2]; kz++) {                                        \
+                int64_t z0, z1;                                                                   \
+                conv_range(kz * j->d[0] - j->p[0], j->s[0], x->size[2], gy->size[2], &z0, &z1);   \
+                for (int64_t ky = 0; ky < gw->size[3]; ky++) {                                    \
+                    int64_t y0, y1;                                                               \
+                    conv_range(ky * j->d[1] - j->p[1], j->s[1], x->size[3], gy->size[3], &y0,    \
+                               &y1);                                                              \
+                    for (int64_t kx = 0; kx < gw->size[4]; kx++) {                                \
+                        int64_t x0, x1;                                                           \
+                        conv_range(kx * j->d[2] - j->p[2], j->s[2], x->size[4], gy->size[4], &x0, \
+                                   &x1);                                                          \
+                        double acc = 0.0;                                                         \
+                        for (int64_t n = 0; n < gy->size[0]; n++)                                 \
+                            for (int64_t oz = z0; oz < z1; oz++)                                  \
+                                for (int64_t oy = y0; oy < y1; oy++) {                            \
+                                    const int64_t go = conv_off(gy, n, co, oz, oy, 0);            \
+                                    const int64_t xo = conv_off(x, n, ci,                         \
+                                                                oz * j->s[0] - j->p[0] + kz * j->d[0], \
+                                                                oy * j->s[1] - j->p[1] + ky * j->d[1], \
+                                                                kx * j->d[2] - j->p[2]);          \
+                                    for (int64_t ox = x0; ox < x1; ox++)                          \
+                                        acc += (double)gd[go + ox * gy->stride[4]] *              \
+                                               (double)xd[xo + ox * j->s[2] * x->stride[4]];      \
+                                }                                                                 \
+                        od[conv_off(gw, co, cl, kz, ky, kx)] = (T)acc;                            \
+                    }                                                                             \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }
+CONV_REF_RANGES(F32)
+CONV_REF_RANGES(F64)
+
+/* Work items per chunk for about 64k multiply-adds each. */
+static int64_t conv_grain(int64_t macs_per_item) {
+    int64_t g = 65536 / (macs_per_item > 0 ? macs_per_item : 1);
+    return g > 0 ? g : 1;
+}
+
+/* a*b for non-negative a, b, saturating at INT64_MAX (only a grain hint). */
+static int64_t conv_mul(int64_t a, int64_t b) {
+    return (b != 0 && a > INT64_MAX / b) ? INT64_MAX : a * b;
+}
+
+static int64_t conv_prod(const int64_t *v, int n) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p = conv_mul(p, v[i]);
+    return p;
+}
+
+static void conv_fwd_ref(const mft_kernel_args *args) {
+    conv_job j = conv_job_of(args);
+    const int64_t items = j.o.size[0] * j.o.size[1];
+    const int64_t macs = conv_mul(conv_prod(j.o.size + 2, 3), conv_prod(j.b.size + 1, 4));
+    mft__parallel_for(0, items, conv_grain(macs),
+                      args->outputs[0]->dtype == MFT_F64 ? conv_fwd_range_F64 : conv_fwd_range_F32,
+                      &j);
+}
+
+static void conv_bwd_input_ref(const mft_kernel_args *args) {
+    conv_job j = conv_job_of(args);
+    const int64_t items = j.o.size[0] * j.o.size[1];
+    const int64_t macs = conv_mul(conv_mul(conv_prod(j.o.size + 2, 3), j.b.size[0] / j.groups),
+                                  conv_prod(j.b.size + 2, 3));
+    mft__parallel_for(0, items, conv_grain(macs),
+                      args->outputs[0]->dtype == MFT_F64 ? conv_bwd_input_range_F64
+                                                         : conv_bwd_input_range_F32,
+                      &j);
+}
+
+static void conv_bwd_weight_ref(const mft_kernel_args *args) {
+    conv_job j = conv_job_of(args);
+    const int64_t items = j.o.size[0] * j.o.size[1];
+    const int64_t macs = conv_mul(conv_mul(conv_prod(j.o.size + 2, 3), j.a.size[0]),
+                                  conv_prod(j.a.size + 2, 3));
+    mft__parallel_for(0, items, conv_grain(macs),
+                      args->outputs[0]->dtype == MFT_F64 ? conv_bwd_weight_range_F64
+                                                         : conv_bwd_weight_range_F32,
+                      &j);
+}
+
+mft_kernel_fn mft__conv_reference(mft__op_id op, mft_dtype dt) {
+    if (dt != MFT_F32 && dt != MFT_F64) return NULL;
+    switch (op) {
+    case MFT__OP_CONV2D:
+    case MFT__OP_CONV3D: return conv_fwd_ref;
+    case MFT__OP_CONV2D_BACKWARD_INPUT:
+    case MFT__OP_CONV3D_BACKWARD_INPUT: return conv_bwd_input_ref;
+    case MFT__OP_CONV2D_BACKWARD_WEIGHT:
+    case MFT__OP_CONV3D_BACKWARD_WEIGHT: return conv_bwd_weight_ref;
+    default: return NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- kernel table
+ * The reference kernels under CONTIGUOUS and ANY, F32 and F64 (the fast
+ * table, searched first, holds the faster kernels of the same keys). */
+#define CONV_REF_ROWS(OP, name, fn)                                                   \
+    {MFT__OP_##OP, MFT_CONTIGUOUS, MFT_F32, name ".ref.f32", fn},                     \
+    {MFT__OP_##OP, MFT_CONTIGUOUS, MFT_F64, name ".ref.f64", fn},                     \
+    {MFT__OP_##OP, MFT_FORMAT_ANY, MFT_F32, name ".ref.any.f32", fn},                 \
+    {MFT__OP_##OP, MFT_FORMAT_ANY, MFT_F64, name ".ref.any.f64", fn},
+const mft__kernel_def mft__kernels_conv[] = {
+    CONV_REF_ROWS(CONV2D, "conv2d", conv_fwd_ref)
+    CONV_REF_ROWS(CONV2D_BACKWARD_INPUT, "conv2d_backward_input", conv_bwd_input_ref)
+    CONV_REF_ROWS(CONV2D_BACKWARD_WEIGHT, "conv2d_backward_weight", conv_bwd_weight_ref)
+    CONV_REF_ROWS(CONV3D, "conv3d", conv_fwd_ref)
+    CONV_REF_ROWS(CONV3D_BACKWARD_INPUT, "conv3d_backward_input", conv_bwd_input_ref)
+    CONV_REF_ROWS(CONV3D_BACKWARD_WEIGHT, "conv3d_backward_weight", conv_bwd_weight_ref)
+    {0, 0, 0, NULL, NULL},
+};
