@@ -120,6 +120,20 @@ mft_status mft__ag_record1(const char *fn, const char *name, mft__ag_backward_fn
                            const mft_tensor *x, mft_tensor *y, bool save_input,
                            bool save_output, const void *params, size_t params_size);
 
+/* For the backward engine (autograd/backward.c) and the DOT picture: the
+ * producer node of t on the open tape (-1: a leaf or another tape's
+ * output); releasing a node's saved tensors and gradients once it ran;
+ * recording which kernels and conversions ran for a node (event sequence
+ * numbers (from, to]; k: the input a conversion belongs to, -1 none); the
+ * count behind mft_autograd_conversions; restarting the forward event
+ * marks after a backward walk. */
+int64_t mft__ag_producer(const mft_tensor *t);
+void mft__ag_node_release_saved(mft__ag_node *n);
+void mft__ag_note_kernels(mft__ag_events *e, int64_t from, int64_t to);
+void mft__ag_note_convs(mft__ag_events *e, const mft__ag_node *n, int64_t from, int64_t to,
+                        int k, bool backward);
+void mft__ag_count_conversion(void);
+void mft__ag_restart_events(void);
 /* This thread's open tape, read-only (autograd/dot.c): sets *nodes and
  * *len and returns true; false (nothing set) when no tape is open. */
 bool mft__ag_tape_view(mft__ag_node *const **nodes, int64_t *len);

@@ -1,15 +1,15 @@
-/* autograd/tape.c — the tape (Note [Tape] in mft/autograd.h): requires_grad
- * flags and leaf gradients, per-thread recording and grad mode, the record
- * call ops make, and the backward walk. Each node also keeps what ran for it
- * forward and backward (kernels, conversions, layouts, the call site) for
- * the DOT picture (autograd/dot.c), and backward runs each node at its
- * forward call site. No op formulas live here: each node's backward
- * function sits beside its forward in ops/. */
+/* autograd/tape.c — the tape and the recording ops do (Note [Tape] in
+ * mft/autograd.h): requires_grad flags and leaf gradients, per-thread
+ * recording and grad mode, tape begin / end, and the record call. Each node
+ * also keeps what ran for it forward and backward (kernels, conversions,
+ * layouts, the call site) for the DOT picture (autograd/dot.c). This is the
+ * layer just above the tensor core: it calls no op. The backward walk is
+ * autograd/backward.c; each node's backward function sits beside its
+ * forward in ops/. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include "autograd_internal.h"
-#include "mft/ops.h"
 
 typedef struct mft__tape {
     uint64_t id;
@@ -37,22 +37,21 @@ static mft__ag_meta *ag_meta(mft_tensor *t, const char *fn) {
     return m;
 }
 
-/* Producer node index of t on the open tape, or -1. */
-static int64_t ag_producer(const mft_tensor *t) {
+int64_t mft__ag_producer(const mft_tensor *t) {
     const mft__ag_meta *m = t ? t->autograd : NULL;
     if (!m || !tl_tape || m->tape_id != tl_tape->id) return -1;
     return m->node;
 }
 
 static bool ag_is_marked_leaf(const mft_tensor *t) {
-    return t && t->autograd && t->autograd->requires_grad && ag_producer(t) < 0;
+    return t && t->autograd && t->autograd->requires_grad && mft__ag_producer(t) < 0;
 }
 
 bool mft_tensor_requires_grad(const mft_tensor *t) {
-    return t && t->autograd && (t->autograd->requires_grad || ag_producer(t) >= 0);
+    return t && t->autograd && (t->autograd->requires_grad || mft__ag_producer(t) >= 0);
 }
 
-bool mft_tensor_is_leaf(const mft_tensor *t) { return ag_producer(t) < 0; }
+bool mft_tensor_is_leaf(const mft_tensor *t) { return mft__ag_producer(t) < 0; }
 
 mft_status mft_tensor_set_requires_grad(mft_tensor *t, bool requires_grad) {
     static const char fn[] = "mft_tensor_set_requires_grad";
@@ -65,11 +64,11 @@ mft_status mft_tensor_set_requires_grad(mft_tensor *t, bool requires_grad) {
                        mft_dtype_name(t->dtype));
         return MFT_ERR_DTYPE;
     }
-    if (ag_producer(t) >= 0) {
+    if (mft__ag_producer(t) >= 0) {
         mft__set_error(MFT_ERR_INVALID,
                        "%s: tensor is the output of op '%s' recorded on the open tape; only "
                        "leaves can be marked",
-                       fn, tl_tape->nodes[ag_producer(t)]->name);
+                       fn, tl_tape->nodes[mft__ag_producer(t)]->name);
         return MFT_ERR_INVALID;
     }
     if (!requires_grad && !t->autograd) return MFT_OK;
@@ -180,7 +179,7 @@ bool mft__ag_tape_view(mft__ag_node *const **nodes, int64_t *len) {
     return true;
 }
 
-static void ag_node_release_saved(mft__ag_node *n) {
+void mft__ag_node_release_saved(mft__ag_node *n) {
     for (int i = 0; i < n->nsaved; i++) {
         mft_tensor_release(n->saved[i]);
         n->saved[i] = NULL;
@@ -194,7 +193,7 @@ static void ag_node_release_saved(mft__ag_node *n) {
 
 static void ag_node_free(mft__ag_node *n) {
     if (!n) return;
-    ag_node_release_saved(n);
+    mft__ag_node_release_saved(n);
     for (int k = 0; k < n->nin; k++) mft_tensor_release(n->in[k].leaf);
     mft__free(n);
 }
@@ -221,7 +220,7 @@ static bool ag_same_str(const char *a, const char *b) {
 
 /* Adds kernel runs (from, to] to e: counts them all and keeps the first
  * MFT__AG_KEEP distinct (op, kernel) pairs still in the ring. */
-static void ag_note_kernels(mft__ag_events *e, int64_t from, int64_t to) {
+void mft__ag_note_kernels(mft__ag_events *e, int64_t from, int64_t to) {
     if (to <= from) return;
     e->nkernels += to - from;
     int64_t s = to - from > MFT__EVENT_RING ? to - MFT__EVENT_RING + 1 : from + 1;
@@ -263,8 +262,8 @@ static int ag_conv_owner(const mft__ag_node *n, const mft__conv_rec *r, bool bac
 
 /* Adds conversions (from, to] to e as belonging to input k (-1: unknown,
  * guessed by ag_conv_owner). */
-static void ag_note_convs(mft__ag_events *e, const mft__ag_node *n, int64_t from, int64_t to,
-                          int k, bool backward) {
+void mft__ag_note_convs(mft__ag_events *e, const mft__ag_node *n, int64_t from, int64_t to,
+                        int k, bool backward) {
     if (to <= from) return;
     e->nconv += to - from;
     int64_t s = to - from > MFT__EVENT_RING ? to - MFT__EVENT_RING + 1 : from + 1;
@@ -357,7 +356,7 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
         in->dtype = x->dtype;
         in->ndim = x->ndim;
         memcpy(in->sizes, x->sizes, (size_t)x->ndim * sizeof(int64_t));
-        int64_t p = ag_producer(x);
+        int64_t p = mft__ag_producer(x);
         if (p >= 0) {
             in->needs_grad = true;
             in->node = p;
@@ -387,8 +386,8 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
         y->autograd->out = j;
     }
     mft__site_get(&n->site_file, &n->site_line);
-    ag_note_kernels(&n->fwd, kmark, tl_kernel_mark);
-    ag_note_convs(&n->fwd, n, cmark, tl_conv_mark, -1, false);
+    mft__ag_note_kernels(&n->fwd, kmark, tl_kernel_mark);
+    mft__ag_note_convs(&n->fwd, n, cmark, tl_conv_mark, -1, false);
     tp->nodes[tp->len++] = n;
     return MFT_OK;
 }
@@ -414,323 +413,10 @@ mft_status mft__ag_record1(const char *fn, const char *name, mft__ag_backward_fn
     return mft__ag_record(fn, name, backward, 1, &x, 1, outs, ns, saved, params, params_size);
 }
 
-/* ---------------------------------------------------------------- backward */
-typedef struct ag_pending {
-    mft_tensor *leaf; /* borrowed (the node holds a reference) */
-    mft_tensor *grad; /* owned */
-} ag_pending;
+/* ---------------------------------------------------------------- for the backward engine */
+void mft__ag_count_conversion(void) { tl_conversions++; }
 
-typedef struct ag_walk {
-    ag_pending *items;
-    int64_t len, cap;
-    const char *site_file; /* the call site of mft_backward, restored at the end */
-    int site_line;
-} ag_walk;
-
-/* a + b into a new tensor; releases both. */
-static mft_tensor *ag_sum2(mft_tensor *a, mft_tensor *b) {
-    mft_tensor *s = mft_add(a, b);
-    mft_tensor_release(a);
-    mft_tensor_release(b);
-    return s;
-}
-
-static mft_status ag_add_pending(ag_walk *w, mft_tensor *leaf, mft_tensor *g) {
-    mft__ag_meta *m = leaf->autograd;
-    if (m->pending >= 0) {
-        ag_pending *p = &w->items[m->pending];
-        p->grad = ag_sum2(p->grad, g);
-        return p->grad ? MFT_OK : mft_last_error();
-    }
-    if (w->len == w->cap) {
-        int64_t cap = w->cap ? w->cap * 2 : 32;
-        ag_pending *ni = mft__alloc_or_err("mft_backward", (size_t)cap * sizeof *ni,
-                                           _Alignof(ag_pending));
-        if (!ni) {
-            mft_tensor_release(g);
-            return MFT_ERR_NOMEM;
-        }
-        if (w->len) memcpy(ni, w->items, (size_t)w->len * sizeof *ni);
-        mft__free(w->items);
-        w->items = ni;
-        w->cap = cap;
-    }
-    m->pending = w->len;
-    w->items[w->len++] = (ag_pending){leaf, g};
-    return MFT_OK;
-}
-
-/* The format an input's gradient must have (SPEC §5). */
-static mft_format ag_target_format(const mft__ag_input *in) {
-    return mft__rule_grad_format(in->tag, in->ndim);
-}
-
-/* Checks and converts one gradient; consumes g, returns the converted one. */
-static mft_tensor *ag_fix_grad(const mft__ag_node *n, int k, mft_tensor *g) {
-    const mft__ag_input *in = &n->in[k];
-    char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
-    if (g->ndim != in->ndim || memcmp(g->sizes, in->sizes, (size_t)in->ndim * sizeof(int64_t))) {
-        mft__set_error(MFT_ERR_INTERNAL,
-                       "mft_backward: op '%s' returned a gradient of sizes %s for input %d of "
-                       "sizes %s",
-                       n->name, mft__fmt_dims(a, sizeof a, g->ndim, g->sizes), k,
-                       mft__fmt_dims(b, sizeof b, in->ndim, in->sizes));
-        mft_tensor_release(g);
-        return NULL;
-    }
-    if (g->dtype != in->dtype) {
-        mft_tensor *c = mft_to_dtype(g, in->dtype);
-        mft_tensor_release(g);
-        if (!c) return NULL;
-        g = c;
-    }
-    mft_format f = ag_target_format(in);
-    if (!mft_tensor_is_contiguous(g, f)) {
-        mft__cause_push(MFT_CAUSE_GRADIENT, n->name);
-        mft_tensor *c = mft_contiguous(g, f);
-        mft__cause_pop();
-        mft_tensor_release(g);
-        if (!c) return NULL;
-        tl_conversions++;
-        g = c;
-    } else if (in->ndim >= 3 && in->ndim <= 5 && g->tag != f) {
-        mft__tensor_declare(g, f); /* strides fit both: say which one was meant */
-    }
-    return g;
-}
-
-/* The .grad a leaf gets the first time (PyTorch's layout contract): g
- * itself when we own it alone and it already has the right strides, else a
- * copy with the leaf's strides (dense leaf) or contiguous. */
-static mft_tensor *ag_leaf_grad_layout(const mft_tensor *leaf, mft_tensor *g) {
-    bool dense = mft_tensor_is_dense(leaf);
-    bool same = true;
-    if (dense) {
-        for (int d = 0; d < leaf->ndim; d++)
-            if (leaf->sizes[d] > 1 && g->strides[d] != leaf->strides[d]) same = false;
-    } else {
-        same = mft_tensor_is_contiguous(g, MFT_CONTIGUOUS);
-    }
-    bool sole = atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1 &&
-                g->offset == 0;
-    if (same && sole) return mft_tensor_retain(g);
-    mft_tensor *c = dense ? mft_empty_strided(leaf->ndim, leaf->sizes, leaf->strides, leaf->dtype)
-                          : mft_empty(leaf->ndim, leaf->sizes, leaf->dtype, MFT_CONTIGUOUS);
-    if (!c) return NULL;
-    if (dense && leaf->ndim >= 3 && leaf->ndim <= 5) mft__tensor_set_tag_from(c, leaf->tag);
-    if (mft_copy_(c, g) != MFT_OK) {
-        mft_tensor_release(c);
-        return NULL;
-    }
-    return c;
-}
-
-/* Runs node i: versions, backward function, conversion, accumulation. */
-static mft_status ag_run_node(mft__tape *tp, int64_t i, ag_walk *w) {
-    mft__ag_node *n = tp->nodes[i];
-    bool any = false;
-    for (int j = 0; j < n->nout; j++) any = any || n->out[j].grad;
-    if (!any) return MFT_OK;
-    if (n->released) {
-        mft__set_error(MFT_ERR_STALE,
-                       "mft_backward: op '%s' (node %lld) already ran backward; a tape runs "
-                       "backward once",
-                       n->name, (long long)i);
-        return MFT_ERR_STALE;
-    }
-    for (int s = 0; s < n->nsaved; s++) {
-        const mft_tensor *t = n->saved[s];
-        if (!t) continue;
-        int64_t v = (int64_t)atomic_load(&t->storage->version);
-        if (v != n->saved_version[s]) {
-            char a[MFT__DIMS_BUF];
-            mft__set_error(MFT_ERR_STALE,
-                           "mft_backward: op '%s' (node %lld): saved tensor %d of sizes %s was "
-                           "modified in place after it was saved (version %lld, now %lld)",
-                           n->name, (long long)i, s, mft__fmt_dims(a, sizeof a, t->ndim, t->sizes),
-                           (long long)n->saved_version[s], (long long)v);
-            return MFT_ERR_STALE;
-        }
-    }
-    mft_tensor *gout[16] = {0}, *gin[64] = {0};
-    mft_tensor **gout_p = gout, **gin_p = gin;
-    mft_status st = MFT_OK;
-    /* backward events point at the forward call that recorded the node */
-    if (n->site_file) mft_profile_site(n->site_file, n->site_line);
-    else mft_profile_site(w->site_file, w->site_line);
-    const int64_t kmark = mft__kernel_seq();
-    int64_t cmark = mft__conv_seq();
-    if (n->nout > 16 || n->nin > 64) {
-        gout_p = mft__alloc_or_err("mft_backward", (size_t)n->nout * sizeof *gout_p, 16);
-        gin_p = mft__alloc_or_err("mft_backward", (size_t)n->nin * sizeof *gin_p, 16);
-        if (!gout_p || !gin_p) {
-            st = MFT_ERR_NOMEM;
-            goto done;
-        }
-        memset(gout_p, 0, (size_t)n->nout * sizeof *gout_p);
-        memset(gin_p, 0, (size_t)n->nin * sizeof *gin_p);
-    }
-    for (int j = 0; j < n->nout; j++) {
-        mft__ag_output *o = &n->out[j];
-        if (o->grad) {
-            gout_p[j] = mft_tensor_retain(o->grad);
-        } else {
-            mft_format f = (o->tag == MFT_CHANNELS_LAST && o->ndim >= 3 && o->ndim <= 5)
-                               ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
-            gout_p[j] = mft_zeros(o->ndim, o->sizes, o->dtype, f);
-            if (!gout_p[j]) {
-                st = mft_last_error();
-                goto done;
-            }
-        }
-    }
-    st = n->backward(n, gout_p, gin_p);
-    ag_note_convs(&n->bwd, n, cmark, mft__conv_seq(), -1, true);
-    cmark = mft__conv_seq();
-    if (st != MFT_OK) goto done;
-    for (int k = 0; k < n->nin && st == MFT_OK; k++) {
-        mft_tensor *g = gin_p[k];
-        gin_p[k] = NULL;
-        if (!g) continue;
-        mft__ag_input *in = &n->in[k];
-        if (!in->needs_grad) {
-            mft_tensor_release(g);
-            continue;
-        }
-        g = ag_fix_grad(n, k, g);
-        ag_note_convs(&n->bwd, n, cmark, mft__conv_seq(), k, true);
-        cmark = mft__conv_seq();
-        if (!g) {
-            st = mft_last_error();
-            break;
-        }
-        in->grad_layout = mft__layout_label(g);
-        if (in->node >= 0) {
-            mft__ag_output *dst = &tp->nodes[in->node]->out[in->out];
-            if (!dst->grad) {
-                dst->grad = g;
-            } else {
-                dst->grad = ag_sum2(dst->grad, g);
-                if (!dst->grad) st = mft_last_error();
-            }
-        } else if (in->leaf) {
-            st = ag_add_pending(w, in->leaf, g);
-        } else {
-            mft_tensor_release(g);
-        }
-    }
-done:
-    ag_note_kernels(&n->bwd, kmark, mft__kernel_seq());
-    ag_note_convs(&n->bwd, n, cmark, mft__conv_seq(), -1, true);
-    for (int j = 0; gout_p && j < n->nout; j++) mft_tensor_release(gout_p[j]);
-    for (int k = 0; gin_p && k < n->nin; k++) mft_tensor_release(gin_p[k]);
-    if (gout_p != gout) mft__free(gout_p);
-    if (gin_p != gin) mft__free(gin_p);
-    if (st == MFT_OK) ag_node_release_saved(n);
-    if (st != MFT_OK && mft_last_error() == MFT_OK)
-        mft__set_error(st, "mft_backward: op '%s' failed", n->name);
-    return st;
-}
-
-/* Makes every pending leaf gradient final, then commits all of them. */
-static mft_status ag_commit(ag_walk *w) {
-    for (int64_t i = 0; i < w->len; i++) {
-        ag_pending *p = &w->items[i];
-        if (p->leaf->autograd->grad) continue;
-        mft_tensor *c = ag_leaf_grad_layout(p->leaf, p->grad);
-        if (!c) return mft_last_error();
-        mft_tensor_release(p->grad);
-        p->grad = c;
-    }
-    for (int64_t i = 0; i < w->len; i++) {
-        ag_pending *p = &w->items[i];
-        mft__ag_meta *m = p->leaf->autograd;
-        if (m->grad) {
-            mft_status st = mft_add_(m->grad, p->grad);
-            if (st != MFT_OK) return st; /* only a user-made broken grad gets here */
-        } else {
-            m->grad = p->grad;
-            p->grad = NULL;
-        }
-    }
-    return MFT_OK;
-}
-
-mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output) {
-    static const char fn[] = "mft_backward";
-    if (!loss) {
-        mft__null_arg(fn, "loss");
-        return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
-    }
-    mft__tape *tp = tl_tape;
-    int64_t root = ag_producer(loss);
-    if (!tp || root < 0) {
-        mft__set_error(MFT_ERR_INVALID,
-                       "%s: loss was not produced by an op recorded on this thread's open tape%s",
-                       fn, tp ? "" : " (no tape is open: call mft_tape_begin before the forward)");
-        return MFT_ERR_INVALID;
-    }
-    mft_tensor *seed = NULL;
-    if (grad_output) {
-        char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
-        if (grad_output->ndim != loss->ndim ||
-            memcmp(grad_output->sizes, loss->sizes, (size_t)loss->ndim * sizeof(int64_t))) {
-            mft__set_error(MFT_ERR_SHAPE, "%s: grad_output sizes %s differ from loss sizes %s", fn,
-                           mft__fmt_dims(a, sizeof a, grad_output->ndim, grad_output->sizes),
-                           mft__fmt_dims(b, sizeof b, loss->ndim, loss->sizes));
-            return MFT_ERR_SHAPE;
-        }
-        if (grad_output->dtype != loss->dtype) { /* as PyTorch: no silent cast */
-            mft__set_error(MFT_ERR_DTYPE, "%s: grad_output has dtype %s but loss has dtype %s", fn,
-                           mft_dtype_name(grad_output->dtype), mft_dtype_name(loss->dtype));
-            return MFT_ERR_DTYPE;
-        }
-    } else if (loss->numel != 1) {
-        char a[MFT__DIMS_BUF];
-        mft__set_error(MFT_ERR_SHAPE,
-                       "%s: loss of sizes %s has %lld elements; pass grad_output for a non-scalar "
-                       "loss",
-                       fn, mft__fmt_dims(a, sizeof a, loss->ndim, loss->sizes),
-                       (long long)loss->numel);
-        return MFT_ERR_SHAPE;
-    }
-    mft__ag_node *rn = tp->nodes[root];
-    if (rn->released) {
-        mft__set_error(MFT_ERR_STALE,
-                       "%s: op '%s' that produced loss already ran backward; a tape runs "
-                       "backward once",
-                       fn, rn->name);
-        return MFT_ERR_STALE;
-    }
-    ag_walk w = {0};
-    mft__site_get(&w.site_file, &w.site_line);
-    mft__scope_suspend();
-    bool was_enabled = mft_set_grad_enabled(false);
-    seed = grad_output ? mft_tensor_retain((mft_tensor *)grad_output)
-                       : mft_ones(loss->ndim, loss->sizes, loss->dtype, MFT_CONTIGUOUS);
-    mft_status st = seed ? MFT_OK : mft_last_error();
-    if (st == MFT_OK) {
-        mft__ag_output *o = &rn->out[loss->autograd->out];
-        mft_tensor_release(o->grad);
-        o->grad = seed;
-        for (int64_t i = root; i >= 0 && st == MFT_OK; i--) st = ag_run_node(tp, i, &w);
-        if (st == MFT_OK) st = ag_commit(&w);
-    }
-    for (int64_t i = 0; i < w.len; i++) {
-        w.items[i].leaf->autograd->pending = -1;
-        mft_tensor_release(w.items[i].grad);
-    }
-    mft__free(w.items);
-    if (st != MFT_OK) /* gradients parked on nodes die with the failed walk */
-        for (int64_t i = root; i >= 0; i--)
-            for (int j = 0; j < tp->nodes[i]->nout; j++) {
-                mft_tensor_release(tp->nodes[i]->out[j].grad);
-                tp->nodes[i]->out[j].grad = NULL;
-            }
-    mft_set_grad_enabled(was_enabled);
-    mft__scope_resume();
-    mft_profile_site(w.site_file, w.site_line);
-    tl_kernel_mark = mft__kernel_seq(); /* a later forward record starts here */
+void mft__ag_restart_events(void) {
+    tl_kernel_mark = mft__kernel_seq();
     tl_conv_mark = mft__conv_seq();
-    return st;
 }

@@ -20,8 +20,9 @@ mark_as_advanced(MFT_INSTALL_CMAKEDIR)
 # consumer needs, so instead of exporting an internal target, MftLibrary.cmake
 # links it as $<BUILD_INTERFACE:mft_build_flags>: unchanged inside this build
 # tree, and stripped from the installed mftTargets.cmake (where it leaves a
-# harmless empty $<LINK_ONLY:>). mft_objects needs nothing: it is consumed
-# through $<TARGET_OBJECTS:...>, never linked, so it is not part of the export.
+# harmless empty $<LINK_ONLY:>). The layer object libraries (mft_layer_*) need
+# nothing: they are consumed through $<TARGET_OBJECTS:...>, never linked, so
+# they are not part of the export.
 # The archive's other private link dependencies stay in its exported interface
 # on purpose: $<LINK_ONLY:OpenMP::OpenMP_C> (hence find_dependency(OpenMP) in
 # mftConfig.cmake), $<LINK_ONLY:ZLIB::ZLIB> (hence find_dependency(ZLIB)) and

@@ -197,15 +197,25 @@ extern const mft__kernel_def mft__kernels_resize[];
 
 const char *mft__op_name(mft__op_id op);
 
-/* Runs op through the kernel table. fmt is the format the op decided for its
- * outputs (SPEC §4); outputs are allocated by the caller, packed in fmt, of
- * dtype. Inputs with convert[k] set are converted to the kernel's packed
+/* Runs op through the kernel tables: the user's kernels, then the built-in
+ * tables of the op's family (NULL-terminated, fast kernels first; the
+ * dispatcher knows no family: Note [Kernel tables]). fmt is the format the
+ * op decided for its outputs (docs/spec.md §4); outputs are allocated by the
+ * caller, packed in fmt, of dtype. Inputs with convert[k] set are converted to the kernel's packed
  * format when needed (counted). On a fallback the outputs are produced in
  * the kernel's format and converted back (counted). Errors: no kernel for
  * the dtype, strict-mode fallback, out of memory. */
-mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtype dtype, int nin,
-                         const mft_tensor *const *in, const bool *convert, int nout,
-                         mft_tensor *const *out, const void *params);
+mft_status mft__dispatch(const char *fn, const mft__kernel_def *const *tables, mft__op_id op,
+                         mft_format fmt, mft_dtype dtype, int nin, const mft_tensor *const *in,
+                         const bool *convert, int nout, mft_tensor *const *out,
+                         const void *params);
+/* The built-in kernels of every family, in search order (NULL-terminated;
+ * ops/dispatch/kernel_index.c, for listings and the registry test). */
+extern const mft__kernel_def *const mft__kernel_index[];
+/* The user's kernels (mft_dispatch_register), read for listings: i in
+ * [0, count). */
+int mft__dispatch_user_count(void);
+void mft__dispatch_user_get(int i, mft__kernel_def *k);
 
 /* ---------------------------------------------------------------- autograd
  * Recording for the elementwise family (elementwise_backward.c): entry

@@ -42,7 +42,12 @@ void mft_profile_clear(void) {
     mft__thread_exit_disarm(MFT__TEXIT_PROFILE);
 }
 
+static void profile_kernel(uint64_t t0, uint64_t t1, const mft__kernel_info *k, int64_t bytes);
+static void profile_conversion(const mft__conv_rec *r);
+static const mft__profile_sink g_profile_sink = {profile_conversion, profile_kernel};
+
 mft_status mft_profile_begin(void) {
+    mft__profile_set_sink(&g_profile_sink); /* the core hands events here */
     mft_profile_clear();
     tl_origin = mft__now_ns();
     mft__tl_profiling = true;
@@ -80,7 +85,7 @@ static prof_event *prof_push(void) {
     return &tl_ev[tl_nev++];
 }
 
-void mft__profile_kernel(uint64_t t0, uint64_t t1, const mft__kernel_info *k, int64_t bytes) {
+static void profile_kernel(uint64_t t0, uint64_t t1, const mft__kernel_info *k, int64_t bytes) {
     prof_event *e = prof_push();
     if (!e) return;
     const char *file;
@@ -104,7 +109,7 @@ void mft__profile_kernel(uint64_t t0, uint64_t t1, const mft__kernel_info *k, in
                       line};
 }
 
-void mft__profile_conversion(const mft__conv_rec *r) {
+static void profile_conversion(const mft__conv_rec *r) {
     prof_event *e = prof_push();
     if (!e) return;
     uint64_t now = mft__now_ns();

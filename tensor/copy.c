@@ -1,53 +1,14 @@
-/* tensor/copy.c — copies and format conversions (SPEC §3): mft_copy_ with its
- * overlap and broadcast-destination checks, contiguous / to_format (no copy
- * when the layout already fits, re-tagging through a new header, never the
- * caller's), clone / empty_like / zeros_like with PRESERVE, and to_dtype.
- * The work is done by mft__copy_kernel (copy_kernel.c).
- *
- * Autograd: contiguous, to_format, clone and to_dtype (floating result)
- * record a node whose backward hands the gradient back in the input's dtype
- * and format; a call that returns its input object records nothing (the
- * gradient flows through the same tensor). mft_copy_ refuses a destination
- * that requires grad while recording; a source that requires grad is copied
- * without a gradient (copy_ is not differentiable here). */
+/* tensor/copy.c — copies and format conversions in the core (docs/spec.md
+ * §3), without autograd: the overlap and broadcast-destination checks, the
+ * checked copy, contiguous / to_format (no copy when the layout already fits,
+ * re-tagging through a new header, never the caller's), clone / empty_like /
+ * zeros_like with PRESERVE, and to_dtype. The work is done by
+ * mft__copy_kernel (copy_kernel.c). The public mft_copy_, mft_contiguous,
+ * mft_to_format, mft_clone and mft_to_dtype (which record tape nodes) are
+ * in ops/shape/copy.c; empty_like and zeros_like record nothing and are
+ * public here. */
 #include <string.h>
-#include "autograd_internal.h"
 #include "internal.h"
-
-/* elementwise_backward.c: releases a result whose recording failed (taking
- * it back from the user's scope first), keeping the error */
-
-
-/* ---------------------------------------------------------------- autograd */
-static mft_status copy_ag_backward(const mft__ag_node *n, mft_tensor *const *gout,
-                                   mft_tensor **gin) {
-    const mft__ag_input *in = &n->in[0];
-    mft_format f = mft__rule_grad_format(in->tag, in->ndim);
-    mft_tensor *g = gout[0];
-    mft_tensor *r = g->dtype == in->dtype ? mft_tensor_retain(g) : mft_to_dtype(g, in->dtype);
-    if (r && !mft_tensor_is_contiguous(r, f)) {
-        mft__cause_push(MFT_CAUSE_GRADIENT, n->name);
-        mft_tensor *c = mft_contiguous(r, f);
-        mft__cause_pop();
-        mft_tensor_release(r);
-        r = c;
-    }
-    if (!r) return mft_last_error();
-    gin[0] = r;
-    return MFT_OK;
-}
-
-static mft_tensor *copy_record(const char *fn, const char *name, const mft_tensor *t,
-                               mft_tensor *out) {
-    if (!out || out == t || !mft__ag_wants(1, &t) ||
-        (out->dtype != MFT_F32 && out->dtype != MFT_F64))
-        return out;
-    if (mft__ag_record1(fn, name, copy_ag_backward, t, out, false, false, NULL, 0) != MFT_OK) {
-        mft__ag_drop_result(out);
-        return NULL;
-    }
-    return out;
-}
 
 /* Byte range [lo, hi) touched by a non-empty view. */
 static void copy_byte_range(const mft_tensor *t, uintptr_t *lo, uintptr_t *hi) {
@@ -156,12 +117,7 @@ mft_status mft__check_overlap(const char *fn, const mft_tensor *dst, const mft_t
     return MFT_ERR_OVERLAP;
 }
 
-mft_status mft_copy_(mft_tensor *dst, const mft_tensor *src) {
-    const char *fn = "mft_copy_";
-    if (!dst || !src) {
-        mft__null_arg(fn, !dst ? "dst" : "src");
-        return MFT_ERR_NULL;
-    }
+mft_status mft__copy_check_sizes(const char *fn, const mft_tensor *dst, const mft_tensor *src) {
     int nd[2] = {dst->ndim, src->ndim};
     const int64_t *sz[2] = {dst->sizes, src->sizes};
     int bnd;
@@ -177,7 +133,11 @@ mft_status mft_copy_(mft_tensor *dst, const mft_tensor *src) {
                        mft__fmt_dims(b, sizeof b, dst->ndim, dst->sizes));
         return MFT_ERR_SHAPE;
     }
-    if ((st = mft__ag_check_inplace(fn, dst)) != MFT_OK) return st;
+    return MFT_OK;
+}
+
+mft_status mft__copy_into(const char *fn, mft_tensor *dst, const mft_tensor *src) {
+    mft_status st;
     if ((st = mft__check_writable(fn, dst)) != MFT_OK) return st;
     if ((st = mft__check_overlap(fn, dst, src)) != MFT_OK) return st;
     if (dst == src || dst->numel == 0) return MFT_OK;
@@ -227,19 +187,17 @@ static mft_tensor *copy_retag(const char *fn, const mft_tensor *t, mft_format fm
     return out;
 }
 
-mft_tensor *mft_contiguous(const mft_tensor *t, mft_format fmt) {
-    const char *fn = "mft_contiguous";
+mft_tensor *mft__contiguous(const char *fn, const mft_tensor *t, mft_format fmt) {
     if (!t) {
         mft__null_arg(fn, "t");
         return NULL;
     }
     if (!copy_check_format(fn, t, fmt, false)) return NULL;
-    if (mft_tensor_is_contiguous(t, fmt)) return copy_record(fn, "contiguous", t, copy_retag(fn, t, fmt));
-    return copy_record(fn, "contiguous", t, copy_convert(fn, "contiguous", t, fmt));
+    if (mft_tensor_is_contiguous(t, fmt)) return copy_retag(fn, t, fmt);
+    return copy_convert(fn, "contiguous", t, fmt);
 }
 
-mft_tensor *mft_to_format(const mft_tensor *t, mft_format fmt) {
-    const char *fn = "mft_to_format";
+mft_tensor *mft__to_format(const char *fn, const mft_tensor *t, mft_format fmt) {
     if (!t) {
         mft__null_arg(fn, "t");
         return NULL;
@@ -251,8 +209,8 @@ mft_tensor *mft_to_format(const mft_tensor *t, mft_format fmt) {
      * strides (60,1,12,3) and is channels_last-contiguous */
     if (mft_tensor_is_contiguous(t, fmt) ||
         (t->numel > 0 && (t->flags & MFT__F_DENSE) && mft_tensor_order_fits(t, fmt)))
-        return copy_record(fn, "to_format", t, copy_retag(fn, t, fmt));
-    return copy_record(fn, "to_format", t, copy_convert(fn, "to_format", t, fmt));
+        return copy_retag(fn, t, fmt);
+    return copy_convert(fn, "to_format", t, fmt);
 }
 
 /* Uninitialised tensor shaped like t, laid out per fmt (PRESERVE: t's strides
@@ -299,21 +257,19 @@ mft_tensor *mft_zeros_like(const mft_tensor *t, mft_format fmt) {
     return out;
 }
 
-mft_tensor *mft_clone(const mft_tensor *t, mft_format fmt) {
+mft_tensor *mft__clone(const char *fn, const mft_tensor *t, mft_format fmt) {
     if (!t) {
-        mft__null_arg("mft_clone", "t");
+        mft__null_arg(fn, "t");
         return NULL;
     }
-    mft_tensor *out =
-        copy_alloc_like("mft_clone", t, fmt, t->dtype, MFT__RULE_CONVERT, MFT__RULE_LIKE);
+    mft_tensor *out = copy_alloc_like(fn, t, fmt, t->dtype, MFT__RULE_CONVERT, MFT__RULE_LIKE);
     if (out && out->numel) mft__copy_kernel(out, t);
     if (out && memcmp(out->strides, t->strides, (size_t)t->ndim * sizeof(int64_t)))
         mft__note_conversion("clone", t, out); /* the layout changed */
-    return copy_record("mft_clone", "clone", t, out);
+    return out;
 }
 
-mft_tensor *mft_to_dtype(const mft_tensor *t, mft_dtype dtype) {
-    const char *fn = "mft_to_dtype";
+mft_tensor *mft__to_dtype(const char *fn, const mft_tensor *t, mft_dtype dtype) {
     if (!t) {
         mft__null_arg(fn, "t");
         return NULL;
@@ -322,5 +278,5 @@ mft_tensor *mft_to_dtype(const mft_tensor *t, mft_dtype dtype) {
     if (dtype == t->dtype) return mft__retain_result(fn, (mft_tensor *)t);
     mft_tensor *out = copy_alloc_like(fn, t, MFT_PRESERVE, dtype, MFT__RULE_CAST, MFT__RULE_CAST);
     if (out && out->numel) mft__copy_kernel(out, t);
-    return copy_record(fn, "to_dtype", t, out);
+    return out;
 }

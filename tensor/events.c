@@ -1,13 +1,16 @@
-/* tensor/events.c — conversion counters with causes and the call site, the
- * two things every op reports whether or not the profiler records (see
- * Note [Conversions and their causes] in mft/profile.h). All state is per
- * thread: conversions are started by the thread that called the op. The
- * profiler (tensor/profile.c) and the reorder budget read from here. Also
- * here: the rings of recent conversion and kernel events, the kernel-event
- * hook every kernel run calls, and the reorder budget. */
+/* tensor/events.c — what every op reports whether or not anyone listens:
+ * conversion counters with causes and the call site (Note [Conversions and
+ * their causes] in mft/profile.h), the rings of recent conversion and kernel
+ * events, the kernel-event hook every kernel run calls, the reorder budget,
+ * the MFT_VERBOSE log, and the sink through which the profiler (profile/, a
+ * layer above) receives events while it records. Counters, rings and the
+ * budget are per thread: conversions are started by the thread that called
+ * the op. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 #include <time.h>
 #include "internal.h"
 #include "mft/profile.h"
@@ -22,6 +25,10 @@ const char *mft_conversion_cause_name(mft_conversion_cause c) {
 bool mft_conversion_cause_hidden(mft_conversion_cause c) {
     return c == MFT_CAUSE_FALLBACK || c == MFT_CAUSE_GRADIENT || c == MFT_CAUSE_OPERAND;
 }
+
+/* ---------------------------------------------------------------- profiler sink */
+static _Atomic(const mft__profile_sink *) g_sink = NULL;
+void mft__profile_set_sink(const mft__profile_sink *sink) { atomic_store(&g_sink, sink); }
 
 #define EVENTS_CAUSE_DEPTH 8
 static _Thread_local mft_conversion_counts tl_counts;
@@ -141,7 +148,8 @@ void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_t
         c, op, mft__layout_label(src), mft__layout_label(dst), bytes, tl_site_file, tl_site_line};
     tl_conv_ring[++tl_conv_seq % MFT__EVENT_RING] = r;
     if (hidden && tl_budget_open && ++tl_budget_seen == tl_budget_max + 1) tl_budget_first = r;
-    if (mft__tl_profiling) mft__profile_conversion(&r);
+    const mft__profile_sink *sink = atomic_load(&g_sink);
+    if (mft__tl_profiling && sink) sink->conversion(&r);
     if (mft__verbose_on()) {
         char line[320];
         int n = snprintf(line, sizeof line, "mft_verbose,conversion,%s,%s,%s->%s,bytes=%lld%s",
@@ -151,6 +159,52 @@ void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_t
             snprintf(line + n, sizeof line - (size_t)n, ",site=%s:%d", r.site_file, r.site_line);
         mft__verbose_line(line);
     }
+}
+
+/* ---------------------------------------------------------------- verbose log
+ * MFT_VERBOSE (mft/dispatch.h): one line per kernel run and per conversion. */
+atomic_int mft__g_verbose = -1; /* -1: read MFT_VERBOSE on first use (tensor/internal.h) */
+
+/* The log callback and its context change together under g_log_mtx (logging
+ * is the slow path: one line per dispatch when verbose). */
+typedef struct log_sink {
+    void (*cb)(const char *, void *);
+    void *ctx;
+} log_sink;
+static log_sink g_log = {NULL, NULL};
+static mtx_t g_log_mtx;
+static once_flag g_log_once = ONCE_FLAG_INIT;
+static void log_init(void) { mtx_init(&g_log_mtx, mtx_plain); }
+
+
+void mft_set_verbose(int level) { atomic_store(&mft__g_verbose, level < 0 ? 0 : level); }
+int mft_verbose(void) {
+    int v = atomic_load(&mft__g_verbose);
+    if (v < 0) { /* two threads reading the environment at once store the same value */
+        const char *env = getenv("MFT_VERBOSE");
+        int want = env ? atoi(env) : 0;
+        if (want < 0) want = 0;
+        atomic_compare_exchange_strong(&mft__g_verbose, &v, want);
+        v = atomic_load(&mft__g_verbose);
+    }
+    return v;
+}
+void mft_set_log_callback(void (*cb)(const char *line, void *ctx), void *ctx) {
+    call_once(&g_log_once, log_init);
+    mtx_lock(&g_log_mtx);
+    g_log = (log_sink){cb, ctx};
+    mtx_unlock(&g_log_mtx);
+}
+
+void mft__verbose_line(const char *line) {
+    call_once(&g_log_once, log_init);
+    mtx_lock(&g_log_mtx);
+    log_sink sink = g_log;
+    mtx_unlock(&g_log_mtx);
+    if (sink.cb)
+        sink.cb(line, sink.ctx);
+    else
+        fprintf(stderr, "%s\n", line);
 }
 
 /* ---------------------------------------------------------------- kernels */
@@ -177,7 +231,8 @@ void mft__kernel_end_slow(uint64_t t0, const mft__kernel_info *k) {
         if (k->in[i]) bytes += k->in[i]->numel * (int64_t)mft_dtype_size(k->in[i]->dtype);
     for (int i = 0; i < k->nout; i++)
         if (k->out[i]) bytes += k->out[i]->numel * (int64_t)mft_dtype_size(k->out[i]->dtype);
-    if (mft__tl_profiling) mft__profile_kernel(t0, t1, k, bytes);
+    const mft__profile_sink *sink = atomic_load(&g_sink);
+    if (mft__tl_profiling && sink) sink->kernel(t0, t1, k, bytes);
     if (mft__verbose_on()) {
         char line[320];
         int n =

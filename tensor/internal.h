@@ -234,6 +234,48 @@ void mft__iter_run_range(const mft__iter *it, mft__loop2d loop, void *ctx, int64
 /* Runs loop over the iteration, parallel above grain elements. */
 void mft__iter_run(const mft__iter *it, mft__loop2d loop, void *ctx, int64_t grain);
 
+/* ------------------------------------------------------------------ views
+ * tensor/view.c: the views without autograd. Each makes the view (NULL with
+ * the error naming fn on failure) and, when note is not NULL, says what it
+ * did: the kind and the normalised arguments the public op records
+ * (ops/shape/views.c). */
+typedef enum mft__view_kind {
+    MFT__VIEW_PERMUTE,
+    MFT__VIEW_TRANSPOSE,
+    MFT__VIEW_NARROW,
+    MFT__VIEW_SELECT,
+    MFT__VIEW_SLICE,
+    MFT__VIEW_RESHAPE, /* unsqueeze, squeeze, view, reshape, flatten: c = 1 when copied */
+    MFT__VIEW_EXPAND
+} mft__view_kind;
+typedef struct mft__view_note {
+    mft__view_kind kind;
+    int dim, d1;              /* wrapped dims (narrow, select, slice: dim; transpose: both) */
+    int dims[MFT_MAX_DIMS];   /* permute, wrapped */
+    int64_t a, b, c;          /* narrow: start, length; select: index; slice: start, end, step */
+} mft__view_note;
+mft_tensor *mft__view_permute(const char *fn, const mft_tensor *t, const int *dims,
+                              mft__view_note *note);
+mft_tensor *mft__view_transpose(const char *fn, const mft_tensor *t, int d0, int d1,
+                                mft__view_note *note);
+mft_tensor *mft__view_narrow(const char *fn, const mft_tensor *t, int dim, int64_t start,
+                             int64_t length, mft__view_note *note);
+mft_tensor *mft__view_select(const char *fn, const mft_tensor *t, int dim, int64_t i,
+                             mft__view_note *note);
+mft_tensor *mft__view_slice(const char *fn, const mft_tensor *t, int dim, int64_t start,
+                            int64_t end, int64_t step, mft__view_note *note);
+mft_tensor *mft__view_unsqueeze(const char *fn, const mft_tensor *t, int dim,
+                                mft__view_note *note);
+mft_tensor *mft__view_squeeze(const char *fn, const mft_tensor *t, int dim, mft__view_note *note);
+mft_tensor *mft__view_expand(const char *fn, const mft_tensor *t, int ndim, const int64_t *sizes,
+                             mft__view_note *note);
+/* view (allow_copy false) and reshape / flatten (true: a packed copy when no
+ * view exists). */
+mft_tensor *mft__view_reshape(const char *fn, const mft_tensor *t, int ndim, const int64_t *sizes,
+                              bool allow_copy, mft__view_note *note);
+bool mft__view_flatten_sizes(const char *fn, const mft_tensor *t, int start, int end, int *ndim,
+                             int64_t *sizes);
+
 /* ------------------------------------------------------------------ copy */
 /* A destination must not write one location twice: no stride-0 dim of size
  * > 1, no (possible) internal overlap. Sets MFT_ERR_OVERLAP naming fn. */
@@ -244,6 +286,19 @@ mft_status mft__check_overlap(const char *fn, const mft_tensor *dst, const mft_t
 /* True when the byte ranges of two non-empty tensors intersect (in memory,
  * whatever storage objects they hang on; interleaving is not examined). */
 bool mft__tensor_overlaps(const mft_tensor *a, const mft_tensor *b);
+/* The checked copy without autograd (mft_copy_ is it plus the tape's
+ * in-place check, ops/shape/copy.c): src must broadcast to dst's sizes
+ * (MFT_ERR_SHAPE), then dst must be writable and not partially overlap src
+ * (MFT_ERR_OVERLAP); errors name fn. */
+mft_status mft__copy_check_sizes(const char *fn, const mft_tensor *dst, const mft_tensor *src);
+mft_status mft__copy_into(const char *fn, mft_tensor *dst, const mft_tensor *src);
+/* The conversions without autograd, errors naming fn (the public
+ * mft_contiguous / mft_to_format / mft_clone / mft_to_dtype record their
+ * node around these, ops/shape/copy.c). */
+mft_tensor *mft__contiguous(const char *fn, const mft_tensor *t, mft_format fmt);
+mft_tensor *mft__to_format(const char *fn, const mft_tensor *t, mft_format fmt);
+mft_tensor *mft__clone(const char *fn, const mft_tensor *t, mft_format fmt);
+mft_tensor *mft__to_dtype(const char *fn, const mft_tensor *t, mft_dtype dtype);
 /* Copies src into dst (validated: dst of the broadcast shape, no overlap). */
 void mft__copy_kernel(mft_tensor *dst, const mft_tensor *src);
 
@@ -348,7 +403,7 @@ extern _Thread_local bool mft__tl_profiling; /* this thread's profiler records *
 /* True while this thread has a tape open, whatever the grad mode (set by
  * autograd/tape.c): the kernel ring then feeds the tape's DOT picture. */
 extern _Thread_local bool mft__tl_tape_open;
-/* The MFT_VERBOSE level, -1 until first read (ops/dispatch.c). Atomic: any
+/* The MFT_VERBOSE level, -1 until first read (tensor/events.c). Atomic: any
  * thread may set it or read the environment first; relaxed loads cost what
  * plain ones do. */
 extern atomic_int mft__g_verbose;
@@ -368,12 +423,17 @@ void mft__kernel_end_slow(uint64_t t0, const mft__kernel_info *k);
 static inline void mft__kernel_end(uint64_t t0, const mft__kernel_info *k) {
     if (t0 || (mft__tl_tape_open && !mft__hooks_bypass)) mft__kernel_end_slow(t0, k);
 }
-/* One verbose log line through the log callback (ops/dispatch.c). */
+/* One verbose log line through the log callback (tensor/events.c). */
 void mft__verbose_line(const char *line);
 
-/* Profiler hooks (tensor/profile.c), called only while recording. */
-void mft__profile_conversion(const mft__conv_rec *r);
-void mft__profile_kernel(uint64_t t0, uint64_t t1, const mft__kernel_info *k, int64_t bytes);
+/* Where kernel and conversion events go while this thread's profiler
+ * records: the profiler (profile/, a layer above) installs its sink when it
+ * starts; the core calls it, never the profiler directly. */
+typedef struct mft__profile_sink {
+    void (*conversion)(const mft__conv_rec *r);
+    void (*kernel)(uint64_t t0, uint64_t t1, const mft__kernel_info *k, int64_t bytes);
+} mft__profile_sink;
+void mft__profile_set_sink(const mft__profile_sink *sink);
 
 /* ------------------------------------------------------------------ rules
  * tensor/rules.c: the format rules as data (mft/rules.h, rows in

@@ -1,22 +1,13 @@
-/* tensor/view.c — views: new headers on the same storage (never a copy,
- * except reshape/flatten when no view exists). Every view gets its flags
- * refreshed and its tag re-derived with the source's tag as the tie-breaker
- * (Note [Soft memory-format tag]). Dims may be negative, as in PyTorch.
- *
- * Autograd (Note [Tape]): every view records a node when its input requires
- * grad. Backward uses tensor-layer calls only: the inverse permute /
- * transpose of the gradient; for narrow, select and slice a zero tensor laid
- * out like the input with the gradient copied into the same view of it; a
- * reshape back to the input's sizes for unsqueeze, squeeze, view, reshape
- * and flatten; mft_sum_to_size for expand. as_strided is NOT differentiable:
- * it records nothing (its output does not require grad). */
+/* tensor/view.c — views in the core: new headers on the same storage (never
+ * a copy, except reshape/flatten when no view exists). Every view gets its
+ * flags refreshed and its tag re-derived with the source's tag as the
+ * tie-breaker (Note [Soft memory-format tag]). Dims may be negative, as in
+ * PyTorch. These are the views without autograd: each mft__view_X(fn, ...)
+ * makes the view and says in *note what it did (normalised dims and
+ * bounds), from which the public mft_X of ops/shape/views.c records its
+ * tape node. */
 #include <string.h>
-#include "autograd_internal.h"
 #include "internal.h"
-#include "mft/ops.h"
-
-/* elementwise_backward.c: releases a result whose recording failed (taking
- * it back from the user's scope first), keeping the error */
 
 int mft__wrap_dim(const char *fn, int dim, int ndim_for_range) {
     int n = ndim_for_range > 0 ? ndim_for_range : 1; /* rank 0 accepts dims -1 and 0 */
@@ -73,90 +64,19 @@ static mft_tensor *view_drop_dim(const char *fn, const mft_tensor *t, int d, int
 }
 
 
-/* ---------------------------------------------------------------- autograd */
-typedef enum view_ag_kind { VK_PERMUTE, VK_TRANSPOSE, VK_NARROW, VK_SELECT, VK_SLICE, VK_RESHAPE,
-                            VK_EXPAND } view_ag_kind;
-
-typedef struct view_ag_params {
-    view_ag_kind kind;
-    int dim, d1;
-    int dims[MFT_MAX_DIMS];
-    int64_t a, b, c;
-} view_ag_params;
-
-static mft_format view_ag_target(const mft__ag_input *in) {
-    return mft__rule_grad_format(in->tag, in->ndim);
-}
-
-static mft_status view_ag_backward(const mft__ag_node *n, mft_tensor *const *gout,
-                                   mft_tensor **gin) {
-    const view_ag_params *p = n->params;
-    const mft__ag_input *in = &n->in[0];
-    mft_tensor *g = gout[0], *r = NULL;
-    switch (p->kind) {
-    case VK_PERMUTE: {
-        int inv[MFT_MAX_DIMS];
-        for (int i = 0; i < in->ndim; i++) inv[p->dims[i]] = i;
-        r = mft_permute(g, inv);
-        break;
-    }
-    case VK_TRANSPOSE: r = mft_transpose(g, p->dim, p->d1); break;
-    case VK_NARROW:
-    case VK_SELECT:
-    case VK_SLICE: {
-        r = mft_zeros(in->ndim, in->sizes, in->dtype, view_ag_target(in));
-        mft_tensor *v = !r                     ? NULL
-                        : p->kind == VK_NARROW ? mft_narrow(r, p->dim, p->a, p->b)
-                        : p->kind == VK_SELECT ? mft_select(r, p->dim, p->a)
-                                               : mft_slice(r, p->dim, p->a, p->b, p->c);
-        if (!v || mft_copy_(v, g) != MFT_OK) {
-            mft_tensor_release(r);
-            r = NULL;
-        }
-        mft_tensor_release(v);
-        break;
-    }
-    case VK_RESHAPE:
-        r = mft_reshape(g, in->ndim, in->sizes);
-        if (r && p->c && !mft_tensor_is_contiguous(r, view_ag_target(in))) {
-            /* the forward had to copy (c = 1): so does its backward, straight
-             * into the input's format, and it is the reshape's copy, not a
-             * hidden gradient conversion (Note [Conversions and their causes]) */
-            mft__cause_push(MFT_CAUSE_RESHAPE, n->name);
-            mft_tensor *c = mft_contiguous(r, view_ag_target(in));
-            mft__cause_pop();
-            mft_tensor_release(r);
-            r = c;
-        }
-        break;
-    case VK_EXPAND: r = mft_sum_to_size(g, in->ndim, in->sizes); break;
-    }
-    if (!r) return mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_INTERNAL;
-    gin[0] = r;
-    return MFT_OK;
-}
-
-/* Records v = view of t (when t requires grad on a recording thread);
- * releases v and returns NULL if recording fails. */
-static mft_tensor *view_record(const char *fn, const char *name, const mft_tensor *t,
-                               mft_tensor *v, view_ag_kind kind, int dim, int d1,
-                               const int *dims, int64_t a, int64_t b, int64_t c) {
-    if (!v || !mft__ag_wants(1, &t)) return v;
-    view_ag_params p;
-    memset(&p, 0, sizeof p);
-    p.kind = kind;
-    p.dim = dim;
-    p.d1 = d1;
+/* Fills *note (when not NULL) for the recording layer. */
+static void view_note(mft__view_note *note, mft__view_kind kind, int dim, int d1, const int *dims,
+                      int ndim, int64_t a, int64_t b, int64_t c) {
+    if (!note) return;
+    memset(note, 0, sizeof *note);
+    note->kind = kind;
+    note->dim = dim;
+    note->d1 = d1;
     if (dims)
-        for (int i = 0; i < t->ndim; i++) p.dims[i] = dims[i] < 0 ? dims[i] + t->ndim : dims[i];
-    p.a = a;
-    p.b = b;
-    p.c = c;
-    if (mft__ag_record1(fn, name, view_ag_backward, t, v, false, false, &p, sizeof p) != MFT_OK) {
-        mft__ag_drop_result(v);
-        return NULL;
-    }
-    return v;
+        for (int i = 0; i < ndim; i++) note->dims[i] = dims[i] < 0 ? dims[i] + ndim : dims[i];
+    note->a = a;
+    note->b = b;
+    note->c = c;
 }
 
 #define VIEW_CHECK_NULL(fn, t)        \
@@ -167,8 +87,8 @@ static mft_tensor *view_record(const char *fn, const char *name, const mft_tenso
         }                             \
     } while (0)
 
-mft_tensor *mft_permute(const mft_tensor *t, const int *dims) {
-    const char *fn = "mft_permute";
+mft_tensor *mft__view_permute(const char *fn, const mft_tensor *t, const int *dims,
+                               mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     if (t->ndim > 0 && !dims) {
         mft__set_error(MFT_ERR_NULL, "%s: dims is NULL for a rank-%d tensor", fn, t->ndim);
@@ -188,12 +108,12 @@ mft_tensor *mft_permute(const mft_tensor *t, const int *dims) {
         sizes[i] = t->sizes[d];
         strides[i] = t->strides[d];
     }
-    return view_record(fn, "permute", t, view_make(fn, t, t->ndim, sizes, strides, t->offset),
-                       VK_PERMUTE, 0, 0, dims, 0, 0, 0);
+    view_note(note, MFT__VIEW_PERMUTE, 0, 0, dims, t->ndim, 0, 0, 0);
+    return view_make(fn, t, t->ndim, sizes, strides, t->offset);
 }
 
-mft_tensor *mft_transpose(const mft_tensor *t, int d0, int d1) {
-    const char *fn = "mft_transpose";
+mft_tensor *mft__view_transpose(const char *fn, const mft_tensor *t, int d0, int d1,
+                                 mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     int a = mft__wrap_dim(fn, d0, t->ndim), b = a < 0 ? -1 : mft__wrap_dim(fn, d1, t->ndim);
     if (a < 0 || b < 0) return NULL;
@@ -204,12 +124,12 @@ mft_tensor *mft_transpose(const mft_tensor *t, int d0, int d1) {
         sizes[a] = t->sizes[b], sizes[b] = t->sizes[a];
         strides[a] = t->strides[b], strides[b] = t->strides[a];
     }
-    return view_record(fn, "transpose", t, view_make(fn, t, t->ndim, sizes, strides, t->offset),
-                       VK_TRANSPOSE, a, b, NULL, 0, 0, 0);
+    view_note(note, MFT__VIEW_TRANSPOSE, a, b, NULL, t->ndim, 0, 0, 0);
+    return view_make(fn, t, t->ndim, sizes, strides, t->offset);
 }
 
-mft_tensor *mft_narrow(const mft_tensor *t, int dim, int64_t start, int64_t length) {
-    const char *fn = "mft_narrow";
+mft_tensor *mft__view_narrow(const char *fn, const mft_tensor *t, int dim, int64_t start,
+                              int64_t length, mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     int d = view_dim(fn, t, dim, "narrow");
     if (d < 0) return NULL;
@@ -223,13 +143,12 @@ mft_tensor *mft_narrow(const mft_tensor *t, int dim, int64_t start, int64_t leng
     int64_t sizes[MFT_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
     sizes[d] = length;
-    return view_record(fn, "narrow", t,
-                       view_make(fn, t, t->ndim, sizes, t->strides, t->offset + s * t->strides[d]),
-                       VK_NARROW, d, 0, NULL, s, length, 0);
+    view_note(note, MFT__VIEW_NARROW, d, 0, NULL, t->ndim, s, length, 0);
+    return view_make(fn, t, t->ndim, sizes, t->strides, t->offset + s * t->strides[d]);
 }
 
-mft_tensor *mft_select(const mft_tensor *t, int dim, int64_t i) {
-    const char *fn = "mft_select";
+mft_tensor *mft__view_select(const char *fn, const mft_tensor *t, int dim, int64_t i,
+                              mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     int d = view_dim(fn, t, dim, "select from");
     if (d < 0) return NULL;
@@ -239,12 +158,12 @@ mft_tensor *mft_select(const mft_tensor *t, int dim, int64_t i) {
                        (long long)i, d, (long long)t->sizes[d]);
         return NULL;
     }
-    return view_record(fn, "select", t, view_drop_dim(fn, t, d, t->offset + idx * t->strides[d]),
-                       VK_SELECT, d, 0, NULL, idx, 0, 0);
+    view_note(note, MFT__VIEW_SELECT, d, 0, NULL, t->ndim, idx, 0, 0);
+    return view_drop_dim(fn, t, d, t->offset + idx * t->strides[d]);
 }
 
-mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
-    const char *fn = "mft_slice";
+mft_tensor *mft__view_slice(const char *fn, const mft_tensor *t, int dim, int64_t start,
+                             int64_t end, int64_t step, mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     int d = view_dim(fn, t, dim, "slice");
     if (d < 0) return NULL;
@@ -272,12 +191,12 @@ mft_tensor *mft_slice(const mft_tensor *t, int dim, int64_t start, int64_t end, 
     strides[d] = st;
     const int64_t off = t->offset + s * t->strides[d];
     view_fit_derived(t->ndim, sizes, strides, off, t->dtype, d, t->strides[d]);
-    return view_record(fn, "slice", t, view_make(fn, t, t->ndim, sizes, strides, off), VK_SLICE,
-                       d, 0, NULL, s, e, step);
+    view_note(note, MFT__VIEW_SLICE, d, 0, NULL, t->ndim, s, e, step);
+    return view_make(fn, t, t->ndim, sizes, strides, off);
 }
 
-mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim) {
-    const char *fn = "mft_unsqueeze";
+mft_tensor *mft__view_unsqueeze(const char *fn, const mft_tensor *t, int dim,
+                                 mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     if (t->ndim >= MFT_MAX_DIMS) {
         mft__set_error(MFT_ERR_RANK, "%s: rank %d would exceed MFT_MAX_DIMS %d", fn, t->ndim + 1,
@@ -302,23 +221,24 @@ mft_tensor *mft_unsqueeze(const mft_tensor *t, int dim) {
         }
     }
     view_fit_derived(t->ndim + 1, sizes, strides, t->offset, t->dtype, d, 1);
-    return view_record(fn, "unsqueeze", t, view_make(fn, t, t->ndim + 1, sizes, strides, t->offset),
-                       VK_RESHAPE, 0, 0, NULL, 0, 0, 0);
+    view_note(note, MFT__VIEW_RESHAPE, 0, 0, NULL, t->ndim, 0, 0, 0);
+    return view_make(fn, t, t->ndim + 1, sizes, strides, t->offset);
 }
 
-mft_tensor *mft_squeeze(const mft_tensor *t, int dim) {
-    const char *fn = "mft_squeeze";
+mft_tensor *mft__view_squeeze(const char *fn, const mft_tensor *t, int dim,
+                               mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     int d = mft__wrap_dim(fn, dim, t->ndim);
     if (d < 0) return NULL;
     mft_tensor *v = (t->ndim == 0 || t->sizes[d] != 1)
                         ? view_make(fn, t, t->ndim, t->sizes, t->strides, t->offset)
                         : view_drop_dim(fn, t, d, t->offset);
-    return view_record(fn, "squeeze", t, v, VK_RESHAPE, 0, 0, NULL, 0, 0, 0);
+    view_note(note, MFT__VIEW_RESHAPE, 0, 0, NULL, t->ndim, 0, 0, 0);
+    return v;
 }
 
-mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
-    const char *fn = "mft_expand";
+mft_tensor *mft__view_expand(const char *fn, const mft_tensor *t, int ndim, const int64_t *sizes,
+                              mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     if (ndim < t->ndim || ndim > MFT_MAX_DIMS) {
@@ -372,13 +292,13 @@ mft_tensor *mft_expand(const mft_tensor *t, int ndim, const int64_t *sizes) {
     if (mft__check_geometry_at(fn, ndim, out, NULL, t->offset, t->dtype) != MFT_OK) return NULL;
     for (int i = off - 1; i >= 0; i--)
         view_fit_derived(ndim, out, strides, t->offset, t->dtype, i, 0);
-    return view_record(fn, "expand", t, view_make(fn, t, ndim, out, strides, t->offset), VK_EXPAND,
-                       0, 0, NULL, 0, 0, 0);
+    view_note(note, MFT__VIEW_EXPAND, 0, 0, NULL, t->ndim, 0, 0, 0);
+    return view_make(fn, t, ndim, out, strides, t->offset);
 }
 
 mft_tensor *mft_as_strided(const mft_tensor *t, int ndim, const int64_t *sizes,
                            const int64_t *strides, int64_t offset) {
-    const char *fn = "mft_as_strided";
+    const char *fn = "mft_as_strided"; /* not differentiable: no node, so public here */
     VIEW_CHECK_NULL(fn, t);
     if (ndim > 0 && !strides) {
         mft__set_error(MFT_ERR_NULL, "%s: strides is NULL for ndim %d", fn, ndim);
@@ -490,8 +410,8 @@ static bool view_strides(int on, const int64_t *osz, const int64_t *ost, int64_t
     return vd == -1;
 }
 
-static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, const int64_t *sizes,
-                             bool allow_copy) {
+mft_tensor *mft__view_reshape(const char *fn, const mft_tensor *t, int ndim, const int64_t *sizes,
+                               bool allow_copy, mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
     if (ndim < 0 || ndim > MFT_MAX_DIMS) {
         mft__set_error(MFT_ERR_RANK, "%s: ndim %d is outside 0..%d", fn, ndim, MFT_MAX_DIMS);
@@ -505,10 +425,10 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
     if (!view_infer_sizes(fn, t, ndim, sizes, nsz) ||
         mft__check_geometry(fn, ndim, nsz, NULL, t->dtype) != MFT_OK)
         return NULL;
-    const char *name = fn + 4; /* "view", "reshape", "flatten" */
-    if (view_strides(t->ndim, t->sizes, t->strides, t->numel, ndim, nsz, nst))
-        return view_record(fn, name, t, view_make(fn, t, ndim, nsz, nst, t->offset), VK_RESHAPE,
-                           0, 0, NULL, 0, 0, 0);
+    if (view_strides(t->ndim, t->sizes, t->strides, t->numel, ndim, nsz, nst)) {
+        view_note(note, MFT__VIEW_RESHAPE, 0, 0, NULL, t->ndim, 0, 0, 0);
+        return view_make(fn, t, ndim, nsz, nst, t->offset);
+    }
     if (!allow_copy) {
         char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF], c[MFT__DIMS_BUF];
         mft__set_error(MFT_ERR_NOT_VIEWABLE,
@@ -518,51 +438,46 @@ static mft_tensor *view_impl(const char *fn, const mft_tensor *t, int ndim, cons
                        mft__fmt_dims(c, sizeof c, ndim, nsz));
         return NULL;
     }
-    mft__scope_suspend(); /* the packed copy is a temporary, not a scope result */
-    bool grad = mft_set_grad_enabled(false); /* recorded below as one reshape */
-    mft__cause_push(MFT_CAUSE_RESHAPE, name);
-    mft_tensor *packed = mft_clone(t, MFT_CONTIGUOUS);
+    /* no view exists: a packed copy (a temporary, not a scope result; the
+     * reshape's copy, Note [Conversions and their causes]) viewed */
+    mft__scope_suspend();
+    mft__cause_push(MFT_CAUSE_RESHAPE, fn + 4); /* "reshape", "flatten" */
+    mft_tensor *packed = mft__clone(fn, t, MFT_CONTIGUOUS);
     mft__cause_pop();
-    mft_set_grad_enabled(grad);
     mft__scope_resume();
-    if (!packed) {
-        mft__relabel_error(fn);
-        return NULL;
-    }
+    if (!packed) return NULL;
     view_strides(packed->ndim, packed->sizes, packed->strides, packed->numel, ndim, nsz, nst);
     mft_tensor *out = view_make(fn, packed, ndim, nsz, nst, packed->offset);
     mft_tensor_release(packed);
-    return view_record(fn, name, t, out, VK_RESHAPE, 0, 0, NULL, 0, 0, 1);
+    view_note(note, MFT__VIEW_RESHAPE, 0, 0, NULL, t->ndim, 0, 0, 1); /* c = 1: copied */
+    return out;
 }
 
-mft_tensor *mft_view(const mft_tensor *t, int ndim, const int64_t *sizes) {
-    return view_impl("mft_view", t, ndim, sizes, false);
-}
-
-mft_tensor *mft_reshape(const mft_tensor *t, int ndim, const int64_t *sizes) {
-    return view_impl("mft_reshape", t, ndim, sizes, true);
-}
-
-mft_tensor *mft_flatten(const mft_tensor *t, int start, int end) {
-    const char *fn = "mft_flatten";
-    VIEW_CHECK_NULL(fn, t);
+/* flatten's sizes: dims start..end merged (rank 0 gives (1)); false with the
+ * error set for bad dims. */
+bool mft__view_flatten_sizes(const char *fn, const mft_tensor *t, int start, int end, int *ndim,
+                             int64_t *sizes) {
+    if (!t) {
+        mft__null_arg(fn, "t");
+        return false;
+    }
     int s = mft__wrap_dim(fn, start, t->ndim);
     int e = s < 0 ? -1 : mft__wrap_dim(fn, end, t->ndim);
-    if (s < 0 || e < 0) return NULL;
+    if (s < 0 || e < 0) return false;
     if (s > e) {
         mft__set_error(MFT_ERR_DIM, "%s: start dim %d comes after end dim %d", fn, start, end);
-        return NULL;
+        return false;
     }
-    if (t->ndim == 0) {
-        int64_t one = 1;
-        return view_impl(fn, t, 1, &one, true);
-    }
-    int64_t sizes[MFT_MAX_DIMS];
     int n = 0;
-    for (int k = 0; k < s; k++) sizes[n++] = t->sizes[k];
-    int64_t m = 1;
-    for (int k = s; k <= e; k++) m *= t->sizes[k];
-    sizes[n++] = m;
-    for (int k = e + 1; k < t->ndim; k++) sizes[n++] = t->sizes[k];
-    return view_impl(fn, t, n, sizes, true);
+    if (t->ndim == 0) {
+        sizes[n++] = 1;
+    } else {
+        for (int k = 0; k < s; k++) sizes[n++] = t->sizes[k];
+        int64_t m = 1; /* <= numel: no overflow */
+        for (int k = s; k <= e; k++) m *= t->sizes[k];
+        sizes[n++] = m;
+        for (int k = e + 1; k < t->ndim; k++) sizes[n++] = t->sizes[k];
+    }
+    *ndim = n;
+    return true;
 }

@@ -25,6 +25,9 @@
 #include "mft/conv.h"
 #include "ops_internal.h"
 
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_conv_fast, mft__kernels_conv, NULL};
+
 /* The reference kernels, for tests (declared here; ops_internal.h is shared). */
 mft_kernel_fn mft__conv_reference(mft__op_id op, mft_dtype dt);
 
@@ -344,7 +347,7 @@ static mft_tensor *conv_run(const char *fn, mft__op_id op, mft_format fmt, int k
     const mft_tensor *ins[2] = {a, b};
     const bool convert[2] = {true, convert_b};
     mft_tensor *outs[1] = {out};
-    if (mft__dispatch(fn, op, fmt, a->dtype, 2, ins, convert, 1, outs, p) != MFT_OK) {
+    if (mft__dispatch(fn, g_tables, op, fmt, a->dtype, 2, ins, convert, 1, outs, p) != MFT_OK) {
         mft_tensor_release(out);
         return NULL;
     }

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 #include "ops_internal.h"
 
 static const char *const op_names[MFT__OP_COUNT] = {
@@ -21,13 +20,15 @@ const char *mft__op_name(mft__op_id op) {
     return (unsigned)op < MFT__OP_COUNT ? op_names[op] : "invalid";
 }
 
-/* Searched in this order, first match wins: a family's fast-kernel table
- * comes before its reference table, so a reference kernel registered under
- * the same key only serves as documentation and fallback. */
-static const mft__kernel_def *const builtin_tables[] = {
-    mft__kernels_pool, mft__kernels_pool_more, mft__kernels_softmax,       mft__kernels_pad,
-    mft__kernels_gemm, mft__kernels_norm,      mft__kernels_norm_backward, mft__kernels_conv_fast,
-    mft__kernels_conv, mft__kernels_resize};
+/* Note [Kernel tables]
+ * Built-in kernels live in const tables of their family's files. The
+ * dispatcher knows no family: each op passes its family's tables to
+ * mft__dispatch (NULL-terminated, searched in order, first match wins: the
+ * fast-kernel table comes before the reference table, so a reference kernel
+ * under the same key only serves as documentation and fallback). So the
+ * dispatcher sits below the families, and the one list of every table,
+ * mft__kernel_index (ops/dispatch/kernel_index.c, for listings and the
+ * registry test), above them. */
 
 /* ---------------------------------------------------------------- user kernels */
 #define DISPATCH_MAX_USER 64
@@ -123,9 +124,10 @@ typedef struct found_kernel {
     bool user;
 } found_kernel;
 
-static bool dispatch_builtin(mft__op_id op, mft_format fmt, mft_dtype dtype, found_kernel *k) {
-    for (size_t t = 0; t < sizeof builtin_tables / sizeof *builtin_tables; t++)
-        for (const mft__kernel_def *d = builtin_tables[t]; d->fn; d++)
+static bool dispatch_builtin(const mft__kernel_def *const *tables, mft__op_id op, mft_format fmt,
+                             mft_dtype dtype, found_kernel *k) {
+    for (size_t t = 0; tables[t]; t++)
+        for (const mft__kernel_def *d = tables[t]; d->fn; d++)
             if (d->op == op && d->fmt == fmt && d->dtype == dtype) {
                 *k = (found_kernel){d->fn, d->name, fmt, false};
                 return true;
@@ -133,14 +135,16 @@ static bool dispatch_builtin(mft__op_id op, mft_format fmt, mft_dtype dtype, fou
     return false;
 }
 
-static bool dispatch_lookup(mft__op_id op, mft_format fmt, mft_dtype dtype, found_kernel *k) {
+static bool dispatch_lookup(const mft__kernel_def *const *tables, mft__op_id op, mft_format fmt,
+                            mft_dtype dtype, found_kernel *k) {
     user_kernel *u = dispatch_user(op, fmt, dtype);
     if (!u) u = dispatch_user(op, MFT_FORMAT_ANY, dtype);
     if (u) {
         *k = (found_kernel){u->fn, u->name, u->fmt, true};
         return true;
     }
-    return dispatch_builtin(op, fmt, dtype, k) || dispatch_builtin(op, MFT_FORMAT_ANY, dtype, k);
+    return dispatch_builtin(tables, op, fmt, dtype, k) ||
+           dispatch_builtin(tables, op, MFT_FORMAT_ANY, dtype, k);
 }
 
 /* ---------------------------------------------------------------- state */
@@ -148,54 +152,11 @@ static _Thread_local mft_dispatch_info tl_last = {"",      "", MFT_CONTIGUOUS, M
                                                   MFT_F32, 0,  false,          0};
 static _Thread_local int64_t tl_conversions = 0;
 static atomic_bool g_strict = false;
-atomic_int mft__g_verbose = -1; /* -1: read MFT_VERBOSE on first use (tensor/internal.h) */
-
-/* The log callback and its context change together under g_log_mtx (logging
- * is the slow path: one line per dispatch when verbose). */
-typedef struct log_sink {
-    void (*cb)(const char *, void *);
-    void *ctx;
-} log_sink;
-static log_sink g_log = {NULL, NULL};
-static mtx_t g_log_mtx;
-static once_flag g_log_once = ONCE_FLAG_INIT;
-static void log_init(void) { mtx_init(&g_log_mtx, mtx_plain); }
-
 const mft_dispatch_info *mft_dispatch_last(void) { return &tl_last; }
 int64_t mft_dispatch_conversions(void) { return tl_conversions; }
 void mft_dispatch_reset_conversions(void) { tl_conversions = 0; }
 void mft_dispatch_set_strict(bool strict) { atomic_store(&g_strict, strict); }
 bool mft_dispatch_strict(void) { return atomic_load(&g_strict); }
-
-void mft_set_verbose(int level) { atomic_store(&mft__g_verbose, level < 0 ? 0 : level); }
-int mft_verbose(void) {
-    int v = atomic_load(&mft__g_verbose);
-    if (v < 0) { /* two threads reading the environment at once store the same value */
-        const char *env = getenv("MFT_VERBOSE");
-        int want = env ? atoi(env) : 0;
-        if (want < 0) want = 0;
-        atomic_compare_exchange_strong(&mft__g_verbose, &v, want);
-        v = atomic_load(&mft__g_verbose);
-    }
-    return v;
-}
-void mft_set_log_callback(void (*cb)(const char *line, void *ctx), void *ctx) {
-    call_once(&g_log_once, log_init);
-    mtx_lock(&g_log_mtx);
-    g_log = (log_sink){cb, ctx};
-    mtx_unlock(&g_log_mtx);
-}
-
-void mft__verbose_line(const char *line) {
-    call_once(&g_log_once, log_init);
-    mtx_lock(&g_log_mtx);
-    log_sink sink = g_log;
-    mtx_unlock(&g_log_mtx);
-    if (sink.cb)
-        sink.cb(line, sink.ctx);
-    else
-        fprintf(stderr, "%s\n", line);
-}
 
 /* ---------------------------------------------------------------- usage counts
  * Per thread: how often each (op, kernel) ran and with how many
@@ -257,15 +218,16 @@ static _Thread_local size_t tl_kernel_nomem = 0;
 void mft__kernel_nomem(size_t bytes) { tl_kernel_nomem = bytes ? bytes : 1; }
 bool mft__kernel_failed(void) { return tl_kernel_nomem != 0; }
 
-mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtype dtype, int nin,
-                         const mft_tensor *const *in, const bool *convert, int nout,
-                         mft_tensor *const *out, const void *params) {
+mft_status mft__dispatch(const char *fn, const mft__kernel_def *const *tables, mft__op_id op,
+                         mft_format fmt, mft_dtype dtype, int nin, const mft_tensor *const *in,
+                         const bool *convert, int nout, mft_tensor *const *out,
+                         const void *params) {
     found_kernel k;
-    bool found = dispatch_lookup(op, fmt, dtype, &k);
+    bool found = dispatch_lookup(tables, op, fmt, dtype, &k);
     bool fallback = false;
     if (!found) { /* another format of the same dtype */
         mft_format other = fmt == MFT_CONTIGUOUS ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
-        found = dispatch_lookup(op, other, dtype, &k);
+        found = dispatch_lookup(tables, op, other, dtype, &k);
         fallback = found;
     }
     if (!found) {
@@ -356,29 +318,10 @@ mft_status mft__dispatch(const char *fn, mft__op_id op, mft_format fmt, mft_dtyp
     return st;
 }
 
-/* ---------------------------------------------------------------- listing */
-typedef struct list_buf {
-    char *buf;
-    size_t len, pos;
-} list_buf;
+/* ---------------------------------------------------------------- user kernels, read */
+int mft__dispatch_user_count(void) { return g_nuser; }
 
-static void list_line(list_buf *b, mft__op_id op, mft_format fmt, mft_dtype dt, const char *name,
-                      bool user) {
-    char *dst = b->pos < b->len ? b->buf + b->pos : NULL;
-    size_t room = b->pos < b->len ? b->len - b->pos : 0;
-    int n = snprintf(dst, room, "%-28s %-16s %-4s %s%s\n", mft__op_name(op),
-                     fmt == MFT_FORMAT_ANY ? "ANY" : mft_format_name(fmt), mft_dtype_name(dt), name,
-                     user ? " [user]" : "");
-    if (n > 0) b->pos += (size_t)n;
-}
-
-size_t mft_dispatch_list(char *buf, size_t len) {
-    list_buf b = {buf, len, 0};
-    if (buf && len) buf[0] = '\0';
-    for (int i = 0; i < g_nuser; i++)
-        list_line(&b, g_user[i].op, g_user[i].fmt, g_user[i].dtype, g_user[i].name, true);
-    for (size_t t = 0; t < sizeof builtin_tables / sizeof *builtin_tables; t++)
-        for (const mft__kernel_def *d = builtin_tables[t]; d->fn; d++)
-            list_line(&b, d->op, d->fmt, d->dtype, d->name, false);
-    return b.pos;
+void mft__dispatch_user_get(int i, mft__kernel_def *k) {
+    *k = (mft__kernel_def){g_user[i].op, g_user[i].fmt, g_user[i].dtype, g_user[i].name,
+                           g_user[i].fn};
 }

@@ -53,8 +53,12 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "ops_internal.h"
+
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_gemm, NULL};
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+
 #define GEMM_AVX2 1
 #if defined(__AVX512F__)
 #define GEMM_AVX512 1
@@ -124,7 +128,7 @@ static mft_tensor *gemm_dispatch(const char *fn, const mft_tensor *A, const mft_
         const mft_matmul_params p = {transpose_b, transpose_a};
         const mft_tensor *ins[2] = {A, B};
         const bool convert[2] = {true, true};
-        if (mft__dispatch(fn, MFT__OP_MATMUL, MFT_CONTIGUOUS, A->dtype, 2, ins, convert, 1, &c,
+        if (mft__dispatch(fn, g_tables, MFT__OP_MATMUL, MFT_CONTIGUOUS, A->dtype, 2, ins, convert, 1, &c,
                           &p) != MFT_OK) {
             mft_tensor_release(c);
             c = NULL;

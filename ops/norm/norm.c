@@ -84,6 +84,9 @@
 #include "mft/cnn.h"
 #include "ops_internal.h"
 
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_norm, NULL};
+
 typedef struct mft__norm_kparams {
     mft_norm_params p;
     const mft_tensor *weight, *bias; /* NULL: 1 / 0 */
@@ -796,7 +799,7 @@ static mft_tensor *norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
         const mft_tensor *ins[1] = {x};
         const bool convert[1] = {true};
         mft_tensor *outs[1] = {res};
-        ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, 1, outs, kp) == MFT_OK;
+        ok = mft__dispatch(fn, g_tables, op, fmt, x->dtype, 1, ins, convert, 1, outs, kp) == MFT_OK;
     }
     if (ok) mft__rule_apply(res, &dec);
     /* statistics for the backward (x's dtype): mean, 1 / sqrt(var + eps) */

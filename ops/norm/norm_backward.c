@@ -53,8 +53,12 @@
 #include <string.h>
 #include "mft/cnn.h"
 #include "ops_internal.h"
+
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_norm_backward, NULL};
 #if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
 #define NB_HAVE_Z16 1
 #else
 #define NB_HAVE_Z16 0
@@ -850,7 +854,7 @@ static mft_status nb_run(const char *fn, mft__op_id op, const mft_tensor *go, co
         const mft_tensor *ins[2] = {go, x};
         const bool convert[2] = {true, true};
         mft_tensor *outs[1] = {r[0]};
-        ok = mft__dispatch(fn, op, fmt, x->dtype, 2, ins, convert, 1, outs, kp) == MFT_OK;
+        ok = mft__dispatch(fn, g_tables, op, fmt, x->dtype, 2, ins, convert, 1, outs, kp) == MFT_OK;
     }
     if (ok) mft__rule_apply(r[0], &dec);
     if (ok && gw) ok = (r[1] = nb_vec(fn, kp->gw, aff_nd, aff_sizes, x->dtype)) != NULL;

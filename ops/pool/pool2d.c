@@ -29,6 +29,9 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "ops_internal.h"
+
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_pool, mft__kernels_pool_more, NULL};
 #if defined(__AVX2__)
 #include <immintrin.h>
 #define POOL_HAVE_AVX2 1
@@ -38,6 +41,7 @@
 #if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
 #define POOL_HAVE_Z16 1
 #include "kernels_avx512.h"
+
 #else
 #define POOL_HAVE_Z16 0
 #endif
@@ -271,7 +275,7 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     if (ok) {
         const mft_tensor *ins[1] = {x4};
         const bool convert[1] = {true};
-        ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, is_max ? 2 : 1, outs, &p) ==
+        ok = mft__dispatch(fn, g_tables, op, fmt, x->dtype, 1, ins, convert, is_max ? 2 : 1, outs, &p) ==
              MFT_OK;
     }
     /* user-visible results: rank 3 views drop the N = 1 dim */

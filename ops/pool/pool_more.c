@@ -44,6 +44,9 @@
 #include "autograd_internal.h"
 #include "ops_internal.h"
 
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_pool, mft__kernels_pool_more, NULL};
+
 /* The reference kernels, for tests (F32 ones are not in the table). */
 mft_kernel_fn mft__pool_more_reference(mft__op_id op, mft_dtype dt);
 
@@ -79,6 +82,7 @@ static inline void pm_st8(float *p, pm_v8 v) { memcpy(p, &v, sizeof v); }
 /* AVX-512: the NHWC max backward over known windows (pm_maxbwd_win_range). */
 #if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
 #define PM_HAVE_Z16 1
 #else
 #define PM_HAVE_Z16 0
@@ -483,7 +487,7 @@ static mft_tensor *pm_execute(const pm_exec *e, mft_tensor **second) {
     if (ok) {
         const mft_tensor *cin[2] = {ins[0], ins[1]};
         const bool convert[2] = {true, true};
-        ok = mft__dispatch(fn, e->op, e->fmt, e->odt[0], e->nin, cin, convert, e->nout, outs,
+        ok = mft__dispatch(fn, g_tables, e->op, e->fmt, e->odt[0], e->nin, cin, convert, e->nout, outs,
                            e->params) == MFT_OK;
     }
     for (int i = 0; ok && i < e->nout; i++) {

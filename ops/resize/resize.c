@@ -30,6 +30,9 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "ops_internal.h"
+
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_resize, NULL};
 #include "mft/resize.h"
 
 /* The reference kernels, for tests (ops_internal.h is shared; declared here). */
@@ -174,7 +177,7 @@ static mft_tensor *interp_run(const char *fn, mft__op_id op, const mft_tensor *i
         const mft_tensor *ins[1] = {in};
         const bool convert[1] = {true};
         mft_tensor *outs[1] = {res};
-        ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, 1, outs, p) == MFT_OK;
+        ok = mft__dispatch(fn, g_tables, op, fmt, x->dtype, 1, ins, convert, 1, outs, p) == MFT_OK;
     }
     if (ok) mft__rule_apply(res, &dec);
     mft__scope_resume();
@@ -645,6 +648,7 @@ static void fast_nchw_range(void *ctx, int64_t begin, int64_t end) {
 typedef float rs_v8 __attribute__((vector_size(32)));
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+
 #define RS_HAVE_STREAM 1
 /* a + w * v with one rounding (the C11 build does not contract a*b+c). */
 static inline rs_v8 rs_fma(rs_v8 a, float w, rs_v8 v) {

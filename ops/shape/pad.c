@@ -38,6 +38,9 @@
 #include "autograd_internal.h"
 #include "ops_internal.h"
 
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_pad, NULL};
+
 /* The reference kernels, for tests (declared here, ops_internal.h is shared). */
 mft_kernel_fn mft__pad_reference(mft_dtype dt);
 
@@ -179,7 +182,7 @@ static mft_tensor *pad_forward(const char *fn, const mft_tensor *x, int npad,
         const mft_tensor *ins[1] = {x};
         const bool convert[1] = {true};
         mft_tensor *outs[1] = {y};
-        ok = mft__dispatch(fn, MFT__OP_PAD, fmt, x->dtype, 1, ins, convert, 1, outs, &p) ==
+        ok = mft__dispatch(fn, g_tables, MFT__OP_PAD, fmt, x->dtype, 1, ins, convert, 1, outs, &p) ==
              MFT_OK;
     }
     if (ok) mft__rule_apply(y, &dec);
@@ -420,7 +423,7 @@ mft_tensor *mft_pad_backward(const mft_tensor *grad_out, const mft_tensor *x, in
         const mft_tensor *ins[1] = {grad_out};
         const bool convert[1] = {true};
         mft_tensor *outs[1] = {gx};
-        ok = mft__dispatch(fn, MFT__OP_PAD_BACKWARD, fmt, x->dtype, 1, ins, convert, 1, outs,
+        ok = mft__dispatch(fn, g_tables, MFT__OP_PAD_BACKWARD, fmt, x->dtype, 1, ins, convert, 1, outs,
                            &p) == MFT_OK;
     }
     if (ok) mft__rule_apply(gx, &dec);

@@ -46,6 +46,9 @@
 #include "mft/cnn.h"
 #include "ops_internal.h"
 
+/* Note [Kernel tables]: the built-in kernels this family dispatches to. */
+static const mft__kernel_def *const g_tables[] = {mft__kernels_softmax, NULL};
+
 /* ---------------------------------------------------------------- reference */
 #define SMX_REF(D)                                                                             \
     static void softmax_ref_run_##D(const mft_kernel_args *a, bool lg) {                       \
@@ -452,7 +455,7 @@ static mft_tensor *softmax_impl(const char *fn, mft__op_id op, const mft_tensor 
         const mft_tensor *ins[1] = {x};
         const bool convert[1] = {true};
         mft_tensor *outs[1] = {res};
-        ok = mft__dispatch(fn, op, fmt, x->dtype, 1, ins, convert, 1, outs, &p) == MFT_OK;
+        ok = mft__dispatch(fn, g_tables, op, fmt, x->dtype, 1, ins, convert, 1, outs, &p) == MFT_OK;
     }
     if (ok) mft__rule_apply(res, &dec);
     mft__scope_resume();
@@ -558,7 +561,7 @@ static mft_tensor *softmax_bwd_impl(const char *fn, mft__op_id op, const mft_ten
         const mft_tensor *ins[2] = {g, o};
         const bool convert[2] = {true, true};
         mft_tensor *outs[1] = {res};
-        ok = mft__dispatch(fn, op, fmt, o->dtype, 2, ins, convert, 1, outs, &p) == MFT_OK;
+        ok = mft__dispatch(fn, g_tables, op, fmt, o->dtype, 2, ins, convert, 1, outs, &p) == MFT_OK;
     }
     if (ok) mft__rule_apply(res, &dec);
     mft__scope_resume();
