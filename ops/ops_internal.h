@@ -234,60 +234,6 @@ mft_tensor *mft__agew_ternary(const char *fn, const mft_tensor *x, const mft_ten
 mft_status mft__agew_check_into(const char *fn, const mft_tensor *out, int n,
                                 const mft_tensor *const *inputs);
 
-/* ---------------------------------------------------------------- conv_plane.c
- * F32 NHWC convolution with one input channel (C_in = 1, groups = 1, 2-D;
- * Note [Single-channel planes]). Sizes as in PyTorch; ws: weight strides
- * (co, ci, kh, kw); bias NULL or element 0 with stride bstride; gws: grad_w
- * strides (co, ci, kd, kh, kw). The kernels return false, having written
- * nothing, when they do not apply (no AVX-512; NHWC: C_out % 16 != 0; NCHW:
- * W stride != 1): the caller then runs another kernel; or when a scratch
- * allocation fails, having called mft__kernel_nomem (the caller stops:
- * Note [Kernel scratch]). */
-typedef struct mft__plane_geom {
-    int64_t N, H, W, OH, OW, Cout, KH, KW, sh, sw, ph, pw, dh, dw;
-    const float *w;
-    int64_t ws[4];
-    const float *bias;
-    int64_t bstride;
-} mft__plane_geom;
-bool mft__conv_plane_applies(const mft__plane_geom *g);
-bool mft__conv_plane_forward(const mft__plane_geom *g, const float *x, float *y);
-bool mft__conv_plane_backward_weight(const mft__plane_geom *g, const float *gy, const float *x,
-                                     float *gw, const int64_t *gws);
-/* The same with NCHW y / grad_y (x is one plane either way); unit W stride
- * only, any C_out. */
-bool mft__conv_plane_forward_nchw(const mft__plane_geom *g, const float *x, float *y);
-bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float *gy,
-                                          const float *x, float *gw, const int64_t *gws);
-
-/* ---------------------------------------------------------------- conv_wino.c
- * Winograd F(4x4, 3x3) (Note [Winograd F(4x4, 3x3)]): y (N, OH, OW, K) =
- * the 3x3 correlation of x (N, H, W, C) with padding (ph, pw), stride and
- * dilation 1, plus bias; both NHWC packed. Weight element (k, c, a, b) is
- * w[k*ws[0] + c*ws[1] + a*ws[2] + b*ws[3]] (strides may be negative: the
- * flipped view of backward_input). applies: the algorithm is on and pays
- * for these sizes (or the test mode forces it); forward returns false
- * when a scratch allocation fails, having called mft__kernel_nomem (Note
- * [Kernel scratch]). */
-typedef struct mft__wino_geom {
-    int64_t N, H, W, C, K, OH, OW, ph, pw;
-    const float *w;
-    int64_t ws[4];
-    const float *bias;
-    int64_t bstride;
-} mft__wino_geom;
-bool mft__conv_wino_applies(const mft__wino_geom *g);
-bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y);
-/* grad_w (K, C, 3, 3) at strides gws (k, c, -, kh, kw) of the forward
- * convolution g (w unused) from grad_y (N, OH, OW, K) and x, both NHWC
- * packed; false, having written nothing, where the partial sums would be
- * too big (the caller runs another kernel) or, having called
- * mft__kernel_nomem, when scratch is short (Note [Kernel scratch]). */
-bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, const float *x,
-                                    float *gw, const int64_t *gws);
-/* For tests: 0 the size heuristic, 1 wherever legal, 2 never. */
-void mft__conv_wino_set_mode(int mode);
-
 /* A built-in kernel that chose among algorithms reports this (static) name
  * for the current dispatch instead of its table name. */
 void mft__dispatch_report_as(const char *name);
@@ -312,38 +258,5 @@ bool mft__kernel_failed(void);
 static inline void mft__scratch_fail(_Atomic long long *flag, size_t bytes) {
     atomic_store_explicit(flag, (long long)bytes, memory_order_relaxed);
 }
-
-/* The layer_norm permutation of an NHWC block (ops/norm.c,
- * ops/norm_backward.c): for n < Nb, c < C, s < Sp, physical position
- * P = (n*Sp + s)*C + c holds logical element Q = (n*C + c)*Sp + s (a C x Sp
- * transpose per n). They replace an index array of L int64 that each call
- * filled and read.
- * MFT__LN_PERM_FOR runs BODY for every (P, Q) in P order, Q stepped (C
- * lines of the logical side in use, each reused for 16 s): for gathering
- * the weight into the physical order (a tiled walk measured slower there,
- * 1.31-1.46 against 1.07-1.14 ms for the 8x64x56x56 forward).
- * MFT__LN_PERM_TILED runs it in 32 x 32 tiles of (c, s), P consecutive
- * inside: for scattering the double gradients back to the logical order
- * (2.24-2.58 against 2.85-3.25 ms for the backward in P order). */
-#define MFT__LN_PERM_FOR(Nb, C, Sp, P, Q, BODY)                                                    \
-    for (int64_t ln_n_ = 0, P = 0; ln_n_ < (Nb); ln_n_++)                                          \
-        for (int64_t ln_s_ = 0; ln_s_ < (Sp); ln_s_++)                                             \
-            for (int64_t ln_c_ = 0, Q = ln_n_ * (C) * (Sp) + ln_s_; ln_c_ < (C);                   \
-                 ln_c_++, P++, Q += (Sp)) {                                                        \
-                BODY                                                                               \
-            }
-#define MFT__LN_PERM_TILE 32
-#define MFT__LN_PERM_TILED(Nb, C, Sp, P, Q, BODY)                                                  \
-    for (int64_t ln_n_ = 0; ln_n_ < (Nb); ln_n_++)                                                 \
-        for (int64_t ln_c0_ = 0; ln_c0_ < (C); ln_c0_ += MFT__LN_PERM_TILE)                        \
-            for (int64_t ln_s0_ = 0; ln_s0_ < (Sp); ln_s0_ += MFT__LN_PERM_TILE)                   \
-                for (int64_t ln_s_ = ln_s0_; ln_s_ < (Sp) && ln_s_ < ln_s0_ + MFT__LN_PERM_TILE;   \
-                     ln_s_++)                                                                      \
-                    for (int64_t ln_c_ = ln_c0_; ln_c_ < (C) && ln_c_ < ln_c0_ + MFT__LN_PERM_TILE; \
-                         ln_c_++) {                                                                \
-                        const int64_t P = (ln_n_ * (Sp) + ln_s_) * (C) + ln_c_;                    \
-                        const int64_t Q = (ln_n_ * (C) + ln_c_) * (Sp) + ln_s_;                    \
-                        BODY                                                                       \
-                    }
 
 #endif

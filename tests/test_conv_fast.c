@@ -9,7 +9,7 @@
  * direct-loop fallback (forced, and through a failing allocator hook). */
 #include <string.h>
 #include "mft/conv.h"
-#include "ops_internal.h"
+#include "conv/conv_internal.h"
 #include "fail_alloc.h"
 #include "test_util.h"
 

@@ -23,7 +23,7 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "mft/conv.h"
-#include "ops_internal.h"
+#include "conv_internal.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 static const mft__kernel_def *const g_tables[] = {mft__kernels_conv_fast, mft__kernels_conv, NULL};

@@ -102,7 +102,7 @@
  * way that rounds differently (Note [Kernel scratch] in ops/ops_internal.h). */
 #include <string.h>
 #include "mft/conv.h"
-#include "ops_internal.h"
+#include "conv_internal.h"
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define CF_AVX2 1

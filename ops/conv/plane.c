@@ -23,7 +23,7 @@
  * nothing; when a scratch allocation fails they report it through
  * mft__kernel_nomem and return false (Note [Kernel scratch]). */
 #include <string.h>
-#include "ops_internal.h"
+#include "conv_internal.h"
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define CP_AVX512 1

@@ -44,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mft/conv.h"
-#include "ops_internal.h"
+#include "conv_internal.h"
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define WG_AVX512 1

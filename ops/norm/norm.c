@@ -82,7 +82,7 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "mft/cnn.h"
-#include "ops_internal.h"
+#include "norm_internal.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 static const mft__kernel_def *const g_tables[] = {mft__kernels_norm, NULL};

@@ -52,7 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mft/cnn.h"
-#include "ops_internal.h"
+#include "norm_internal.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 static const mft__kernel_def *const g_tables[] = {mft__kernels_norm_backward, NULL};
