@@ -166,14 +166,19 @@ static inline int64_t mft__dims_prod(const mft_tensor *t, int d0, int d1) {
 /* Grain of the elementwise parallel split (elements). */
 #define MFT__EW_GRAIN 32768
 
-/* ------------------------------------------------------------------ dispatch
- * Ops with per-format kernels (mft/dispatch.h). */
+/* ------------------------------------------------------------------ ops
+ * Every op's id, from the registry (mft/registry.h); the dispatched ones
+ * have per-format kernels (mft/dispatch.h). */
+#define MFT__OP_ENUM_(A, ID, ...) MFT__OP_##ID,
+/* ... and the same ids under the ops' names (MFT__OPN_relu == MFT__OP_RELU),
+ * for code generated from the name lists (MFT_UNARY_OPS and the like). */
+#define MFT__OPN_ENUM_(A, ID, name, ...) MFT__OPN_##name = MFT__OP_##ID,
 typedef enum mft__op_id {
-#define X(id, name, nin, nout) MFT__OP_##id,
-#include "ops.def"
-#undef X
-    MFT__OP_COUNT
+    MFT_OP_REGISTRY(MFT__OP_ENUM_, 0) MFT__OP_COUNT,
+    MFT_OP_REGISTRY(MFT__OPN_ENUM_, 0)
 } mft__op_id;
+#undef MFT__OP_ENUM_
+#undef MFT__OPN_ENUM_
 
 /* A built-in kernel; each family file exports a table ending with fn == NULL. */
 typedef struct mft__kernel_def {
@@ -221,15 +226,16 @@ void mft__dispatch_user_get(int i, mft__kernel_def *k);
  * Recording for the elementwise family (elementwise_backward.c): entry
  * points hand their fresh result to these, which record a node when an
  * input requires grad on a recording thread and return the result (NULL,
- * result released, if recording fails). fn is the public name ("mft_relu",
- * "mft_add", ...): the node's op name is fn without "mft_", and an error
- * while recording names fn. */
-mft_tensor *mft__agew_unary(const char *fn, const mft_tensor *x, mft_tensor *y, double p0,
-                            double p1);
-mft_tensor *mft__agew_binary(const char *fn, const mft_tensor *a, const mft_tensor *b,
-                             mft_tensor *c, double alpha);
-mft_tensor *mft__agew_ternary(const char *fn, const mft_tensor *x, const mft_tensor *a,
-                              const mft_tensor *b, mft_tensor *y, double value);
+ * result released, if recording fails). op is the registry row (its kind
+ * says whether the op is differentiable; its name names the node), fn the
+ * public name an error while recording names ("mft_relu", "mft_add", ...). */
+mft_tensor *mft__agew_unary(mft__op_id op, const char *fn, const mft_tensor *x, mft_tensor *y,
+                            double p0, double p1);
+mft_tensor *mft__agew_binary(mft__op_id op, const char *fn, const mft_tensor *a,
+                             const mft_tensor *b, mft_tensor *c, double alpha);
+mft_tensor *mft__agew_ternary(mft__op_id op, const char *fn, const mft_tensor *x,
+                              const mft_tensor *a, const mft_tensor *b, mft_tensor *y,
+                              double value);
 /* The in-place / out= refusal while recording (MFT_ERR_UNSUPPORTED naming fn). */
 mft_status mft__agew_check_into(const char *fn, const mft_tensor *out, int n,
                                 const mft_tensor *const *inputs);

@@ -445,6 +445,12 @@ typedef enum mft__rule_id {
 #undef R
     MFT__RULE_COUNT
 } mft__rule_id;
+extern const mft_format_rule mft__rules[MFT__RULE_COUNT];
+
+/* tensor/registry.c: the registry row named name[0..n) (an "mft_" prefix
+ * is skipped); NULL when there is none. */
+#include "mft/registry.h"
+const mft_op_info *mft__op_find_n(const char *name, size_t n);
 
 /* What a row decided for one op call. */
 typedef struct mft__decision {

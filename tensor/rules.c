@@ -19,9 +19,9 @@
 #include <string.h>
 #include "internal.h"
 
-static const mft_format_rule g_rules[MFT__RULE_COUNT] = {
-#define R(ID, name, ops, cls, OUT, AMB, BW, operands, note, dev, pt)                              \
-    {name, ops, cls, MFT_RULE_##OUT, MFT_AMBIG_##AMB, MFT_BACKWARD_##BW, operands, note, dev, pt},
+const mft_format_rule mft__rules[MFT__RULE_COUNT] = {
+#define R(ID, name, cls, OUT, AMB, BW, operands, note, dev, pt)                                   \
+    {name, cls, MFT_RULE_##OUT, MFT_AMBIG_##AMB, MFT_BACKWARD_##BW, operands, note, dev, pt},
 #include "rules.def"
 #undef R
 };
@@ -60,7 +60,7 @@ static const char *const g_backward_text[MFT_BACKWARD_COUNT] = {
 
 int mft_rule_count(void) { return MFT__RULE_COUNT; }
 const mft_format_rule *mft_rule_at(int i) {
-    return i >= 0 && i < MFT__RULE_COUNT ? &g_rules[i] : NULL;
+    return i >= 0 && i < MFT__RULE_COUNT ? &mft__rules[i] : NULL;
 }
 const char *mft_rule_output_name(mft_rule_output r) {
     return (unsigned)r < MFT_RULE_OUTPUT_COUNT ? g_output_names[r] : "?";
@@ -72,33 +72,15 @@ const char *mft_rule_backward_name(mft_rule_backward b) {
     return (unsigned)b < MFT_BACKWARD_COUNT ? g_backward_names[b] : "?";
 }
 
-/* True when the space-separated list has the word name[0..n). */
-static bool rules_list_has(const char *list, const char *name, size_t n) {
-    for (const char *p = list; *p;) {
-        while (*p == ' ') p++;
-        const char *e = p;
-        while (*e && *e != ' ') e++;
-        if ((size_t)(e - p) == n && n && !memcmp(p, name, n)) return true;
-        p = e;
-    }
-    return false;
-}
-
-static int rules_find(const char *name, size_t n) {
-    for (int i = 0; i < MFT__RULE_COUNT; i++)
-        if (rules_list_has(g_rules[i].ops, name, n)) return i;
-    return -1;
-}
-
+/* The row of the op's registry entry (mft/registry.h); the in-place and
+ * out forms of any op (mft_<op>_, mft_<op>_out) read the in-place row. */
 const mft_format_rule *mft_rule_for_op(const char *op) {
     if (!op) return NULL;
-    if (!strncmp(op, "mft_", 4)) op += 4;
     size_t n = strlen(op);
-    int i = rules_find(op, n);
-    if (i >= 0) return &g_rules[i];
-    /* mft_<op>_ and mft_<op>_out of any op: the in-place row */
+    const mft_op_info *info = mft__op_find_n(op, n);
+    if (info) return info->rule;
     size_t base = n > 4 && !strcmp(op + n - 4, "_out") ? n - 4 : n > 1 && op[n - 1] == '_' ? n - 1 : n;
-    if (base != n && rules_find(op, base) >= 0) return &g_rules[MFT__RULE_INPLACE];
+    if (base != n && mft__op_find_n(op, base)) return &mft__rules[MFT__RULE_INPLACE];
     return NULL;
 }
 
@@ -120,7 +102,7 @@ mft__decision mft__rule_decide(mft__rule_id rule, const char *op, int n,
                                unsigned flags) {
     mft__decision d = {rule, op, MFT_CONTIGUOUS, -1, MFT_CONTIGUOUS, NULL, false};
     const int first = n > 0 && operands[0] ? 0 : -1;
-    switch (g_rules[rule].output) {
+    switch (mft__rules[rule].output) {
     case MFT_RULE_ITERATOR: /* strides: mft__ew_result_strides; tag if ambiguous: operand 0 */
     case MFT_RULE_INPUT:
     case MFT_RULE_IDENTITY:
@@ -273,7 +255,7 @@ static void rules_prov_record(mft_tensor *t, const mft__decision *d) {
 
 void mft__rule_apply(mft_tensor *t, const mft__decision *d) {
     if (!t) return;
-    const mft_format_rule *r = &g_rules[d->rule];
+    const mft_format_rule *r = &mft__rules[d->rule];
     switch (r->output) {
     case MFT_RULE_DESTINATION:
     case MFT_RULE_IDENTITY: return;
@@ -302,7 +284,7 @@ bool mft_tensor_provenance_at(const mft_tensor *t, int depth, mft_provenance *ou
     for (int i = 0; p && i < depth; i++) p = p->parent;
     if (!p) return false;
     *out = (mft_provenance){p->op,
-                            p->rule >= 0 ? &g_rules[p->rule] : NULL,
+                            p->rule >= 0 ? &mft__rules[p->rule] : NULL,
                             p->tag,
                             p->origin,
                             p->rule_tag,
@@ -397,7 +379,7 @@ size_t mft_tensor_provenance(const mft_tensor *t, char *buf, size_t len) {
         return b.pos;
     }
     for (; p; p = p->parent) {
-        const mft_format_rule *r = p->rule >= 0 ? &g_rules[p->rule] : NULL;
+        const mft_format_rule *r = p->rule >= 0 ? &mft__rules[p->rule] : NULL;
         rb_printf(&b, "%s%s (%s) by %s", p == t->prov ? "" : "<- ", rules_fmt(p->tag),
                   mft_origin_name(p->origin), p->op ? p->op : "?");
         if (r) {
@@ -458,7 +440,7 @@ mft_status mft_explain_format(const char *op, int n, const mft_tensor *const *in
                        fn, (int)declared, MFT_FORMAT_COUNT - 1);
         return MFT_ERR_FORMAT;
     }
-    mft__decision d = mft__rule_decide((mft__rule_id)(r - g_rules), op, n, inputs, declared, 0);
+    mft__decision d = mft__rule_decide((mft__rule_id)(r - mft__rules), op, n, inputs, declared, 0);
     out->format = d.tag;
     out->rule = r;
     out->operand = d.operand;
@@ -477,7 +459,8 @@ size_t mft_rules_markdown(char *buf, size_t len) {
     rules_buf b = {buf, len, 0};
     if (len) buf[0] = '\0';
     rb_printf(&b, "# Format rules\n\n"
-                  "Generated by `tools/mft-rules` from `tensor/rules.def`, the table the library "
+                  "Generated by `tools/mft-rules` from `tensor/rules.def` and the op registry "
+                  "(`include/mft/registry.h`), the tables the library "
                   "itself reads to give every result its tag (`mft__rule_decide`). Do not edit: "
                   "`test_rules` fails when this file and the code differ.\n\n"
                   "Every result's layout is decided in two steps: its row's *output* rule gives "
@@ -489,10 +472,14 @@ size_t mft_rules_markdown(char *buf, size_t len) {
     rb_printf(&b, "| rule | class | output | ambiguous strides | backward | operands | note | ops "
                   "| deviation (PyTorch 1.13) |\n|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < MFT__RULE_COUNT; i++) {
-        const mft_format_rule *r = &g_rules[i];
-        rb_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | ", r->name, r->op_class,
+        const mft_format_rule *r = &mft__rules[i];
+        rb_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | ", r->name, r->op_class,
                   g_output_names[r->output], g_ambig_names[r->ambiguity],
-                  g_backward_names[r->backward], r->operands, r->note, r->ops[0] ? r->ops : "—");
+                  g_backward_names[r->backward], r->operands, r->note);
+        int nops = 0;
+        for (int k = 0; k < mft_op_count(); k++)
+            if (mft_op_at(k)->rule == r) rb_printf(&b, "%s%s", nops++ ? " " : "", mft_op_at(k)->name);
+        rb_printf(&b, "%s | ", nops ? "" : "—");
         if (r->deviation)
             rb_printf(&b, "#%d: %s |\n", r->deviation, r->pytorch);
         else
@@ -507,5 +494,22 @@ size_t mft_rules_markdown(char *buf, size_t len) {
     rb_printf(&b, "\n## Backward clauses\n\n");
     for (int i = 0; i < MFT_BACKWARD_COUNT; i++)
         rb_printf(&b, "- **%s**: %s.\n", g_backward_names[i], g_backward_text[i]);
+    static const char *const sigs[] = {"UNARY", "SCALAR", "RANGE", "BINARY", "NONE"};
+    static const char *const kinds[] = {"DIFF", "PLAIN", "BACKWARD", "KERNEL"};
+    rb_printf(&b, "\n## The op registry\n\n"
+                  "Every op, one row of `MFT_OP_REGISTRY` (`include/mft/registry.h`). *sig*: "
+                  "UNARY, SCALAR, RANGE and BINARY ops have the uniform `mft_X`, `mft_X_`, "
+                  "`mft_X_out` forms; *kind*: DIFF records a tape node, PLAIN is not "
+                  "differentiable, BACKWARD is a backward function, KERNEL a backward kernel's "
+                  "dispatch key; *dispatched*: runs through the kernel table (`mft/dispatch.h`). "
+                  "-1 inputs or outputs: any number.\n\n"
+                  "| op | family | sig | inputs | outputs | kind | dispatched | rule |\n"
+                  "|---|---|---|---|---|---|---|---|\n");
+    for (int k = 0; k < mft_op_count(); k++) {
+        const mft_op_info *op = mft_op_at(k);
+        rb_printf(&b, "| %s | %s | %s | %d | %d | %s | %s | %s |\n", op->name, op->family,
+                  sigs[op->sig], op->ninputs, op->noutputs, kinds[op->kind],
+                  op->dispatched ? "yes" : "no", op->rule->name);
+    }
     return b.pos;
 }

@@ -1,6 +1,7 @@
 /* tests/test_rules.c — the format rules as data (mft/rules.h): the table is
- * complete (every public op of the headers resolves to exactly one row), its
- * deviations point at real rows of docs/deviations.md, mft_explain_format
+ * complete (every public op of the headers is a registry row and its rule
+ * deviations point at real rows of docs/deviations.md, the op registry and
+ * the public headers name the same ops, mft_explain_format
  * names the rule and the operand that decide (expectations derived by hand
  * from SPEC §3-§4), and every tensor's provenance chain tells which op, rule,
  * operand and call site gave it its tag. */
@@ -38,87 +39,106 @@ static void test_rows_well_formed(void) {
     free(dev);
 }
 
-/* Collects `MFT_API mft_tensor *mft_NAME(` and the X(name) lists of ops.h. */
+/* Collects the names NAME of `MFT_API mft_tensor *mft_NAME(` (functions
+ * that return a new tensor) and of `MFT_API <type> mft_NAME_backward(`. */
 static int scan_header_ops(const char *text, char names[][48], int max) {
     int n = 0;
-    for (const char *p = text; (p = strstr(p, "MFT_API mft_tensor *mft_")) && n < max;) {
-        p += strlen("MFT_API mft_tensor *mft_");
-        int k = 0;
-        while ((isalnum((unsigned char)p[k]) || p[k] == '_') && k < 47) k++;
-        if (!k) continue;
-        memcpy(names[n], p, (size_t)k);
-        names[n++][k] = '\0';
-    }
-    /* X(neg) X(abs) ... inside the MFT_*_OPS(X) lists */
-    for (const char *p = text; (p = strstr(p, "_OPS(X)")) && n < max;) {
-        const char *end = strstr(p, "\n\n");
-        for (const char *q = p + 7; q && (!end || q < end) && (q = strstr(q, "X(")) && (!end || q < end);) {
-            q += 2;
-            int k = 0;
-            while ((isalnum((unsigned char)q[k]) || q[k] == '_') && k < 47) k++;
-            if (k && n < max) {
-                memcpy(names[n], q, (size_t)k);
-                names[n++][k] = '\0';
-            }
-        }
-        p += 7;
+    for (const char *p = text; (p = strstr(p, "MFT_API ")) && n < max;) {
+        p += strlen("MFT_API ");
+        const char *eol = strchr(p, '\n'), *paren = strchr(p, '(');
+        if (!paren || (eol && eol < paren)) continue;
+        const char *q = paren;
+        while (q > p && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) q--;
+        size_t k = (size_t)(paren - q);
+        bool tensor = !strncmp(p, "mft_tensor *", 12) && q == p + 12;
+        bool backward = k > 9 && !strncmp(paren - 9, "_backward", 9);
+        if (k < 5 || k > 47 + 4 || strncmp(q, "mft_", 4) || (!tensor && !backward)) continue;
+        memcpy(names[n], q + 4, k - 4);
+        names[n++][k - 4] = '\0';
     }
     return n;
 }
 
-static int rows_naming(const char *op) {
-    int c = 0;
-    size_t n = strlen(op);
-    if (!n) return 0;
-    for (int i = 0; i < mft_rule_count(); i++) {
-        const char *ops = mft_rule_at(i)->ops;
-        for (const char *p = ops; (p = strstr(p, op));) {
-            bool start = p == ops || p[-1] == ' ', end = p[n] == '\0' || p[n] == ' ';
-            if (start && end) c++;
-            p += n;
-        }
-    }
-    return c;
+static const char *const HEADERS[] = {"ops", "conv", "pool", "norm", "resize", "softmax", "shape",
+                                      "linalg", "loss", "tensor", "data", "nn"};
+#define NHEADERS (sizeof HEADERS / sizeof *HEADERS)
+
+static char *read_header(size_t h) {
+    char path[256];
+    snprintf(path, sizeof path, SRC_ROOT "/include/mft/%s.h", HEADERS[h]);
+    size_t n = 0;
+    unsigned char *text = tu_read_file(path, &n);
+    CHECK_MSG(text != NULL, "%s\n", path);
+    if (text) text[n] = '\0';
+    return (char *)text;
 }
 
-static void test_every_public_op_has_one_row(void) {
-    static const char *const headers[] = {"ops", "conv", "pool", "norm", "resize", "softmax",
-                                          "shape", "linalg", "loss", "tensor", "data"};
+/* Every public op of the headers is a registry row (its in-place and out
+ * forms resolve to the in-place rule), and every row is a public op. */
+static void test_every_public_op_is_a_registry_row(void) {
     /* results that are not an op's output: references, grads, a model's
      * forward (made of rows of its own) */
     static const char *const not_ops[] = {"tensor_retain", "tensor_grad", "scope_keep",
                                           "layer_forward"};
     static char names[512][48];
+    char *text[NHEADERS];
     int total = 0;
-    for (size_t h = 0; h < sizeof headers / sizeof *headers; h++) {
-        char path[256];
-        snprintf(path, sizeof path, SRC_ROOT "/include/mft/%s.h", headers[h]);
-        size_t n = 0;
-        unsigned char *text = tu_read_file(path, &n);
-        CHECK_MSG(text != NULL, "%s\n", path);
-        if (!text) continue;
-        text[n] = '\0';
-        int k = scan_header_ops((const char *)text, names, 512);
-        free(text);
+    for (size_t h = 0; h < NHEADERS; h++) {
+        text[h] = read_header(h);
+        if (!text[h]) continue;
+        int k = scan_header_ops(text[h], names, 512);
         for (int i = 0; i < k; i++) {
             bool skip = false;
             for (size_t j = 0; j < sizeof not_ops / sizeof *not_ops; j++)
                 skip = skip || !strcmp(names[i], not_ops[j]);
             if (skip) continue;
             total++;
-            CHECK_MSG(mft_rule_for_op(names[i]) != NULL, "public op %s has no rule row\n",
-                      names[i]);
-            CHECK_MSG(rows_naming(names[i]) == 1, "op %s is named by %d rows\n", names[i],
-                      rows_naming(names[i]));
+            CHECK_MSG(mft_op_find(names[i]) != NULL, "public op mft_%s (include/mft/%s.h) has no "
+                      "row in the registry (include/mft/registry.h)\n", names[i], HEADERS[h]);
+            CHECK_MSG(mft_rule_for_op(names[i]) != NULL, "public op %s has no rule row\n", names[i]);
         }
     }
     CHECK(total > 100); /* the scan found the headers' ops */
+    /* every row: a unique name, a rule, and (but backward kernels' keys) a
+     * public function of that name */
+    for (int i = 0; i < mft_op_count(); i++) {
+        const mft_op_info *op = mft_op_at(i);
+        CHECK(op && op->name[0] && op->family[0] && op->rule);
+        CHECK_MSG(mft_op_find(op->name) == op, "registry row %s appears twice\n", op->name);
+        CHECK(mft_rule_for_op(op->name) == op->rule);
+        CHECK_MSG((op->kind == MFT_OP_KIND_BACKWARD || op->kind == MFT_OP_KIND_KERNEL) ==
+                      (strstr(op->name, "_backward") != NULL),
+                  "row %s: kind BACKWARD or KERNEL iff a backward function\n", op->name);
+        if (op->kind == MFT_OP_KIND_KERNEL) {
+            CHECK_MSG(op->dispatched, "row %s: a kernel key that is not dispatched\n", op->name);
+            continue;
+        }
+        char decl[80];
+        snprintf(decl, sizeof decl, "mft_%s(", op->name);
+        bool found = false;
+        for (size_t h = 0; h < NHEADERS; h++) {
+            if (!text[h]) continue;
+            for (const char *p = text[h]; !found && (p = strstr(p + 1, decl));)
+                found = p[-1] == '*' || p[-1] == ' ';
+            /* the uniform elementwise ops are declared from the registry by
+             * macro (mft/ops.h) */
+            found = found || (op->sig == MFT_OP_SIG_UNARY || op->sig == MFT_OP_SIG_SCALAR ||
+                              op->sig == MFT_OP_SIG_BINARY);
+        }
+        CHECK_MSG(found, "registry row %s: no public function mft_%s in include/mft/\n", op->name,
+                  op->name);
+    }
+    for (size_t h = 0; h < NHEADERS; h++) free(text[h]);
+    CHECK(mft_op_find("mft_conv2d") == mft_op_find("conv2d") && mft_op_find("conv2d"));
+    CHECK(mft_op_find("relu_") == NULL && mft_op_find(NULL) == NULL);
+    CHECK(mft_op_at(-1) == NULL && mft_op_at(mft_op_count()) == NULL);
     /* in-place and _out forms resolve to the in-place row */
     const mft_format_rule *ip = mft_rule_for_op("mft_relu_");
     CHECK(ip && ip->output == MFT_RULE_DESTINATION);
-    CHECK(mft_rule_for_op("add_out") == ip);
+    CHECK(mft_rule_for_op("add_out") == ip && mft_rule_for_op("clamp_") == ip);
     CHECK(mft_rule_for_op("mft_conv2d") == mft_rule_for_op("conv2d"));
     CHECK(mft_rule_for_op("no_such_op") == NULL && mft_rule_for_op("_") == NULL);
+    CHECK(mft_rule_for_op("no_such_op_out") == NULL);
     CHECK(mft_rule_for_op(NULL) == NULL);
 }
 
@@ -128,7 +148,8 @@ static void test_markdown(void) {
     CHECK(md && mft_rules_markdown(md, need + 1) == need && strlen(md) == need);
     int rows = 0;
     for (const char *p = md; p && (p = strstr(p, "\n| ")); p++) rows++;
-    CHECK_EQ_I(rows, mft_rule_count() + 1); /* + the header line */
+    CHECK_EQ_I(rows, mft_rule_count() + 1 + mft_op_count() + 1); /* + the header lines */
+    CHECK(has(md, "| conv2d | conv | NONE | 2 | 1 | DIFF | yes | conv2d |"));
     CHECK(has(md, "| conv2d | conv | ANY_CL | RULE | INPUT_FORMAT | x, weight |"));
     CHECK(has(md, "#9: contiguous whatever the input's layout"));
     /* truncated output keeps the full length and terminates */
@@ -315,7 +336,7 @@ static void test_provenance_outlives_parent(void) {
 
 int main(void) {
     RUN(test_rows_well_formed);
-    RUN(test_every_public_op_has_one_row);
+    RUN(test_every_public_op_is_a_registry_row);
     RUN(test_markdown);
     RUN(test_explain_conv);
     RUN(test_explain_elementwise_cat_pool);

@@ -1,7 +1,8 @@
 /* tools/mft-rules.c — prints the library's format-rule table (tensor/rules.def,
- * the rows ops read to tag their results) as Markdown: docs/rules.md is this
- * output. `--check FILE` exits 1 when FILE differs from the table (the CTest
- * check that keeps docs/rules.md generated), 2 on bad arguments or I/O. */
+ * the rows ops read to tag their results) and the op registry
+ * (include/mft/registry.h) as Markdown: docs/rules.md is this output. `--check
+ * FILE` exits 1 when FILE differs (the CTest check that keeps docs/rules.md
+ * generated), 2 on bad arguments or I/O. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

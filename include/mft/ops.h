@@ -58,6 +58,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "mft/export.h"
+#include "mft/registry.h"
 #include "mft/status.h"
 #include "mft/tensor.h"
 #include "mft/types.h"
@@ -76,14 +77,12 @@ MFT_API mft_dtype mft_result_type(int n, const mft_tensor *const *ts, bool has_s
 MFT_API bool mft_can_cast(mft_dtype from, mft_dtype to);
 
 /* ------------------------------------------------------------------ unary
- * y = f(x), same sizes. Each op X has mft_X(x), mft_X_(x) and
+ * y = f(x), same sizes. Each op X of sig UNARY in the registry
+ * (mft/registry.h, MFT_UNARY_OPS) has mft_X(x), mft_X_(x) and
  * mft_X_out(out, x).
  *   neg abs square sign floor ceil round(half to even) relu: keep the dtype
  *   sqrt rsqrt exp log sin cos tanh sigmoid gelu(erf form) silu reciprocal:
  *   integer inputs compute in F32. */
-#define MFT_UNARY_OPS(X)                                                                  \
-    X(neg) X(abs) X(sqrt) X(rsqrt) X(exp) X(log) X(sin) X(cos) X(tanh) X(sigmoid) X(relu) \
-    X(gelu) X(silu) X(square) X(reciprocal) X(sign) X(floor) X(ceil) X(round)
 #define MFT_DECLARE_UNARY_(name)                                                  \
     MFT_API mft_tensor *mft_##name(const mft_tensor *x);                          \
     MFT_API mft_status mft_##name##_(mft_tensor *x);                              \
@@ -101,10 +100,6 @@ MFT_UNARY_OPS(MFT_DECLARE_UNARY_)
  *                          integer x with a negative integral p is MFT_ERR_INVALID)
  * and the scalar forms of the binary ops (x op s): add/sub/mul/div/maximum/
  * minimum/pow/rsub (s - x), plus comparisons eq/ne/lt/le/gt/ge (U8 result). */
-#define MFT_SCALAR_OPS(X)                                                                 \
-    X(add_scalar) X(sub_scalar) X(rsub_scalar) X(mul_scalar) X(div_scalar)                \
-    X(maximum_scalar) X(minimum_scalar) X(pow_scalar) X(leaky_relu) X(eq_scalar)          \
-    X(ne_scalar) X(lt_scalar) X(le_scalar) X(gt_scalar) X(ge_scalar)
 #define MFT_DECLARE_SCALAR_(name)                                                 \
     MFT_API mft_tensor *mft_##name(const mft_tensor *x, double s);                \
     MFT_API mft_status mft_##name##_(mft_tensor *x, double s);                    \
@@ -123,9 +118,6 @@ MFT_API mft_status mft_hardtanh_out(mft_tensor *out, const mft_tensor *x, double
  * inputs give F32); pow of integers stays integer (negative exponents give
  * 0 unless the base is +-1, as PyTorch); maximum/minimum propagate NaN.
  * Comparisons eq ne lt le gt ge return U8. */
-#define MFT_BINARY_OPS(X)                                                         \
-    X(add) X(sub) X(mul) X(div) X(maximum) X(minimum) X(pow) X(eq) X(ne) X(lt) X(le) \
-    X(gt) X(ge)
 #define MFT_DECLARE_BINARY_(name)                                                        \
     MFT_API mft_tensor *mft_##name(const mft_tensor *a, const mft_tensor *b);            \
     MFT_API mft_status mft_##name##_(mft_tensor *a, const mft_tensor *b);                \

@@ -69,7 +69,6 @@ typedef enum mft_rule_backward {
 /* One row of the table. Strings are static. */
 typedef struct mft_format_rule {
     const char *name;      /* row name, e.g. "conv2d" */
-    const char *ops;       /* the public ops it covers, space separated ("max_pool2d avg_pool2d ...") */
     const char *op_class;  /* SPEC §4 family, e.g. "conv" */
     mft_rule_output output;
     mft_rule_ambiguity ambiguity;
@@ -83,8 +82,9 @@ typedef struct mft_format_rule {
 /* The table: rows 0 .. mft_rule_count() - 1 (borrowed, static). */
 MFT_API int mft_rule_count(void);
 MFT_API const mft_format_rule *mft_rule_at(int i);
-/* The row covering a public op name ("conv2d", "mft_conv2d" or "relu");
- * NULL when no row names it. */
+/* The row of a public op ("conv2d", "mft_conv2d", "relu", "relu_",
+ * "add_out"): its registry row's rule (mft/registry.h; in-place and out
+ * forms: the in-place row); NULL for a name the registry does not have. */
 MFT_API const mft_format_rule *mft_rule_for_op(const char *op);
 /* "ITERATOR", "ANY_CL", ...; "FIRST_OPERAND", ...; "INPUT_FORMAT", ... */
 MFT_API const char *mft_rule_output_name(mft_rule_output r);

@@ -10,14 +10,10 @@
 #include <string.h>
 #include "ops_internal.h"
 
-static const char *const op_names[MFT__OP_COUNT] = {
-#define X(id, name, nin, nout) [MFT__OP_##id] = name,
-#include "ops.def"
-#undef X
-};
-
+/* mft__op_id numbers the registry's rows in order (ops/ops_internal.h). */
 const char *mft__op_name(mft__op_id op) {
-    return (unsigned)op < MFT__OP_COUNT ? op_names[op] : "invalid";
+    const mft_op_info *info = mft_op_at((int)op);
+    return info ? info->name : "invalid";
 }
 
 /* Note [Kernel tables]
@@ -43,10 +39,10 @@ typedef struct user_kernel {
 static user_kernel g_user[DISPATCH_MAX_USER];
 static int g_nuser = 0;
 
+/* Only the registry's DISPATCHED rows have kernel tables. */
 static int dispatch_find_op(const char *name) {
-    for (int i = 0; i < MFT__OP_COUNT; i++)
-        if (strcmp(op_names[i], name) == 0) return i;
-    return -1;
+    const mft_op_info *info = mft_op_find(name);
+    return info && info->dispatched ? (int)(info - mft_op_at(0)) : -1;
 }
 
 static bool dispatch_check_key(const char *fn, const char *op, mft_format fmt, mft_dtype dtype,

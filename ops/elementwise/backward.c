@@ -7,8 +7,8 @@
  * the entry points of unary.c, binary.c and ternary.c make, and the
  * refusal of in-place / out= writes while recording.
  *
- * Entry points call mft__agew_unary / _binary / _ternary with the op's public
- * name right after computing the result; they cost one thread-local test
+ * Entry points call mft__agew_unary / _binary / _ternary with the op's
+ * registry id right after computing the result; they cost one thread-local test
  * when nothing records. Saved tensors: only what each formula reads (add
  * saves nothing, relu/sigmoid/tanh/exp save the output, mul saves the other
  * operand of each input that needs a gradient). */
@@ -16,9 +16,6 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "ops_internal.h"
-
-/* Declared here and in the family files that call them (no shared private
- * header of the elementwise family owns them yet). */
 
 /* ---------------------------------------------------------------- kernels
  * BW_LOOP(name, D, NIN, EXPR): out = EXPR over g (input 1) and a, b (inputs
@@ -235,53 +232,32 @@ static mft_tensor *bw_zeros(const mft__ag_input *in) {
     return mft_zeros(in->ndim, in->sizes, in->dtype, bw_target(in));
 }
 
-/* ---------------------------------------------------------------- op tables */
-typedef enum agew_kind {
-    K_NEG, K_ABS, K_SQRT, K_RSQRT, K_EXP, K_LOG, K_SIN, K_COS, K_TANH, K_SIGMOID, K_RELU,
-    K_GELU, K_SILU, K_SQUARE, K_RECIPROCAL, K_ZERO, K_ADD_S, K_SUB_S, K_RSUB_S, K_MUL_S,
-    K_DIV_S, K_MAX_S, K_MIN_S, K_POW_S, K_LEAKY, K_CLAMP, K_HARDTANH,
-    K_ADD, K_SUB, K_MUL, K_DIV, K_MAX, K_MIN, K_POW, K_ADD_ALPHA,
-    K_WHERE, K_ADDCMUL, K_LERP, K_LERP_S
-} agew_kind;
-
+/* ---------------------------------------------------------------- op tables
+ * Which ops are differentiable is the registry's word (kind DIFF in
+ * mft/registry.h); the formulas below switch on the op id; this table says
+ * only what a unary formula reads: the input (SAVE_IN) or the output
+ * (SAVE_OUT). */
 enum { SAVE_IN = 1, SAVE_OUT = 2 };
 
-typedef struct agew_entry {
-    const char *name;
-    agew_kind kind;
-    int save; /* unary: SAVE_IN / SAVE_OUT */
-} agew_entry;
-
-static const agew_entry agew_unary_table[] = {
-    {"neg", K_NEG, 0},          {"abs", K_ABS, SAVE_IN},       {"sqrt", K_SQRT, SAVE_OUT},
-    {"rsqrt", K_RSQRT, SAVE_OUT}, {"exp", K_EXP, SAVE_OUT},    {"log", K_LOG, SAVE_IN},
-    {"sin", K_SIN, SAVE_IN},    {"cos", K_COS, SAVE_IN},       {"tanh", K_TANH, SAVE_OUT},
-    {"sigmoid", K_SIGMOID, SAVE_OUT}, {"relu", K_RELU, SAVE_OUT}, {"gelu", K_GELU, SAVE_IN},
-    {"silu", K_SILU, SAVE_IN},  {"square", K_SQUARE, SAVE_IN}, {"reciprocal", K_RECIPROCAL, SAVE_OUT},
-    {"sign", K_ZERO, 0},        {"floor", K_ZERO, 0},          {"ceil", K_ZERO, 0},
-    {"round", K_ZERO, 0},       {"add_scalar", K_ADD_S, 0},    {"sub_scalar", K_SUB_S, 0},
-    {"rsub_scalar", K_RSUB_S, 0}, {"mul_scalar", K_MUL_S, 0},  {"div_scalar", K_DIV_S, 0},
-    {"maximum_scalar", K_MAX_S, SAVE_IN}, {"minimum_scalar", K_MIN_S, SAVE_IN},
-    {"pow_scalar", K_POW_S, SAVE_IN}, {"leaky_relu", K_LEAKY, SAVE_IN},
-    {"clamp", K_CLAMP, SAVE_IN}, {"hardtanh", K_HARDTANH, SAVE_IN},
-};
-static const agew_entry agew_binary_table[] = {
-    {"add", K_ADD, 0}, {"sub", K_SUB, 0}, {"mul", K_MUL, 0}, {"div", K_DIV, 0},
-    {"maximum", K_MAX, 0}, {"minimum", K_MIN, 0}, {"pow", K_POW, 0}, {"add_alpha", K_ADD_ALPHA, 0},
-};
-static const agew_entry agew_ternary_table[] = {
-    {"where", K_WHERE, 0}, {"addcmul", K_ADDCMUL, 0}, {"lerp", K_LERP, 0},
-    {"lerp_scalar", K_LERP_S, 0},
+static const unsigned char agew_unary_saves[MFT__OP_COUNT] = {
+    [MFT__OP_ABS] = SAVE_IN,         [MFT__OP_SQRT] = SAVE_OUT,     [MFT__OP_RSQRT] = SAVE_OUT,
+    [MFT__OP_EXP] = SAVE_OUT,        [MFT__OP_LOG] = SAVE_IN,       [MFT__OP_SIN] = SAVE_IN,
+    [MFT__OP_COS] = SAVE_IN,         [MFT__OP_TANH] = SAVE_OUT,     [MFT__OP_SIGMOID] = SAVE_OUT,
+    [MFT__OP_RELU] = SAVE_OUT,       [MFT__OP_GELU] = SAVE_IN,      [MFT__OP_SILU] = SAVE_IN,
+    [MFT__OP_SQUARE] = SAVE_IN,      [MFT__OP_RECIPROCAL] = SAVE_OUT,
+    [MFT__OP_MAXIMUM_SCALAR] = SAVE_IN, [MFT__OP_MINIMUM_SCALAR] = SAVE_IN,
+    [MFT__OP_POW_SCALAR] = SAVE_IN,  [MFT__OP_LEAKY_RELU] = SAVE_IN, [MFT__OP_CLAMP] = SAVE_IN,
+    [MFT__OP_HARDTANH] = SAVE_IN,
 };
 
-static const agew_entry *agew_find(const agew_entry *t, size_t n, const char *op) {
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(t[i].name, op)) return &t[i];
-    return NULL;
+/* True when the registry marks op differentiable. */
+static bool agew_differentiable(mft__op_id op) {
+    const mft_op_info *info = mft_op_at((int)op);
+    return info && info->kind == MFT_OP_KIND_DIFF;
 }
 
 typedef struct agew_params {
-    agew_kind kind;
+    mft__op_id op;
     double p0, p1;
 } agew_params;
 
@@ -293,37 +269,40 @@ static mft_status agew_unary_bw(const mft__ag_node *n, mft_tensor *const *gout,
     mft_tensor *g = gout[0];
     const mft_tensor *s = n->saved[0]; /* the input or the output, per the table */
     mft_tensor *r = NULL;
-    switch (p->kind) {
-    case K_NEG: r = bw1(in, &bw_scale, g, -1, 0); break;
-    case K_ABS: r = bw2(in, &bw_abs, g, s, 0, 0); break;
-    case K_SQRT: r = bw2(in, &bw_sqrt, g, s, 0, 0); break;
-    case K_RSQRT: r = bw2(in, &bw_rsqrt, g, s, 0, 0); break;
-    case K_EXP: r = bw2(in, &bw_mul, g, s, 0, 0); break;
-    case K_LOG: r = bw2(in, &bw_div, g, s, 0, 0); break;
-    case K_SIN: r = bw2(in, &bw_sin, g, s, 0, 0); break;
-    case K_COS: r = bw2(in, &bw_cos, g, s, 0, 0); break;
-    case K_TANH: r = bw2(in, &bw_tanh, g, s, 0, 0); break;
-    case K_SIGMOID: r = bw2(in, &bw_sigmoid, g, s, 0, 0); break;
-    case K_RELU: r = bw2(in, &bw_relu, g, s, 0, 0); break;
-    case K_GELU: r = bw2(in, &bw_gelu, g, s, 0, 0); break;
-    case K_SILU: r = bw2(in, &bw_silu, g, s, 0, 0); break;
-    case K_SQUARE: r = bw2(in, &bw_square, g, s, 0, 0); break;
-    case K_RECIPROCAL: r = bw2(in, &bw_recip, g, s, 0, 0); break;
-    case K_ZERO: r = bw_zeros(in); break;
-    case K_ADD_S:
-    case K_SUB_S: r = bw_identity(n->name, in, g); break;
-    case K_RSUB_S: r = bw1(in, &bw_scale, g, -1, 0); break;
-    case K_MUL_S: r = bw1(in, &bw_scale, g, p->p0, 0); break;
-    case K_DIV_S: r = bw1(in, &bw_divs, g, p->p0, 0); break;
-    case K_MAX_S: r = bw2(in, &bw_maxs, g, s, p->p0, 0); break;
-    case K_MIN_S: r = bw2(in, &bw_mins, g, s, p->p0, 0); break;
-    case K_POW_S: r = bw2(in, &bw_pows, g, s, p->p0, 0); break;
-    case K_LEAKY: r = bw2(in, &bw_leaky, g, s, p->p0, 0); break;
-    case K_CLAMP: r = bw2(in, &bw_clamp, g, s, p->p0, p->p1); break;
-    case K_HARDTANH: r = bw2(in, &bw_hardtanh, g, s, p->p0, p->p1); break;
+    switch (p->op) {
+    case MFT__OP_NEG: r = bw1(in, &bw_scale, g, -1, 0); break;
+    case MFT__OP_ABS: r = bw2(in, &bw_abs, g, s, 0, 0); break;
+    case MFT__OP_SQRT: r = bw2(in, &bw_sqrt, g, s, 0, 0); break;
+    case MFT__OP_RSQRT: r = bw2(in, &bw_rsqrt, g, s, 0, 0); break;
+    case MFT__OP_EXP: r = bw2(in, &bw_mul, g, s, 0, 0); break;
+    case MFT__OP_LOG: r = bw2(in, &bw_div, g, s, 0, 0); break;
+    case MFT__OP_SIN: r = bw2(in, &bw_sin, g, s, 0, 0); break;
+    case MFT__OP_COS: r = bw2(in, &bw_cos, g, s, 0, 0); break;
+    case MFT__OP_TANH: r = bw2(in, &bw_tanh, g, s, 0, 0); break;
+    case MFT__OP_SIGMOID: r = bw2(in, &bw_sigmoid, g, s, 0, 0); break;
+    case MFT__OP_RELU: r = bw2(in, &bw_relu, g, s, 0, 0); break;
+    case MFT__OP_GELU: r = bw2(in, &bw_gelu, g, s, 0, 0); break;
+    case MFT__OP_SILU: r = bw2(in, &bw_silu, g, s, 0, 0); break;
+    case MFT__OP_SQUARE: r = bw2(in, &bw_square, g, s, 0, 0); break;
+    case MFT__OP_RECIPROCAL: r = bw2(in, &bw_recip, g, s, 0, 0); break;
+    case MFT__OP_SIGN:
+    case MFT__OP_FLOOR:
+    case MFT__OP_CEIL:
+    case MFT__OP_ROUND: r = bw_zeros(in); break;
+    case MFT__OP_ADD_SCALAR:
+    case MFT__OP_SUB_SCALAR: r = bw_identity(n->name, in, g); break;
+    case MFT__OP_RSUB_SCALAR: r = bw1(in, &bw_scale, g, -1, 0); break;
+    case MFT__OP_MUL_SCALAR: r = bw1(in, &bw_scale, g, p->p0, 0); break;
+    case MFT__OP_DIV_SCALAR: r = bw1(in, &bw_divs, g, p->p0, 0); break;
+    case MFT__OP_MAXIMUM_SCALAR: r = bw2(in, &bw_maxs, g, s, p->p0, 0); break;
+    case MFT__OP_MINIMUM_SCALAR: r = bw2(in, &bw_mins, g, s, p->p0, 0); break;
+    case MFT__OP_POW_SCALAR: r = bw2(in, &bw_pows, g, s, p->p0, 0); break;
+    case MFT__OP_LEAKY_RELU: r = bw2(in, &bw_leaky, g, s, p->p0, 0); break;
+    case MFT__OP_CLAMP: r = bw2(in, &bw_clamp, g, s, p->p0, p->p1); break;
+    case MFT__OP_HARDTANH: r = bw2(in, &bw_hardtanh, g, s, p->p0, p->p1); break;
     default:
-        mft__set_error(MFT_ERR_INTERNAL, "mft_backward: op '%s': unknown unary kind %d", n->name,
-                       (int)p->kind);
+        mft__set_error(MFT_ERR_INTERNAL, "mft_backward: op '%s': no unary formula (op id %d)", n->name,
+                       (int)p->op);
         return MFT_ERR_INTERNAL;
     }
     if (!r) return mft_last_error();
@@ -331,15 +310,14 @@ static mft_status agew_unary_bw(const mft__ag_node *n, mft_tensor *const *gout,
     return MFT_OK;
 }
 
-mft_tensor *mft__agew_unary(const char *fn, const mft_tensor *x, mft_tensor *y, double p0,
-                            double p1) {
+mft_tensor *mft__agew_unary(mft__op_id op, const char *fn, const mft_tensor *x, mft_tensor *y,
+                            double p0, double p1) {
     if (!y || !mft__ag_wants(1, &x) || !mft__is_float(y->dtype)) return y;
-    const agew_entry *e = agew_find(agew_unary_table,
-                                    sizeof agew_unary_table / sizeof agew_unary_table[0], fn + 4);
-    if (!e) return y; /* not differentiable */
-    agew_params prm = {e->kind, p0, p1};
-    if (mft__ag_record1(fn, e->name, agew_unary_bw, x, y, e->save & SAVE_IN,
-                        e->save & SAVE_OUT, &prm, sizeof prm) != MFT_OK) {
+    if (!agew_differentiable(op)) return y;
+    agew_params prm = {op, p0, p1};
+    int save = agew_unary_saves[op];
+    if (mft__ag_record1(fn, mft__op_name(op), agew_unary_bw, x, y, save & SAVE_IN,
+                        save & SAVE_OUT, &prm, sizeof prm) != MFT_OK) {
         mft__ag_drop_result(y);
         return NULL;
     }
@@ -357,18 +335,18 @@ static mft_status agew_binary_bw(const mft__ag_node *n, mft_tensor *const *gout,
         const mft__ag_input *in = &n->in[k];
         if (!in->needs_grad) continue;
         mft_tensor *r = NULL;
-        switch (p->kind) {
-        case K_ADD: r = bw_identity(n->name, in, g); break;
-        case K_SUB: r = k == 0 ? bw_identity(n->name, in, g) : bw1(in, &bw_scale, g, -1, 0); break;
-        case K_ADD_ALPHA: r = k == 0 ? bw_identity(n->name, in, g) : bw1(in, &bw_scale, g, p->p0, 0); break;
-        case K_MUL: r = bw2(in, &bw_mul, g, k == 0 ? b : a, 0, 0); break;
-        case K_DIV: r = k == 0 ? bw2(in, &bw_div, g, b, 0, 0) : bw3(in, &bw_divb, g, a, b); break;
-        case K_MAX: r = bw3(in, k == 0 ? &bw_maxa : &bw_maxb, g, a, b); break;
-        case K_MIN: r = bw3(in, k == 0 ? &bw_mina : &bw_minb, g, a, b); break;
-        case K_POW: r = bw3(in, k == 0 ? &bw_powa : &bw_powb, g, a, b); break;
+        switch (p->op) {
+        case MFT__OP_ADD: r = bw_identity(n->name, in, g); break;
+        case MFT__OP_SUB: r = k == 0 ? bw_identity(n->name, in, g) : bw1(in, &bw_scale, g, -1, 0); break;
+        case MFT__OP_ADD_ALPHA: r = k == 0 ? bw_identity(n->name, in, g) : bw1(in, &bw_scale, g, p->p0, 0); break;
+        case MFT__OP_MUL: r = bw2(in, &bw_mul, g, k == 0 ? b : a, 0, 0); break;
+        case MFT__OP_DIV: r = k == 0 ? bw2(in, &bw_div, g, b, 0, 0) : bw3(in, &bw_divb, g, a, b); break;
+        case MFT__OP_MAXIMUM: r = bw3(in, k == 0 ? &bw_maxa : &bw_maxb, g, a, b); break;
+        case MFT__OP_MINIMUM: r = bw3(in, k == 0 ? &bw_mina : &bw_minb, g, a, b); break;
+        case MFT__OP_POW: r = bw3(in, k == 0 ? &bw_powa : &bw_powb, g, a, b); break;
         default:
-            mft__set_error(MFT_ERR_INTERNAL, "mft_backward: op '%s': unknown binary kind %d",
-                           n->name, (int)p->kind);
+            mft__set_error(MFT_ERR_INTERNAL, "mft_backward: op '%s': no binary formula (op id %d)",
+                           n->name, (int)p->op);
             return MFT_ERR_INTERNAL;
         }
         if (!r) return mft_last_error();
@@ -377,24 +355,22 @@ static mft_status agew_binary_bw(const mft__ag_node *n, mft_tensor *const *gout,
     return MFT_OK;
 }
 
-mft_tensor *mft__agew_binary(const char *fn, const mft_tensor *a, const mft_tensor *b,
-                             mft_tensor *c, double alpha) {
+mft_tensor *mft__agew_binary(mft__op_id op, const char *fn, const mft_tensor *a,
+                             const mft_tensor *b, mft_tensor *c, double alpha) {
     const mft_tensor *ins[2] = {a, b};
     if (!c || !mft__ag_wants(2, ins) || !mft__is_float(c->dtype)) return c;
-    const agew_entry *e = agew_find(agew_binary_table,
-                                    sizeof agew_binary_table / sizeof agew_binary_table[0], fn + 4);
-    if (!e) return c;
+    if (!agew_differentiable(op)) return c;
     bool ra = mft_tensor_requires_grad(a), rb = mft_tensor_requires_grad(b);
     const mft_tensor *saved[2] = {NULL, NULL};
-    switch (e->kind) {
-    case K_MUL: saved[0] = rb ? a : NULL; saved[1] = ra ? b : NULL; break;
-    case K_DIV: saved[0] = rb ? a : NULL; saved[1] = b; break;
-    case K_MAX: case K_MIN: case K_POW: saved[0] = a; saved[1] = b; break;
+    switch (op) {
+    case MFT__OP_MUL: saved[0] = rb ? a : NULL; saved[1] = ra ? b : NULL; break;
+    case MFT__OP_DIV: saved[0] = rb ? a : NULL; saved[1] = b; break;
+    case MFT__OP_MAXIMUM: case MFT__OP_MINIMUM: case MFT__OP_POW: saved[0] = a; saved[1] = b; break;
     default: break;
     }
-    agew_params prm = {e->kind, alpha, 0};
+    agew_params prm = {op, alpha, 0};
     mft_tensor *outs[1] = {c};
-    if (mft__ag_record(fn, e->name, agew_binary_bw, 2, ins, 1, outs, 2, saved, &prm,
+    if (mft__ag_record(fn, mft__op_name(op), agew_binary_bw, 2, ins, 1, outs, 2, saved, &prm,
                        sizeof prm) != MFT_OK) {
         mft__ag_drop_result(c);
         return NULL;
@@ -433,23 +409,23 @@ static mft_status agew_ternary_bw(const mft__ag_node *n, mft_tensor *const *gout
         const mft__ag_input *in = &n->in[k];
         if (!in->needs_grad) continue;
         mft_tensor *r = NULL;
-        switch (p->kind) {
-        case K_WHERE:
+        switch (p->op) {
+        case MFT__OP_WHERE:
             if (k == 0) continue; /* the condition is not differentiable */
             r = bw_where(in, g, s[0], k == 1);
             break;
-        case K_ADDCMUL:
+        case MFT__OP_ADDCMUL:
             r = k == 0 ? bw_identity(n->name, in, g) : bw2(in, &bw_mulp, g, k == 1 ? s[1] : s[0], p->p0, 0);
             break;
-        case K_LERP:
+        case MFT__OP_LERP:
             r = k == 0   ? bw2(in, &bw_lerps, g, s[2], 0, 0)
                 : k == 1 ? bw2(in, &bw_mul, g, s[2], 0, 0)
                          : bw3(in, &bw_lerpw, g, s[0], s[1]);
             break;
-        case K_LERP_S: r = bw1(in, &bw_scale, g, k == 0 ? 1.0 - p->p0 : p->p0, 0); break;
+        case MFT__OP_LERP_SCALAR: r = bw1(in, &bw_scale, g, k == 0 ? 1.0 - p->p0 : p->p0, 0); break;
         default:
-            mft__set_error(MFT_ERR_INTERNAL, "mft_backward: op '%s': unknown ternary kind %d",
-                           n->name, (int)p->kind);
+            mft__set_error(MFT_ERR_INTERNAL, "mft_backward: op '%s': no ternary formula (op id %d)",
+                           n->name, (int)p->op);
             return MFT_ERR_INTERNAL;
         }
         if (!r) return mft_last_error();
@@ -458,24 +434,23 @@ static mft_status agew_ternary_bw(const mft__ag_node *n, mft_tensor *const *gout
     return MFT_OK;
 }
 
-mft_tensor *mft__agew_ternary(const char *fn, const mft_tensor *x, const mft_tensor *a,
-                              const mft_tensor *b, mft_tensor *y, double value) {
+mft_tensor *mft__agew_ternary(mft__op_id op, const char *fn, const mft_tensor *x,
+                              const mft_tensor *a, const mft_tensor *b, mft_tensor *y,
+                              double value) {
     const mft_tensor *ins[3] = {x, a, b};
     int nin = b ? 3 : 2; /* lerp_scalar has two tensor inputs */
     if (!y || !mft__ag_wants(nin, ins) || !mft__is_float(y->dtype)) return y;
-    const agew_entry *e = agew_find(agew_ternary_table,
-                                    sizeof agew_ternary_table / sizeof agew_ternary_table[0], fn + 4);
-    if (!e) return y;
+    if (!agew_differentiable(op)) return y;
     const mft_tensor *saved[3] = {NULL, NULL, NULL};
     int nsaved = 0;
-    switch (e->kind) {
-    case K_WHERE: saved[0] = x; nsaved = 1; break;
-    case K_ADDCMUL:
+    switch (op) {
+    case MFT__OP_WHERE: saved[0] = x; nsaved = 1; break;
+    case MFT__OP_ADDCMUL:
         saved[0] = mft_tensor_requires_grad(b) ? a : NULL;
         saved[1] = mft_tensor_requires_grad(a) ? b : NULL;
         nsaved = 2;
         break;
-    case K_LERP:
+    case MFT__OP_LERP:
         saved[0] = mft_tensor_requires_grad(b) ? x : NULL;
         saved[1] = mft_tensor_requires_grad(b) ? a : NULL;
         saved[2] = (mft_tensor_requires_grad(x) || mft_tensor_requires_grad(a)) ? b : NULL;
@@ -483,9 +458,9 @@ mft_tensor *mft__agew_ternary(const char *fn, const mft_tensor *x, const mft_ten
         break;
     default: break;
     }
-    agew_params prm = {e->kind, value, 0};
+    agew_params prm = {op, value, 0};
     mft_tensor *outs[1] = {y};
-    if (mft__ag_record(fn, e->name, agew_ternary_bw, nin, ins, 1, outs, nsaved, saved, &prm,
+    if (mft__ag_record(fn, mft__op_name(op), agew_ternary_bw, nin, ins, 1, outs, nsaved, saved, &prm,
                        sizeof prm) != MFT_OK) {
         mft__ag_drop_result(y);
         return NULL;

@@ -3,7 +3,7 @@
  * alpha, each with in-place and _out variants. Loops have four paths: all
  * rows packed, one operand a broadcast scalar row (stride 0: the per-channel
  * bias of an NCHW tensor), and the strided fallback. Differentiable entry
- * points record through mft__agew_binary (elementwise_backward.c). */
+ * points record through mft__agew_binary (ops/elementwise/backward.c). */
 #include "ops_internal.h"
 
 /* elementwise_backward.c: records the node of a differentiable binary op */
@@ -131,7 +131,7 @@ OP(ge, MFT__EW_COMPARE, LOOPS_FI(ge))
 #define DEFINE_BINARY(op)                                                                    \
     mft_tensor *mft_##op(const mft_tensor *a, const mft_tensor *b) {                         \
         const mft_tensor *in[2] = {a, b};                                                    \
-        return mft__agew_binary("mft_" #op, a, b, mft__ew_run(&op_##op, in, NULL), 0);              \
+        return mft__agew_binary(MFT__OPN_##op, "mft_" #op, a, b, mft__ew_run(&op_##op, in, NULL), 0);              \
     }                                                                                        \
     mft_status mft_##op##_(mft_tensor *a, const mft_tensor *b) {                             \
         const mft_tensor *in[2] = {a, b};                                                    \
@@ -162,7 +162,7 @@ mft_tensor *mft_add_alpha(const mft_tensor *a, const mft_tensor *b, double alpha
     const mft_tensor *in[2] = {a, b};
     const double prm[2] = {alpha, 0};
     if (!binary_check_alpha("mft_add_alpha", a, b, alpha)) return NULL;
-    return mft__agew_binary("mft_add_alpha", a, b, mft__ew_run(&op_add_alpha, in, prm), alpha);
+    return mft__agew_binary(MFT__OP_ADD_ALPHA, "mft_add_alpha", a, b, mft__ew_run(&op_add_alpha, in, prm), alpha);
 }
 mft_status mft_add_alpha_(mft_tensor *a, const mft_tensor *b, double alpha) {
     const mft_tensor *in[2] = {a, b};

@@ -1,7 +1,7 @@
 /* ops/elementwise/ternary.c — three-input elementwise ops: where (cond ? a : b),
  * addcmul (x + value*a*b) and lerp (start + weight*(end - start), with a
  * tensor or a scalar weight), through the shared elementwise driver. Their
- * autograd nodes are recorded by mft__agew_ternary (elementwise_backward.c). */
+ * autograd nodes are recorded by mft__agew_ternary (ops/elementwise/backward.c). */
 #include "ops_internal.h"
 
 /* elementwise_backward.c: records the node of a differentiable ternary op */
@@ -78,7 +78,7 @@ static const mft__ew_op op_lerp_scalar = {"mft_lerp_scalar", 2, MFT__EW_SAME, 0,
 
 mft_tensor *mft_where(const mft_tensor *cond, const mft_tensor *a, const mft_tensor *b) {
     const mft_tensor *in[3] = {cond, a, b};
-    return mft__agew_ternary("mft_where", cond, a, b, mft__ew_run(&op_where, in, NULL), 0);
+    return mft__agew_ternary(MFT__OP_WHERE, "mft_where", cond, a, b, mft__ew_run(&op_where, in, NULL), 0);
 }
 mft_status mft_where_out(mft_tensor *out, const mft_tensor *cond, const mft_tensor *a,
                          const mft_tensor *b) {
@@ -105,7 +105,7 @@ mft_tensor *mft_addcmul(const mft_tensor *x, const mft_tensor *a, const mft_tens
     const mft_tensor *in[3] = {x, a, b};
     const double prm[2] = {value, 0};
     if (!ternary_check_value("mft_addcmul", x, a, b, value)) return NULL;
-    return mft__agew_ternary("mft_addcmul", x, a, b, mft__ew_run(&op_addcmul, in, prm), value);
+    return mft__agew_ternary(MFT__OP_ADDCMUL, "mft_addcmul", x, a, b, mft__ew_run(&op_addcmul, in, prm), value);
 }
 mft_status mft_addcmul_(mft_tensor *x, const mft_tensor *a, const mft_tensor *b, double value) {
     const mft_tensor *in[3] = {x, a, b};
@@ -136,7 +136,7 @@ static bool ternary_same_dtype(const char *fn, int n, const mft_tensor *const *i
 mft_tensor *mft_lerp(const mft_tensor *start, const mft_tensor *end, const mft_tensor *weight) {
     const mft_tensor *in[3] = {start, end, weight};
     if (!ternary_same_dtype("mft_lerp", 3, in)) return NULL;
-    return mft__agew_ternary("mft_lerp", start, end, weight, mft__ew_run(&op_lerp, in, NULL), 0);
+    return mft__agew_ternary(MFT__OP_LERP, "mft_lerp", start, end, weight, mft__ew_run(&op_lerp, in, NULL), 0);
 }
 mft_status mft_lerp_(mft_tensor *start, const mft_tensor *end, const mft_tensor *weight) {
     const mft_tensor *in[3] = {start, end, weight};
@@ -147,7 +147,7 @@ mft_tensor *mft_lerp_scalar(const mft_tensor *start, const mft_tensor *end, doub
     const mft_tensor *in[2] = {start, end};
     const double prm[2] = {weight, 0};
     if (!ternary_same_dtype("mft_lerp_scalar", 2, in)) return NULL;
-    return mft__agew_ternary("mft_lerp_scalar", start, end, NULL,
+    return mft__agew_ternary(MFT__OP_LERP_SCALAR, "mft_lerp_scalar", start, end, NULL,
                              mft__ew_run(&op_lerp_scalar, in, prm), weight);
 }
 mft_status mft_lerp_scalar_(mft_tensor *start, const mft_tensor *end, double weight) {

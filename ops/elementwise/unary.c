@@ -2,10 +2,10 @@
  * comparisons with a scalar, leaky_relu, clamp, hardtanh, pow_scalar) and
  * fill_/zero_. Each op is one expression per dtype family stamped into a
  * 2-D loop (contiguous inner fast path the compiler vectorises, strided
- * fallback); the driver in elementwise.c does checks, promotion and layout.
+ * fallback); the driver in engine.c does checks, promotion and layout.
  * Integer arithmetic goes through the unsigned twin type so overflow wraps
  * (as PyTorch) instead of being undefined. Every differentiable entry point
- * hands its result to mft__agew_unary (elementwise_backward.c), which
+ * hands its result to mft__agew_unary (ops/elementwise/backward.c), which
  * records the autograd node; fill_/zero_ refuse a target that requires grad
  * while the tape records. */
 #include "autograd_internal.h"
@@ -217,7 +217,7 @@ OPS(ge_scalar, MFT__EW_COMPARE, LOOPS_FI(ge_scalar))
 #define DEFINE_UNARY(op)                                                                 \
     mft_tensor *mft_##op(const mft_tensor *x) {                                          \
         const mft_tensor *in[1] = {x};                                                   \
-        return mft__agew_unary("mft_" #op, x, mft__ew_run(&op_##op, in, NULL), 0, 0);           \
+        return mft__agew_unary(MFT__OPN_##op, "mft_" #op, x, mft__ew_run(&op_##op, in, NULL), 0, 0);           \
     }                                                                                    \
     mft_status mft_##op##_(mft_tensor *x) {                                              \
         const mft_tensor *in[1] = {x};                                                   \
@@ -246,7 +246,7 @@ static bool unary_check_param(const char *fn, const mft__ew_op *op, const mft_te
         const mft_tensor *in[1] = {x};                                                     \
         const double prm[2] = {s, 0};                                                      \
         if (!unary_check_param("mft_" #op, &op_##op, x, s)) return NULL;                   \
-        return mft__agew_unary("mft_" #op, x, mft__ew_run(&op_##op, in, prm), s, 0);              \
+        return mft__agew_unary(MFT__OPN_##op, "mft_" #op, x, mft__ew_run(&op_##op, in, prm), s, 0);              \
     }                                                                                      \
     mft_status mft_##op##_(mft_tensor *x, double s) {                                      \
         const mft_tensor *in[1] = {x};                                                     \
@@ -276,7 +276,7 @@ static bool unary_check_range(const char *fn, double lo, double hi, bool ordered
         const mft_tensor *in[1] = {x};                                                        \
         const double prm[2] = {lo, hi};                                                       \
         if (!unary_check_range("mft_" #op, lo, hi, ordered)) return NULL;                     \
-        return mft__agew_unary("mft_" #op, x, mft__ew_run(&op_##op, in, prm), lo, hi);               \
+        return mft__agew_unary(MFT__OPN_##op, "mft_" #op, x, mft__ew_run(&op_##op, in, prm), lo, hi);               \
     }                                                                                         \
     mft_status mft_##op##_(mft_tensor *x, double lo, double hi) {                             \
         const mft_tensor *in[1] = {x};                                                        \

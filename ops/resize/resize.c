@@ -667,6 +667,7 @@ static inline rs_v8 rs_fma(rs_v8 a, float w, rs_v8 v) { return a + w * v; }
 /* Most source rows prefetched for the next NHWC destination row. */
 #define RS_PF_ROWS 16
 
+#if (defined(__AVX512F__) && RS_HAVE_STREAM) || RS_HAVE_V8
 /* Prefetch bytes [off, off + 128) of each of the npf rows pf (the source
  * rows the next destination row adds, read while this one is combined). */
 static inline void rs_prefetch_rows(const float *const *pf, int npf, int64_t off) {
@@ -675,6 +676,7 @@ static inline void rs_prefetch_rows(const float *const *pf, int npf, int64_t off
         __builtin_prefetch(pf[k] + off + 16);
     }
 }
+#endif
 
 /* d[0..n) = sum over t < nt of tw[t] * tp[t][0..n), prefetching the npf
  * rows pf alongside. */

@@ -5,8 +5,9 @@
 #      another of the four top layers nn, data, io, profile); each violation
 #      names the calling object, the defining object and the symbol;
 #   2. includes: no source of a layer includes a private header of a higher
-#      layer (internal.h: tensor; autograd_internal.h: autograd; ops_internal.h,
-#      ops.def: ops); each violation names file:line.
+#      layer (internal.h, rules.def: tensor; autograd_internal.h: autograd;
+#      ops_internal.h and the families' *_internal.h: ops); each violation
+#      names file:line.
 # Arguments: -DNM=<nm> -DSRC=<source root> -DLAYERS="a|b|..." (lowest first)
 # and -DOBJS_<layer>="obj|obj|..." for each layer.
 string(REPLACE "|" ";" layers "${LAYERS}")
@@ -71,7 +72,9 @@ endforeach()
 set(header_layer_internal.h tensor)
 set(header_layer_autograd_internal.h autograd_record)
 set(header_layer_ops_internal.h ops)
-set(header_layer_ops.def ops)
+set(header_layer_rules.def tensor)
+set(header_layer_conv_internal.h ops)
+set(header_layer_norm_internal.h ops)
 set(dirs_tensor tensor)
 set(dirs_autograd_record autograd/tape.c)
 set(dirs_ops ops)
