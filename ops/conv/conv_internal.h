@@ -1,11 +1,180 @@
 /* ops/conv/conv_internal.h — what the files of the convolution family share
- * beyond ops/ops_internal.h: the single-channel-plane kernels (plane.c) and
- * Winograd F(4x4, 3x3) (winograd.c), called from the algorithm chains of
- * fast.c. */
+ * beyond ops/ops_internal.h: the reference kernels (reference.c); for the
+ * fast F32 kernels, the CPU-feature switches, the test mode, the geometry
+ * (cgeom) and its small helpers, the micro-kernel types (microkernels.c),
+ * the layout copies (layout.c) and each algorithm's entry (indirect.c,
+ * backward_weight.c, depthwise.c, depthwise_nchw.c, pointwise_nchw.c,
+ * direct.c), called from the algorithm chains of chains.c; the
+ * single-channel-plane kernels (plane.c) and Winograd F(4x4, 3x3)
+ * (winograd.c). */
 #ifndef MFT_OPS_CONV_INTERNAL_H
 #define MFT_OPS_CONV_INTERNAL_H
 
+#include <string.h>
+#include "mft/conv.h"
 #include "ops_internal.h"
+
+/* ---------------------------------------------------------------- ops/conv/reference.c
+ * The reference kernels, for tests (declared here; ops_internal.h is shared). */
+mft_kernel_fn mft__conv_reference(mft__op_id op, mft_dtype dt);
+
+/* ---------------------------------------------------------------- the fast kernels */
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define CF_AVX2 1
+#if defined(__AVX512F__)
+/* 6x32 and 6x16 micro-kernels in 16-lane registers; the rest stays AVX2 */
+#define CF_AVX512 1
+#define CF_SFX  "avx512_6x32"
+#else
+#define CF_AVX512 0
+#define CF_SFX  "avx2_6x16"
+#endif
+#else
+#define CF_AVX2 0
+#define CF_AVX512 0
+#define CF_SFX  "c6x16"
+#endif
+
+/* For tests: force the portable micro-kernels / the direct loops (chains.c).
+ * The mode: 0 normal, 1 portable micro-kernels, 2 direct loops. Hidden, as
+ * every library symbol is (mft/export.h), and said so here so that the
+ * kernels' loops read it PC-relative, not through the GOT. */
+void mft__conv_fast_set_mode(int mode);
+extern int mft__conv_fast_mode __attribute__((visibility("hidden")));
+static inline int cf_mode(void) { return mft__conv_fast_mode; }
+
+/* Chunk of mft__parallel_for_dynamic for n independent items: about 8
+ * chunks per thread (measured here: with two busy cores one ran 15% slower
+ * than the other, and even halves waited for it). */
+static inline int64_t cf_chunk(int64_t n) {
+    const int64_t c = n / (8 * (int64_t)mft_get_num_threads());
+    return c > 0 ? c : 1;
+}
+
+#define TILE_M         6
+#define TILE_N         16
+
+/* Row-chunked backward_weight (backward_weight.c, and its NCHW twin in
+ * pointwise_nchw.c): the fixed chunks of output rows, and the most bytes of
+ * accumulators per group for which it runs. */
+#define BWC_CHUNKS  8
+#define BWC_MAX_ACC (256 * 1024)
+
+/* ---------------------------------------------------------------- geometry */
+typedef struct cgeom {
+    int64_t N, Cin, Cout, G, Cgi, Cgo;
+    int64_t D, H, W, OD, OH, OW;
+    int64_t K[3], T;
+    int64_t s[3], p[3], d[3];
+    int64_t ws[5]; /* weight strides (co, ci, kd, kh, kw) in elements */
+    const float *w;
+    const float *bias; /* NULL or element 0 of the bias */
+    int64_t bstride;
+} cgeom;
+
+static inline float wval(const cgeom *g, int64_t co, int64_t ci, int64_t t) {
+    const int64_t kw = t % g->K[2], kh = (t / g->K[2]) % g->K[1], kd = t / (g->K[2] * g->K[1]);
+    return g->w[co * g->ws[0] + ci * g->ws[1] + kd * g->ws[2] + kh * g->ws[3] + kw * g->ws[4]];
+}
+static inline float bval(const cgeom *g, int64_t c) {
+    return g->bias ? g->bias[c * g->bstride] : 0.0f;
+}
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Output positions [lo, hi) of a row whose input position o*s + off lies in [0, n). */
+static inline void valid_range(int64_t on, int64_t n, int64_t s, int64_t off, int64_t *lo,
+                               int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t h = n - 1 - off < 0 ? 0 : (n - 1 - off) / s + 1;
+    *lo = l;
+    *hi = h < on ? h : on;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Depthwise: one input channel per group (depthwise.c, depthwise_nchw.c). */
+static inline bool is_depthwise(const cgeom *g) { return g->Cgi == 1 && g->G == g->Cin; }
+/* Pointwise: 1x1, stride 1, no padding: dst pixel q reads src pixel q. */
+static inline bool is_pointwise(const cgeom *g) {
+    bool ok = g->T == 1 && g->D == g->OD && g->H == g->OH && g->W == g->OW;
+    for (int i = 0; i < 3; i++) ok &= g->s[i] == 1 && g->p[i] == 0;
+    return ok;
+}
+
+/* ---------------------------------------------------------------- ops/conv/microkernels.c
+ * orow[i][j] = b16[j] + sum over (u < nu, k < K) a_u,i[k] * w_u[k][j] for a
+ * 6x16 tile; a_u,i = ptrs[6u + i], w_u = wg + taps[u]*K*16. Each row is
+ * stored at its own pointer, so a tile's dst pixels need not be evenly
+ * spaced (class-ordered tiles: no copy through a buffer). */
+typedef void (*ind_micro_fn)(int64_t nu, const int32_t *taps, int64_t K, const float *const *ptrs,
+                             const float *wg, const float *b16, float *const *orow);
+/* acc (6x16, ld 16) += sum over runs q < nq, r < n of
+ *   x_i[xo[q] + r*xs] * g[go[q] + r*gs + j],  x_i = xr[i], g = gp.
+ * Several runs (rows of an image) per call keep the accumulators in
+ * registers longer; xo/go NULL means one run at offset 0. */
+typedef void (*bw_micro_fn)(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
+                            const float *const *xr, int64_t xs, const float *gp, int64_t gs,
+                            float *acc);
+/* The 6x32 kernels, or NULL where the 6x16 ones run alone. */
+typedef void (*ind_micro2_fn)(int64_t nu, const int32_t *taps, int64_t K,
+                              const float *const *ptrs, const float *wg, int64_t ws,
+                              const float *b32, float *const *orow);
+typedef void (*bw_micro2_fn)(int64_t nq, const int64_t *xo, const int64_t *go, int64_t n,
+                             const float *const *xr, int64_t xs, const float *gp0, int64_t gs,
+                             float *acc0, float *acc1);
+/* The kernels of this build and test mode. */
+ind_micro_fn mft__conv_pick_ind_micro(void);
+ind_micro2_fn mft__conv_pick_ind_micro2(void);
+bw_micro_fn mft__conv_pick_bw_micro(void);
+bw_micro2_fn mft__conv_pick_bw_micro2(void);
+/* The 8-row backward_weight tiles (8x16 into *m, 8x32 into *m2); false
+ * (nothing written) where they do not exist: 6 rows then. */
+bool mft__conv_pick_bw_micro8(bw_micro_fn *m, bw_micro2_fn *m2);
+
+/* ---------------------------------------------------------------- ops/conv/layout.c
+ * dst (cols x rows, ld dl) = src (rows x cols, ld sl)^T for one block. */
+void mft__conv_tr_block(const float *src, int64_t sl, float *dst, int64_t dl, int64_t rows,
+                        int64_t cols);
+/* N images: src (C, S) -> dst (S, C) when to_nhwc, else back; in parallel. */
+void mft__conv_transpose(const float *src, float *dst, int64_t N, int64_t C, int64_t S,
+                         bool to_nhwc);
+/* pb (PH x PW) = src plane (SH x SW) shifted by (offh, offw), zero outside. */
+void mft__conv_pad_plane(float *pb, int64_t PH, int64_t PW, const float *src, int64_t SH,
+                         int64_t SW, int64_t offh, int64_t offw);
+
+/* ---------------------------------------------------------------- the algorithms
+ * Each as its file documents; kind 0 forward (a = x, o = y), 1
+ * backward_input (a = grad_y, o = grad_x), 2 backward_weight (a = grad_y,
+ * b = x, o = grad_w with element strides gws (co, ci, kd, kh, kw)). A failed
+ * scratch allocation is reported through mft__kernel_nomem (Note [Kernel
+ * scratch]). */
+/* indirect.c: forward (bwd false) or backward_input, src NHWC (or NCHW with
+ * src_nchw), dst NHWC or (onchw) NCHW; false only in the direct-loop test
+ * mode with an NCHW dst. */
+bool mft__conv_indirect(const cgeom *g, bool bwd, const float *src, float *dst, bool onchw,
+                        bool src_nchw);
+/* backward_weight.c: backward_weight on NHWC grad_y and x. */
+void mft__conv_backward_weight(const cgeom *g, const float *gy, const float *x, float *gw,
+                               const int64_t *gws);
+/* depthwise.c: groups == C_in on NHWC buffers (forward / backward_input dst
+ * NCHW with onchw); always true. */
+bool mft__conv_depthwise(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                         const int64_t *gws, bool onchw);
+/* depthwise_nchw.c: 2-D depthwise on NCHW buffers; false: not applicable
+ * (nothing written). */
+bool mft__conv_depthwise_nchw(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                              const int64_t *gws);
+/* pointwise_nchw.c: 1x1 forward (bwd false) or backward_input on NCHW
+ * buffers; and NCHW backward_weight with grad_y read in place, false
+ * (nothing written) where it does not apply. */
+bool mft__conv_pointwise_nchw(const cgeom *g, bool bwd, const float *src, float *dst);
+bool mft__conv_backward_weight_nchw(const cgeom *g, const float *gy, const float *x, float *gw,
+                                    const int64_t *gws);
+/* direct.c: the plain loops the tests force (mode 2), NHWC and NCHW. */
+void mft__conv_direct_nhwc(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                           const int64_t *gws);
+void mft__conv_direct_nchw(const cgeom *g, int kind, const float *a, const float *b, float *o,
+                           const int64_t *gws);
 
 /* ---------------------------------------------------------------- ops/conv/plane.c
  * F32 NHWC convolution with one input channel (C_in = 1, groups = 1, 2-D;

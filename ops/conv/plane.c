@@ -1,9 +1,9 @@
 /* ops/conv/plane.c — F32 convolution kernels for one input channel (C_in =
  * 1, groups = 1, 2-D: the first layer of a grayscale CNN), forward and
- * backward_weight, NHWC and NCHW outputs, for AVX-512 builds. ops/conv_fast.c calls them
- * before its depthwise kernels (which cover C_in = 1 too, as groups ==
- * C_in, but run load-bound there: one broadcast and one weight load per
- * FMA).
+ * backward_weight, NHWC and NCHW outputs, for AVX-512 builds. The algorithm
+ * chains of ops/conv/chains.c call them before the depthwise kernels (which
+ * cover C_in = 1 too, as groups == C_in, but run load-bound there: one
+ * broadcast and one weight load per FMA).
  *
  * Note [Single-channel planes]
  * With one input channel, NHWC and NCHW x are the same (N, H, W) planes.
@@ -39,8 +39,6 @@ bool mft__conv_plane_applies(const mft__plane_geom *g) {
 }
 
 #if CP_AVX512
-static int64_t cp_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 /* The zero-bordered planes: PH x PW per image. */
 typedef struct cp_pad {
     const mft__plane_geom *g;
@@ -52,29 +50,17 @@ typedef struct cp_pad {
 static void cp_pad_range(void *ctx, int64_t begin, int64_t end) {
     const cp_pad *p = ctx;
     const mft__plane_geom *g = p->g;
-    for (int64_t n = begin; n < end; n++) {
-        /* each slot written once: a row is zeros, or zeros | x's row | zeros */
-        const int64_t c0 = g->pw < p->PW ? g->pw : p->PW;
-        const int64_t len = g->W < p->PW - c0 ? g->W : p->PW - c0;
-        for (int64_t r = 0; r < p->PH; r++) {
-            float *o = p->pb + (n * p->PH + r) * p->PW;
-            const int64_t h = r - g->ph;
-            if (h < 0 || h >= g->H) {
-                memset(o, 0, (size_t)p->PW * sizeof(float));
-                continue;
-            }
-            memset(o, 0, (size_t)c0 * sizeof(float));
-            memcpy(o + c0, p->x + (n * g->H + h) * g->W, (size_t)len * sizeof(float));
-            memset(o + c0 + len, 0, (size_t)(p->PW - c0 - len) * sizeof(float));
-        }
-    }
+    /* a row is zeros, or zeros | x's row | zeros */
+    for (int64_t n = begin; n < end; n++)
+        mft__conv_pad_plane(p->pb + n * p->PH * p->PW, p->PH, p->PW, p->x + n * g->H * g->W, g->H,
+                            g->W, -g->ph, -g->pw);
 }
 
 /* Pads x into a new scratch buffer whose rows cover OW rounded up to a
  * multiple of `round` output columns; NULL when out of memory. */
 static float *cp_planes(const mft__plane_geom *g, const float *x, int64_t round, int64_t *PH,
                         int64_t *PW) {
-    const int64_t owr = cp_cdiv(g->OW, round) * round;
+    const int64_t owr = cdiv(g->OW, round) * round;
     *PH = (g->OH - 1) * g->sh + (g->KH - 1) * g->dh + 1;
     *PW = (owr - 1) * g->sw + (g->KW - 1) * g->dw + 1;
     if (*PH < g->H + g->ph) *PH = g->H + g->ph;
@@ -356,7 +342,7 @@ static void cp_bw_nchw_range(void *ctx, int64_t begin, int64_t end) {
 
 bool mft__conv_plane_forward_nchw(const mft__plane_geom *g, const float *x, float *y) {
     if (g->sw != 1 || g->Cout <= 0 || g->N <= 0 || g->OH <= 0 || g->OW <= 0) return false;
-    const int64_t T = g->KH * g->KW, Cr = cp_cdiv(g->Cout, 4) * 4;
+    const int64_t T = g->KH * g->KW, Cr = cdiv(g->Cout, 4) * 4;
     cp_job j;
     if (!cp_open(&j, g, x, 16, Cr * T + Cr)) return false;
     float *wp = j.buf, *bias = wp + Cr * T;

@@ -1,5 +1,5 @@
 /* ops/conv/winograd.c — Winograd F(4x4, 3x3) convolution on F32 NHWC buffers:
- * the algorithm the fast conv2d kernels (ops/conv_fast.c) choose for 3x3,
+ * the algorithm the fast conv2d kernels (ops/conv/chains.c) choose for 3x3,
  * stride 1, dilation 1, groups 1 forward and backward_input (Note
  * [Winograd F(4x4, 3x3)]), its weight transform, tile transforms, the
  * batched 6x32 GEMM micro-kernel, the choice of when it pays, and the

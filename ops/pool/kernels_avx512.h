@@ -1,22 +1,40 @@
-/* ops/pool/kernels_avx512.h — AVX-512 per-pixel kernels of the NHWC F32
- * pooling forward (included once by ops/pool.c when the build has
- * AVX-512F): the max (with int32 positions) and the sum of one window over
- * up to 64 channels held in four 16-lane registers, the last register
- * masked; and the two passes of the separable average (column sums over
- * the window rows, then sums of those over the window columns). The
- * per-window kernels visit, compare and add in the scalar kernels' order
- * (bit-identical results); the separable passes group the sums by column.
- * Not a public or shared header. */
+/* ops/pool/kernels_avx512.h — the AVX-512 pieces of the pool kernels
+ * (included by pool_internal.h when the build has AVX-512F): 16-lane masks,
+ * the int64 indices loaded as saturated int32 lanes (the max backward
+ * kernels of max_nchw.c and max_nhwc.c), and the per-pixel kernels of the
+ * NHWC F32 pooling forward (max_nhwc.c, avg_nhwc.c): the max (with int32
+ * positions) and the sum of one window over up to 64 channels held in four
+ * 16-lane registers, the last register masked; and the two passes of the
+ * separable average (column sums over the window rows, then sums of those
+ * over the window columns). The per-window kernels visit, compare and add in
+ * the scalar kernels' order (bit-identical results); the separable passes
+ * group the sums by column. Not a public or shared header. */
 #ifndef MFT_POOL_KERNELS_AVX512_H
 #define MFT_POOL_KERNELS_AVX512_H
 #include <immintrin.h>
 
 #define PZ_ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* Lanes [0, min(r, 16)) of a 16-lane mask. */
+static inline __mmask16 pm_mask16(int64_t r) {
+    return r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
+}
+
 /* The lane mask of the last of nv registers covering nc channels. */
 static inline __mmask16 pz_tail_mask(int64_t nc, int nv) {
-    const int64_t r = nc - 16 * (int64_t)(nv - 1);
-    return r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
+    return pm_mask16(nc - 16 * (int64_t)(nv - 1));
+}
+
+/* The 16 int64 indices at ii in the lanes of km, saturated to int32 (an
+ * index past INT32_MAX stays past every position). Plain loads where km is
+ * whole: masked loads that miss the cache measured 2x slower here. */
+static inline __m512i pm_idx16(const int64_t *ii, __mmask16 km) {
+    const bool whole = km == 0xFFFF;
+    const __m256i lo = _mm512_cvtsepi64_epi32(
+        whole ? _mm512_loadu_si512(ii) : _mm512_maskz_loadu_epi64((__mmask8)(km & 0xFF), ii));
+    const __m256i hi = _mm512_cvtsepi64_epi32(
+        whole ? _mm512_loadu_si512(ii + 8) : _mm512_maskz_loadu_epi64((__mmask8)(km >> 8), ii + 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
 static PZ_ALWAYS_INLINE __m512 pz_load(const float *p, int k, int nv, __mmask16 km) {
