@@ -36,7 +36,7 @@ typedef struct work {
     int inner;
     int (*run)(struct work *w);
     mft_tensor *x, *w;
-    mft_layer *model, *layers[10];
+    mft_module *model, *layers[10];
     mft_optimizer *opt;
     mft_tensor *y;
 } work;
@@ -68,7 +68,7 @@ static int run_conv(work *w) {
 static int run_step(work *w) {
     mft_scope_begin();
     mft_tape_begin();
-    mft_tensor *logits = mft_layer_forward(w->model, w->x);
+    mft_tensor *logits = mft_module_forward(w->model, w->x);
     mft_tensor *loss =
         logits ? mft_cross_entropy(logits, w->y, NULL, -100, 0.0, MFT_REDUCTION_MEAN) : NULL;
     mft_status st = loss ? mft_backward(loss, NULL) : MFT_ERR_INVALID;
@@ -87,20 +87,20 @@ static int case_fn(void *ctx) {
 
 static bool make_step(work *w) {
     const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
-    mft_layer *l[10] = {mft_layer_conv2d(1, 32, k3, one, one, one, 1, true, 1),
-                        mft_layer_relu(),
-                        mft_layer_max_pool2d(k2, k2),
-                        mft_layer_conv2d(32, 64, k3, one, one, one, 1, true, 2),
-                        mft_layer_relu(),
-                        mft_layer_max_pool2d(k2, k2),
-                        mft_layer_flatten(1, 3),
-                        mft_layer_linear(3136, 128, true, 3),
-                        mft_layer_relu(),
-                        mft_layer_linear(128, 10, true, 4)};
-    w->model = mft_layer_sequential(10, l);
-    if (!w->model || mft_layer_to_format(w->model, MFT_CHANNELS_LAST) != MFT_OK) return false;
+    mft_module *l[10] = {mft_nn_conv2d(1, 32, k3, one, one, one, 1, true, 1),
+                        mft_nn_relu(),
+                        mft_nn_max_pool2d(k2, k2),
+                        mft_nn_conv2d(32, 64, k3, one, one, one, 1, true, 2),
+                        mft_nn_relu(),
+                        mft_nn_max_pool2d(k2, k2),
+                        mft_nn_flatten(1, 3),
+                        mft_nn_linear(3136, 128, true, 3),
+                        mft_nn_relu(),
+                        mft_nn_linear(128, 10, true, 4)};
+    w->model = mft_nn_sequential(10, l);
+    if (!w->model || mft_module_to_format(w->model, MFT_CHANNELS_LAST) != MFT_OK) return false;
     mft_tensor *ps[16];
-    int np = mft_layer_parameters(w->model, ps, NULL, 16);
+    int np = mft_module_parameters(w->model, ps, NULL, 16);
     mft_sgd_opts o = {0};
     o.lr = 0.01;
     o.momentum = 0.9;
@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
         mft_tensor_release(works[k].w);
         mft_tensor_release(works[k].y);
         mft_optimizer_free(works[k].opt);
-        mft_layer_free(works[k].model);
+        mft_module_free(works[k].model);
     }
     return rc;
 }

@@ -120,28 +120,28 @@ static int parse(int argc, char **argv, options *o) {
 }
 
 /* ------------------------------------------------------------------ model */
-static mft_layer *build_model(bool batchnorm, uint64_t seed) {
+static mft_module *build_model(bool batchnorm, uint64_t seed) {
     const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
-    mft_layer *l[16];
+    mft_module *l[16];
     int n = 0;
-    l[n++] = mft_layer_conv2d(1, 32, k3, one, one, one, 1, true, seed + 1);
-    if (batchnorm) l[n++] = mft_layer_batch_norm2d(32, 1e-5, 0.1);
-    l[n++] = mft_layer_relu();
-    l[n++] = mft_layer_max_pool2d(k2, k2);
-    l[n++] = mft_layer_conv2d(32, 64, k3, one, one, one, 1, true, seed + 2);
-    if (batchnorm) l[n++] = mft_layer_batch_norm2d(64, 1e-5, 0.1);
-    l[n++] = mft_layer_relu();
-    l[n++] = mft_layer_max_pool2d(k2, k2);
-    l[n++] = mft_layer_flatten(1, 3);
-    l[n++] = mft_layer_linear(3136, 128, true, seed + 3);
-    l[n++] = mft_layer_relu();
-    l[n++] = mft_layer_linear(128, 10, true, seed + 4);
+    l[n++] = mft_nn_conv2d(1, 32, k3, one, one, one, 1, true, seed + 1);
+    if (batchnorm) l[n++] = mft_nn_batch_norm2d(32, 1e-5, 0.1);
+    l[n++] = mft_nn_relu();
+    l[n++] = mft_nn_max_pool2d(k2, k2);
+    l[n++] = mft_nn_conv2d(32, 64, k3, one, one, one, 1, true, seed + 2);
+    if (batchnorm) l[n++] = mft_nn_batch_norm2d(64, 1e-5, 0.1);
+    l[n++] = mft_nn_relu();
+    l[n++] = mft_nn_max_pool2d(k2, k2);
+    l[n++] = mft_nn_flatten(1, 3);
+    l[n++] = mft_nn_linear(3136, 128, true, seed + 3);
+    l[n++] = mft_nn_relu();
+    l[n++] = mft_nn_linear(128, 10, true, seed + 4);
     for (int i = 0; i < n; i++)
         if (!l[i]) {
-            for (int k = 0; k < n; k++) mft_layer_free(l[k]);
+            for (int k = 0; k < n; k++) mft_module_free(l[k]);
             return NULL;
         }
-    return mft_layer_sequential(n, l);
+    return mft_nn_sequential(n, l);
 }
 
 /* Everything a checkpoint holds: "model.<param/buffer>" and "optim.<state>". */
@@ -152,16 +152,16 @@ typedef struct state_list {
     const char *ptrs[MAX_STATE];
 } state_list;
 
-static void state_collect(const mft_layer *m, const mft_optimizer *opt, state_list *s) {
+static void state_collect(const mft_module *m, const mft_optimizer *opt, state_list *s) {
     mft_tensor *t[MAX_STATE];
     const char *nm[MAX_STATE];
     s->n = 0;
-    int np = mft_layer_parameters(m, t, nm, MAX_STATE);
+    int np = mft_module_parameters(m, t, nm, MAX_STATE);
     for (int i = 0; i < np && s->n < MAX_STATE; i++, s->n++) {
         snprintf(s->names[s->n], 64, "model.%s", nm[i]);
         s->t[s->n] = t[i];
     }
-    int nb = mft_layer_buffers(m, t, nm, MAX_STATE);
+    int nb = mft_module_buffers(m, t, nm, MAX_STATE);
     for (int i = 0; i < nb && s->n < MAX_STATE; i++, s->n++) {
         snprintf(s->names[s->n], 64, "model.%s", nm[i]);
         s->t[s->n] = t[i];
@@ -188,9 +188,9 @@ static void progress(int64_t done, int64_t total, double t0, double loss) {
 }
 
 /* ------------------------------------------------------------------ evaluation */
-static int evaluate(mft_layer *model, const mft_tensor *images, const mft_tensor *labels,
+static int evaluate(mft_module *model, const mft_tensor *images, const mft_tensor *labels,
                     int64_t n, mft_format fmt, double *acc) {
-    mft_layer_set_training(model, false);
+    mft_module_set_training(model, false);
     bool prev = mft_set_grad_enabled(false);
     int64_t correct = 0, bs = 1000;
     int64_t *idx = malloc((size_t)bs * sizeof *idx);
@@ -200,7 +200,7 @@ static int evaluate(mft_layer *model, const mft_tensor *images, const mft_tensor
         for (int64_t i = 0; i < cnt; i++) idx[i] = s + i;
         mft_scope_begin();
         mft_tensor *x = mft_images_to_batch(images, idx, cnt, 1.0 / 255.0, MEAN, STD, fmt, MFT_F32);
-        mft_tensor *logits = mft_layer_forward(model, x);
+        mft_tensor *logits = mft_module_forward(model, x);
         mft_tensor *pred = mft_argmax(logits, 1, false);
         if (!pred) {
             rc = fail("evaluate");
@@ -213,7 +213,7 @@ static int evaluate(mft_layer *model, const mft_tensor *images, const mft_tensor
     }
     free(idx);
     mft_set_grad_enabled(prev);
-    mft_layer_set_training(model, true);
+    mft_module_set_training(model, true);
     *acc = n ? 100.0 * (double)correct / (double)n : 0.0;
     return rc;
 }
@@ -289,14 +289,14 @@ int main(int argc, char **argv) {
     if (o.limit > 0 && o.limit < ntrain) ntrain = o.limit;
     if (o.test_limit > 0 && o.test_limit < ntest) ntest = o.test_limit;
 
-    mft_layer *model = build_model(o.batchnorm, o.seed);
-    if (!model || mft_layer_to_format(model, fmt) != MFT_OK) {
+    mft_module *model = build_model(o.batchnorm, o.seed);
+    if (!model || mft_module_to_format(model, fmt) != MFT_OK) {
         rc = fail("building the model");
         goto out_data;
     }
-    mft_layer_set_fusion(model, !o.no_fuse);
+    mft_module_set_fusion(model, !o.no_fuse);
     mft_tensor *params[MAX_STATE];
-    int nparams = mft_layer_parameters(model, params, NULL, MAX_STATE);
+    int nparams = mft_module_parameters(model, params, NULL, MAX_STATE);
     mft_optimizer *opt =
         strcmp(o.optimizer, "sgd") == 0
             ? mft_sgd_new(nparams, params, &(mft_sgd_opts){o.lr, 0.9, 0.0, 0.0, false})
@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
            "%lld parameters\n",
            o.format, mft_get_num_threads(), (long long)ntrain, (long long)ntest, o.batch,
            o.optimizer, o.lr, o.batchnorm ? ", batchnorm" : "",
-           (long long)mft_layer_num_parameters(model));
+           (long long)mft_module_num_parameters(model));
     FILE *tsv = o.epochs > 0 && o.metrics ? fopen(o.metrics, "w") : NULL;
     if (tsv) fprintf(tsv, "epoch\ttrain_loss\ttest_acc\tepoch_seconds\timages_per_second\tms_per_step\n");
 
@@ -341,7 +341,7 @@ int main(int argc, char **argv) {
             mft_tensor *x = mft_images_to_batch(tr_x, bi, cnt, 1.0 / 255.0, MEAN, STD, fmt, MFT_F32);
             mft_tensor *y = mft_gather_rows(tr_y, bi, cnt);
             mft_tape_begin();
-            mft_tensor *logits = MFT_AT(mft_layer_forward(model, x));
+            mft_tensor *logits = MFT_AT(mft_module_forward(model, x));
             mft_tensor *loss =
                 MFT_AT(mft_cross_entropy(logits, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN));
             mft_status bst = loss ? MFT_AT(mft_backward(loss, NULL)) : mft_last_error();
@@ -411,7 +411,7 @@ int main(int argc, char **argv) {
 out_opt:
     mft_optimizer_free(opt);
 out_model:
-    mft_layer_free(model);
+    mft_module_free(model);
 out_data:
     mft_tensor_release(tr_x), mft_tensor_release(tr_y);
     mft_tensor_release(te_x), mft_tensor_release(te_y);

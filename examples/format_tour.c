@@ -57,16 +57,16 @@ static void conv_summary(char *buf, size_t n) {
  * by one and keeps every output until the end, as the step shown does: the
  * block cache (tensor/alloc.c) then holds as many blocks of each size as
  * that step needs at once. */
-static void warm_up(mft_layer *const *l, int n, mft_layer *model, mft_tensor *x, mft_tensor *y) {
+static void warm_up(mft_module *const *l, int n, mft_module *model, mft_tensor *x, mft_tensor *y) {
     mft_scope_begin();
     mft_tape_begin();
     mft_tensor *h = x;
-    for (int i = 0; i < n && h; i++) h = mft_layer_forward(l[i], h);
+    for (int i = 0; i < n && h; i++) h = mft_module_forward(l[i], h);
     mft_tensor *loss = h ? mft_cross_entropy(h, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN) : NULL;
     if (loss) mft_backward(loss, NULL);
     mft_tape_end();
     mft_tensor *ps[16];
-    int np = mft_layer_parameters(model, ps, NULL, 16);
+    int np = mft_module_parameters(model, ps, NULL, 16);
     for (int i = 0; i < np; i++) mft_tensor_set_grad(ps[i], NULL); /* as before the step */
     mft_scope_end();
 }
@@ -78,22 +78,22 @@ static int run(const tour *t, bool profile, const char *trace) {
     const char *const names[NLAYERS] = {first,  "relu",          "max_pool2d", "conv2d 32->64",
                                         "relu", "max_pool2d",    "flatten",    "linear 3136->128",
                                         "relu", "linear 128->10"};
-    mft_layer *l[NLAYERS] = {mft_layer_conv2d(t->c_in, 32, k3, one, one, one, 1, true, 1),
-                             mft_layer_relu(),
-                             mft_layer_max_pool2d(k2, k2),
-                             mft_layer_conv2d(32, 64, k3, one, one, one, 1, true, 2),
-                             mft_layer_relu(),
-                             mft_layer_max_pool2d(k2, k2),
-                             mft_layer_flatten(1, 3),
-                             mft_layer_linear(3136, 128, true, 3),
-                             mft_layer_relu(),
-                             mft_layer_linear(128, 10, true, 4)};
-    mft_layer *model = mft_layer_sequential(NLAYERS, l); /* owns the layers */
+    mft_module *l[NLAYERS] = {mft_nn_conv2d(t->c_in, 32, k3, one, one, one, 1, true, 1),
+                             mft_nn_relu(),
+                             mft_nn_max_pool2d(k2, k2),
+                             mft_nn_conv2d(32, 64, k3, one, one, one, 1, true, 2),
+                             mft_nn_relu(),
+                             mft_nn_max_pool2d(k2, k2),
+                             mft_nn_flatten(1, 3),
+                             mft_nn_linear(3136, 128, true, 3),
+                             mft_nn_relu(),
+                             mft_nn_linear(128, 10, true, 4)};
+    mft_module *model = mft_nn_sequential(NLAYERS, l); /* owns the layers */
     if (!model) {
         fprintf(stderr, "format_tour: %s\n", mft_last_error_message());
         return 1;
     }
-    if (t->model_fmt == MFT_CHANNELS_LAST) MFT_AT(mft_layer_to_format(model, MFT_CHANNELS_LAST));
+    if (t->model_fmt == MFT_CHANNELS_LAST) MFT_AT(mft_module_to_format(model, MFT_CHANNELS_LAST));
     printf("\n== %s: model %s, input %s ==\n", t->name, mft_format_name(t->model_fmt),
            mft_format_name(t->input_fmt));
     int rc = 0;
@@ -102,7 +102,7 @@ static int run(const tour *t, bool profile, const char *trace) {
     mft_tensor *x = MFT_AT(mft_rand(4, xs, MFT_F32, t->input_fmt, 7));
     mft_tensor *y = mft_zeros(1, ys, MFT_I64, MFT_CONTIGUOUS);
     mft_tensor *params[16];
-    int np = mft_layer_parameters(model, params, NULL, 16);
+    int np = mft_module_parameters(model, params, NULL, 16);
     warm_up(l, NLAYERS, model, x, y); /* first-touch page faults stay out of the profile */
     if (profile || trace) mft_profile_begin();
     mft_conversion_counts_reset();
@@ -119,7 +119,7 @@ static int run(const tour *t, bool profile, const char *trace) {
     for (int i = 0; i < NLAYERS && h; i++) {
         const mft_dispatch_info before = *mft_dispatch_last();
         if (i == 6) flat_in = h;
-        h = MFT_AT(mft_layer_forward(l[i], h));
+        h = MFT_AT(mft_module_forward(l[i], h));
         if (!h) break;
         const mft_dispatch_info *d = mft_dispatch_last();
         bool dispatched = d->seq != before.seq;
@@ -182,7 +182,7 @@ static int run(const tour *t, bool profile, const char *trace) {
     mft_profile_site(NULL, 0); /* later calls are not this run's */
     if (st_b != MFT_OK || !grads_ok) rc = 1;
     mft_scope_end();
-    mft_layer_free(model);
+    mft_module_free(model);
     return rc;
 }
 

@@ -26,7 +26,7 @@ typedef enum {
     L_SEQUENTIAL
 } layer_kind;
 
-struct mft_layer {
+struct mft_module {
     layer_kind kind;
     bool training;
     bool adopted; /* owned by a container */
@@ -49,17 +49,17 @@ struct mft_layer {
     uint64_t seed, forwards;
     /* sequential */
     int n;
-    mft_layer **child;
-    bool no_fuse; /* mft_layer_set_fusion(l, false) */
-    /* error path of mft_layer_sequential (layer_free_unowned) */
+    mft_module **child;
+    bool no_fuse; /* mft_module_set_fusion(l, false) */
+    /* error path of mft_nn_sequential (layer_free_unowned) */
     bool doomed;
-    mft_layer *next_doomed;
+    mft_module *next_doomed;
 };
 
 static const char *const k_pbase[2] = {"weight", "bias"};
 static const char *const k_bbase[3] = {"running_mean", "running_var", "num_batches_tracked"};
 
-static void layer_set_prefix(mft_layer *l, const char *prefix) {
+static void layer_set_prefix(mft_module *l, const char *prefix) {
     for (int i = 0; i < 2; i++) snprintf(l->pname[i], NN_NAME_LEN, "%s%s", prefix, k_pbase[i]);
     for (int i = 0; i < 3; i++) snprintf(l->bname[i], NN_NAME_LEN, "%s%s", prefix, k_bbase[i]);
     for (int i = 0; i < l->n; i++) {
@@ -69,8 +69,8 @@ static void layer_set_prefix(mft_layer *l, const char *prefix) {
     }
 }
 
-static mft_layer *layer_new(const char *fn, layer_kind kind) {
-    mft_layer *l = mft__alloc_or_err(fn, sizeof *l, 16);
+static mft_module *layer_new(const char *fn, layer_kind kind) {
+    mft_module *l = mft__alloc_or_err(fn, sizeof *l, 16);
     if (!l) return NULL;
     memset(l, 0, sizeof *l);
     l->kind = kind;
@@ -79,11 +79,11 @@ static mft_layer *layer_new(const char *fn, layer_kind kind) {
     return l;
 }
 
-void mft_layer_free(mft_layer *l) {
+void mft_module_free(mft_module *l) {
     if (!l) return;
     for (int i = 0; i < 2; i++) mft_tensor_release(l->param[i]);
     for (int i = 0; i < 3; i++) mft_tensor_release(l->buf[i]);
-    for (int i = 0; i < l->n; i++) mft_layer_free(l->child[i]);
+    for (int i = 0; i < l->n; i++) mft_module_free(l->child[i]);
     mft__free(l->child);
     mft__free(l);
 }
@@ -104,7 +104,7 @@ static mft_tensor *nn_uniform(int ndim, const int64_t *sizes, double bound, uint
     return t;
 }
 
-static mft_status nn_mark(mft_layer *l) {
+static mft_status nn_mark(mft_module *l) {
     for (int i = 0; i < 2; i++)
         if (l->param[i] && mft_tensor_set_requires_grad(l->param[i], true) != MFT_OK)
             return mft_last_error();
@@ -115,14 +115,14 @@ static mft_status nn_mark(mft_layer *l) {
  * fan_in is the product of wsizes[1..]. Both shapes are validated before
  * anything is allocated: absurd sizes fail at once, naming fn, instead of
  * allocating (and filling) the bias first. */
-static mft_layer *nn_affine(const char *fn, layer_kind kind, int wnd, const int64_t *wsizes,
+static mft_module *nn_affine(const char *fn, layer_kind kind, int wnd, const int64_t *wsizes,
                             int64_t bsize, bool bias, uint64_t seed) {
     if (mft__check_geometry(fn, wnd, wsizes, NULL, MFT_F32) != MFT_OK ||
         (bias && mft__check_geometry(fn, 1, &bsize, NULL, MFT_F32) != MFT_OK))
         return NULL;
     int64_t fan_in = 1; /* cannot overflow: the weight's element count fits */
     for (int d = 1; d < wnd; d++) fan_in *= wsizes[d];
-    mft_layer *l = layer_new(fn, kind);
+    mft_module *l = layer_new(fn, kind);
     if (!l) return NULL;
     double bound = fan_in > 0 ? 1.0 / sqrt((double)fan_in) : 0.0;
     mft__scope_suspend();
@@ -131,16 +131,16 @@ static mft_layer *nn_affine(const char *fn, layer_kind kind, int wnd, const int6
     mft__scope_resume();
     if (!l->param[0] || (bias && !l->param[1]) || nn_mark(l) != MFT_OK) {
         mft__relabel_error(fn);
-        mft_layer_free(l);
+        mft_module_free(l);
         return NULL;
     }
     return l;
 }
 
-mft_layer *mft_layer_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[2],
+mft_module *mft_nn_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[2],
                             const int64_t stride[2], const int64_t padding[2],
                             const int64_t dilation[2], int64_t groups, bool bias, uint64_t seed) {
-    static const char fn[] = "mft_layer_conv2d";
+    static const char fn[] = "mft_nn_conv2d";
     if (!kernel) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'kernel' is NULL", fn);
         return NULL;
@@ -163,7 +163,7 @@ mft_layer *mft_layer_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[
         return NULL;
     }
     int64_t ws[4] = {out_ch, in_ch / groups, kernel[0], kernel[1]};
-    mft_layer *l =
+    mft_module *l =
         nn_affine(fn, L_CONV2D, 4, ws, out_ch, bias, seed);
     if (!l) return NULL;
     l->in = in_ch;
@@ -178,15 +178,15 @@ mft_layer *mft_layer_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[
     return l;
 }
 
-mft_layer *mft_layer_linear(int64_t in_features, int64_t out_features, bool bias, uint64_t seed) {
-    static const char fn[] = "mft_layer_linear";
+mft_module *mft_nn_linear(int64_t in_features, int64_t out_features, bool bias, uint64_t seed) {
+    static const char fn[] = "mft_nn_linear";
     if (in_features <= 0 || out_features <= 0) {
         mft__set_error(MFT_ERR_INVALID, "%s: invalid in_features=%lld out_features=%lld", fn,
                        (long long)in_features, (long long)out_features);
         return NULL;
     }
     int64_t ws[2] = {out_features, in_features};
-    mft_layer *l = nn_affine(fn, L_LINEAR, 2, ws, out_features, bias, seed);
+    mft_module *l = nn_affine(fn, L_LINEAR, 2, ws, out_features, bias, seed);
     if (!l) return NULL;
     l->in = in_features;
     l->out = out_features;
@@ -194,8 +194,8 @@ mft_layer *mft_layer_linear(int64_t in_features, int64_t out_features, bool bias
 }
 
 /* weight 1 / bias 0 of (nd, sizes); marks them. */
-static mft_layer *nn_norm(const char *fn, layer_kind kind, int nd, const int64_t *sizes) {
-    mft_layer *l = layer_new(fn, kind);
+static mft_module *nn_norm(const char *fn, layer_kind kind, int nd, const int64_t *sizes) {
+    mft_module *l = layer_new(fn, kind);
     if (!l) return NULL;
     mft__scope_suspend();
     l->param[0] = mft_ones(nd, sizes, MFT_F32, MFT_CONTIGUOUS);
@@ -203,20 +203,20 @@ static mft_layer *nn_norm(const char *fn, layer_kind kind, int nd, const int64_t
     mft__scope_resume();
     if (!l->param[0] || !l->param[1] || nn_mark(l) != MFT_OK) {
         mft__relabel_error(fn);
-        mft_layer_free(l);
+        mft_module_free(l);
         return NULL;
     }
     return l;
 }
 
-mft_layer *mft_layer_batch_norm2d(int64_t channels, double eps, double momentum) {
-    static const char fn[] = "mft_layer_batch_norm2d";
+mft_module *mft_nn_batch_norm2d(int64_t channels, double eps, double momentum) {
+    static const char fn[] = "mft_nn_batch_norm2d";
     if (channels <= 0 || !(eps >= 0) || !(momentum >= 0 && momentum <= 1)) {
         mft__set_error(MFT_ERR_INVALID, "%s: invalid channels=%lld eps=%g momentum=%g", fn,
                        (long long)channels, eps, momentum);
         return NULL;
     }
-    mft_layer *l = nn_norm(fn, L_BATCH_NORM, 1, &channels);
+    mft_module *l = nn_norm(fn, L_BATCH_NORM, 1, &channels);
     if (!l) return NULL;
     l->in = l->out = channels;
     l->eps = eps;
@@ -229,20 +229,20 @@ mft_layer *mft_layer_batch_norm2d(int64_t channels, double eps, double momentum)
     mft__scope_resume();
     if (!l->buf[0] || !l->buf[1] || !l->buf[2]) {
         mft__relabel_error(fn);
-        mft_layer_free(l);
+        mft_module_free(l);
         return NULL;
     }
     return l;
 }
 
-mft_layer *mft_layer_group_norm(int64_t groups, int64_t channels, double eps) {
-    static const char fn[] = "mft_layer_group_norm";
+mft_module *mft_nn_group_norm(int64_t groups, int64_t channels, double eps) {
+    static const char fn[] = "mft_nn_group_norm";
     if (groups <= 0 || channels <= 0 || channels % groups || !(eps >= 0)) {
         mft__set_error(MFT_ERR_INVALID, "%s: invalid groups=%lld channels=%lld eps=%g", fn,
                        (long long)groups, (long long)channels, eps);
         return NULL;
     }
-    mft_layer *l = nn_norm(fn, L_GROUP_NORM, 1, &channels);
+    mft_module *l = nn_norm(fn, L_GROUP_NORM, 1, &channels);
     if (!l) return NULL;
     l->groups = groups;
     l->in = l->out = channels;
@@ -250,8 +250,8 @@ mft_layer *mft_layer_group_norm(int64_t groups, int64_t channels, double eps) {
     return l;
 }
 
-mft_layer *mft_layer_layer_norm(int nnorm, const int64_t *normalized_shape, double eps) {
-    static const char fn[] = "mft_layer_layer_norm";
+mft_module *mft_nn_layer_norm(int nnorm, const int64_t *normalized_shape, double eps) {
+    static const char fn[] = "mft_nn_layer_norm";
     if (nnorm < 1 || nnorm > MFT_MAX_DIMS || !normalized_shape || !(eps >= 0)) {
         mft__set_error(normalized_shape ? MFT_ERR_INVALID : MFT_ERR_NULL,
                        "%s: invalid nnorm=%d (1..%d) / normalized_shape %s / eps=%g", fn, nnorm,
@@ -264,7 +264,7 @@ mft_layer *mft_layer_layer_norm(int nnorm, const int64_t *normalized_shape, doub
                            fn, i, (long long)normalized_shape[i]);
             return NULL;
         }
-    mft_layer *l = nn_norm(fn, L_LAYER_NORM, nnorm, normalized_shape);
+    mft_module *l = nn_norm(fn, L_LAYER_NORM, nnorm, normalized_shape);
     if (!l) return NULL;
     l->nnorm = nnorm;
     memcpy(l->nshape, normalized_shape, (size_t)nnorm * sizeof(int64_t));
@@ -272,10 +272,10 @@ mft_layer *mft_layer_layer_norm(int nnorm, const int64_t *normalized_shape, doub
     return l;
 }
 
-mft_layer *mft_layer_relu(void) { return layer_new("mft_layer_relu", L_RELU); }
+mft_module *mft_nn_relu(void) { return layer_new("mft_nn_relu", L_RELU); }
 
-mft_layer *mft_layer_max_pool2d(const int64_t kernel[2], const int64_t stride[2]) {
-    static const char fn[] = "mft_layer_max_pool2d";
+mft_module *mft_nn_max_pool2d(const int64_t kernel[2], const int64_t stride[2]) {
+    static const char fn[] = "mft_nn_max_pool2d";
     if (!kernel) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'kernel' is NULL", fn);
         return NULL;
@@ -287,7 +287,7 @@ mft_layer *mft_layer_max_pool2d(const int64_t kernel[2], const int64_t stride[2]
                        (long long)st[1]);
         return NULL;
     }
-    mft_layer *l = layer_new(fn, L_MAX_POOL2D);
+    mft_module *l = layer_new(fn, L_MAX_POOL2D);
     if (!l) return NULL;
     for (int i = 0; i < 2; i++) {
         l->kernel[i] = kernel[i];
@@ -296,53 +296,53 @@ mft_layer *mft_layer_max_pool2d(const int64_t kernel[2], const int64_t stride[2]
     return l;
 }
 
-mft_layer *mft_layer_flatten(int start_dim, int end_dim) {
-    mft_layer *l = layer_new("mft_layer_flatten", L_FLATTEN);
+mft_module *mft_nn_flatten(int start_dim, int end_dim) {
+    mft_module *l = layer_new("mft_nn_flatten", L_FLATTEN);
     if (!l) return NULL;
     l->start_dim = start_dim;
     l->end_dim = end_dim;
     return l;
 }
 
-mft_layer *mft_layer_dropout(double p, uint64_t seed) {
-    static const char fn[] = "mft_layer_dropout";
+mft_module *mft_nn_dropout(double p, uint64_t seed) {
+    static const char fn[] = "mft_nn_dropout";
     if (!(p >= 0 && p <= 1)) {
         mft__set_error(MFT_ERR_INVALID, "%s: p = %g must be in [0, 1]", fn, p);
         return NULL;
     }
-    mft_layer *l = layer_new(fn, L_DROPOUT);
+    mft_module *l = layer_new(fn, L_DROPOUT);
     if (!l) return NULL;
     l->p = p;
     l->seed = seed;
     return l;
 }
 
-/* The error path of mft_layer_sequential, which owns its arguments whether
+/* The error path of mft_nn_sequential, which owns its arguments whether
  * it succeeds or not: frees each distinct layer of layers[0..n) that no
  * container owns. What to free is decided before anything is freed: a freed
  * container frees its children, and layers[i] may be such a child, so looking
  * at it after a free would read freed memory. The chosen layers are linked
  * through `next_doomed` while all are alive; a layer no container owns is
  * nobody's child, so freeing one chosen layer never frees another. */
-static void layer_free_unowned(int n, mft_layer *const *layers) {
-    mft_layer *doomed = NULL;
+static void layer_free_unowned(int n, mft_module *const *layers) {
+    mft_module *doomed = NULL;
     for (int i = 0; layers && i < n; i++) {
-        mft_layer *l = layers[i];
+        mft_module *l = layers[i];
         if (!l || l->adopted || l->doomed) continue; /* owned elsewhere, or a duplicate */
         l->doomed = true;
         l->next_doomed = doomed;
         doomed = l;
     }
     while (doomed) {
-        mft_layer *next = doomed->next_doomed;
-        mft_layer_free(doomed);
+        mft_module *next = doomed->next_doomed;
+        mft_module_free(doomed);
         doomed = next;
     }
 }
 
-mft_layer *mft_layer_sequential(int n, mft_layer *const *layers) {
-    static const char fn[] = "mft_layer_sequential";
-    mft_layer *l = NULL;
+mft_module *mft_nn_sequential(int n, mft_module *const *layers) {
+    static const char fn[] = "mft_nn_sequential";
+    mft_module *l = NULL;
     if (n < 0 || (n > 0 && !layers)) {
         mft__set_error(n < 0 ? MFT_ERR_INVALID : MFT_ERR_NULL, "%s: invalid n=%d / layers %s",
                        fn, n, layers ? "given" : "NULL");
@@ -377,14 +377,14 @@ mft_layer *mft_layer_sequential(int n, mft_layer *const *layers) {
     layer_set_prefix(l, "");
     return l;
 fail:
-    mft_layer_free(l); /* adopted nothing yet */
+    mft_module_free(l); /* adopted nothing yet */
     layer_free_unowned(n, layers);
     return NULL;
 }
 
 /* ------------------------------------------------------------------ forward */
 /* Runs l on x with the scope suspended: returns a plain new reference. */
-static mft_tensor *layer_forward_impl(mft_layer *l, const mft_tensor *x) {
+static mft_tensor *layer_forward_impl(mft_module *l, const mft_tensor *x) {
     switch (l->kind) {
     case L_CONV2D:
         return mft_conv2d(x, l->param[0], l->param[1], l->stride, l->padding, l->dilation,
@@ -417,7 +417,7 @@ static mft_tensor *layer_forward_impl(mft_layer *l, const mft_tensor *x) {
         for (int i = 0; i < l->n; i++) {
             const mft_tensor *in = i == 0 ? x : cur;
             mft_tensor *nx;
-            const mft_layer *nxt = i + 1 < l->n ? l->child[i + 1] : NULL;
+            const mft_module *nxt = i + 1 < l->n ? l->child[i + 1] : NULL;
             if (!l->no_fuse && l->child[i]->kind == L_RELU && nxt && nxt->kind == L_MAX_POOL2D) {
                 /* relu -> max_pool2d: one pass, same values and gradients */
                 nx = mft_relu_max_pool2d(in, nxt->kernel, nxt->stride, NULL, NULL, false);
@@ -441,7 +441,7 @@ static mft_tensor *layer_forward_impl(mft_layer *l, const mft_tensor *x) {
  * would leave them half-updated. layer_undo records them before the forward
  * and puts them back after a failed one. */
 typedef struct undo_item {
-    mft_layer *l;
+    mft_module *l;
     mft_tensor *copy[2]; /* batch norm: running_mean, running_var */
     int64_t nbt;         /* batch norm: num_batches_tracked */
     uint64_t forwards;   /* dropout */
@@ -451,13 +451,13 @@ typedef struct layer_undo {
     int n, cap;
 } layer_undo;
 
-static int undo_count(const mft_layer *l) {
+static int undo_count(const mft_module *l) {
     int n = l->training && (l->kind == L_BATCH_NORM || l->kind == L_DROPOUT);
     for (int i = 0; i < l->n; i++) n += undo_count(l->child[i]);
     return n;
 }
 
-static bool undo_record(const char *fn, layer_undo *u, mft_layer *l) {
+static bool undo_record(const char *fn, layer_undo *u, mft_module *l) {
     if (l->training && (l->kind == L_BATCH_NORM || l->kind == L_DROPOUT)) {
         undo_item *it = &u->items[u->n++];
         memset(it, 0, sizeof *it);
@@ -486,7 +486,7 @@ static void undo_free(layer_undo *u) {
 }
 
 /* The state recorded, or false (NOMEM set, nothing changed). */
-static bool undo_begin(const char *fn, layer_undo *u, mft_layer *l) {
+static bool undo_begin(const char *fn, layer_undo *u, mft_module *l) {
     memset(u, 0, sizeof *u);
     u->cap = undo_count(l);
     if (u->cap == 0) return true;
@@ -502,7 +502,7 @@ static bool undo_begin(const char *fn, layer_undo *u, mft_layer *l) {
 static void undo_restore(layer_undo *u) {
     for (int i = 0; i < u->n; i++) {
         undo_item *it = &u->items[i];
-        mft_layer *l = it->l;
+        mft_module *l = it->l;
         l->forwards = it->forwards;
         if (l->kind != L_BATCH_NORM) continue;
         for (int k = 0; k < 2; k++) {
@@ -525,8 +525,8 @@ static void undo_restore(layer_undo *u) {
     }
 }
 
-mft_tensor *mft_layer_forward(mft_layer *l, const mft_tensor *x) {
-    static const char fn[] = "mft_layer_forward";
+mft_tensor *mft_module_forward(mft_module *l, const mft_tensor *x) {
+    static const char fn[] = "mft_module_forward";
     if (!l) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'l' is NULL", fn);
         return NULL;
@@ -546,21 +546,21 @@ mft_tensor *mft_layer_forward(mft_layer *l, const mft_tensor *x) {
     return r;
 }
 
-void mft_layer_set_fusion(mft_layer *l, bool on) {
+void mft_module_set_fusion(mft_module *l, bool on) {
     if (!l) return;
     l->no_fuse = !on;
-    for (int i = 0; i < l->n; i++) mft_layer_set_fusion(l->child[i], on);
+    for (int i = 0; i < l->n; i++) mft_module_set_fusion(l->child[i], on);
 }
 
-bool mft_layer_fusion(const mft_layer *l) { return l && !l->no_fuse; }
+bool mft_module_fusion(const mft_module *l) { return l && !l->no_fuse; }
 
-void mft_layer_set_training(mft_layer *l, bool training) {
+void mft_module_set_training(mft_module *l, bool training) {
     if (!l) return;
     l->training = training;
-    for (int i = 0; i < l->n; i++) mft_layer_set_training(l->child[i], training);
+    for (int i = 0; i < l->n; i++) mft_module_set_training(l->child[i], training);
 }
 
-bool mft_layer_training(const mft_layer *l) { return l && l->training; }
+bool mft_module_training(const mft_module *l) { return l && l->training; }
 
 /* ------------------------------------------------------------------ listing */
 typedef struct {
@@ -570,7 +570,7 @@ typedef struct {
     int64_t numel;
 } nn_list;
 
-static void nn_collect(const mft_layer *l, nn_list *c, bool buffers) {
+static void nn_collect(const mft_module *l, nn_list *c, bool buffers) {
     int k = buffers ? 3 : 2;
     for (int i = 0; i < k; i++) {
         mft_tensor *t = buffers ? l->buf[i] : l->param[i];
@@ -585,19 +585,19 @@ static void nn_collect(const mft_layer *l, nn_list *c, bool buffers) {
     for (int i = 0; i < l->n; i++) nn_collect(l->child[i], c, buffers);
 }
 
-int mft_layer_parameters(const mft_layer *l, mft_tensor **params, const char **names, int max) {
+int mft_module_parameters(const mft_module *l, mft_tensor **params, const char **names, int max) {
     nn_list c = {params, names, max, 0, 0};
     if (l) nn_collect(l, &c, false);
     return c.count;
 }
 
-int mft_layer_buffers(const mft_layer *l, mft_tensor **bufs, const char **names, int max) {
+int mft_module_buffers(const mft_module *l, mft_tensor **bufs, const char **names, int max) {
     nn_list c = {bufs, names, max, 0, 0};
     if (l) nn_collect(l, &c, true);
     return c.count;
 }
 
-int64_t mft_layer_num_parameters(const mft_layer *l) {
+int64_t mft_module_num_parameters(const mft_module *l) {
     nn_list c = {NULL, NULL, 0, 0, 0};
     if (l) nn_collect(l, &c, false);
     return c.numel;
@@ -618,8 +618,8 @@ static void layer_swap_layout(mft_tensor *t, mft_tensor *src) {
     t->origin = src->origin;
 }
 
-mft_status mft_layer_to_format(mft_layer *l, mft_format fmt) {
-    static const char fn[] = "mft_layer_to_format";
+mft_status mft_module_to_format(mft_module *l, mft_format fmt) {
+    static const char fn[] = "mft_module_to_format";
     if (!l) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'l' is NULL", fn);
         return MFT_ERR_NULL;
@@ -629,12 +629,12 @@ mft_status mft_layer_to_format(mft_layer *l, mft_format fmt) {
                        fn, mft_format_name(fmt));
         return MFT_ERR_FORMAT;
     }
-    int np = mft_layer_parameters(l, NULL, NULL, 0);
+    int np = mft_module_parameters(l, NULL, NULL, 0);
     if (np == 0) return MFT_OK;
     mft_tensor **ps = mft__alloc_or_err(fn, (size_t)np * 2 * sizeof *ps, 16);
     if (!ps) return MFT_ERR_NOMEM;
     mft_tensor **conv = ps + np;
-    mft_layer_parameters(l, ps, NULL, np);
+    mft_module_parameters(l, ps, NULL, np);
     mft_status st = MFT_OK;
     /* convert everything first, then swap: on failure nothing changed. Grad
      * mode off: the copies of parameters must not be recorded on a tape. */
@@ -687,7 +687,7 @@ static void nn_printf(nn_text *t, const char *fmt, ...) {
     if (w > 0) t->used += (size_t)w;
 }
 
-static void nn_describe(const mft_layer *l, nn_text *t, const char *label, int depth) {
+static void nn_describe(const mft_module *l, nn_text *t, const char *label, int depth) {
     nn_printf(t, "%*s%s", 2 * depth, "", label);
     switch (l->kind) {
     case L_CONV2D:
@@ -727,7 +727,7 @@ static void nn_describe(const mft_layer *l, nn_text *t, const char *label, int d
     case L_DROPOUT: nn_printf(t, "Dropout(p=%g)\n", l->p); break;
     case L_SEQUENTIAL:
         nn_printf(t, "Sequential(%d layers, %lld parameters)\n", l->n,
-                  (long long)mft_layer_num_parameters(l));
+                  (long long)mft_module_num_parameters(l));
         for (int i = 0; i < l->n; i++) {
             char lab[24];
             snprintf(lab, sizeof lab, "%d: ", i);
@@ -737,7 +737,7 @@ static void nn_describe(const mft_layer *l, nn_text *t, const char *label, int d
     }
 }
 
-size_t mft_layer_describe(const mft_layer *l, char *buf, size_t len) {
+size_t mft_module_describe(const mft_module *l, char *buf, size_t len) {
     nn_text t = {buf, buf ? len : 0, 0};
     if (t.len > 0) buf[0] = '\0';
     if (!l) {

@@ -8,7 +8,7 @@
  *      off, so relu and max_pool2d run apart), a later step (state restored
  *      before each k) and the very first step (fresh model per k, optimiser
  *      built before model.to(channels_last), so the step re-lays its state);
- *   2. every layer constructor of mft/nn.h, mft_layer_to_format, every
+ *   2. every layer constructor of mft/nn.h, mft_module_to_format, every
  *      optimiser constructor, and invalid arguments refused before any
  *      allocation;
  *   3. checkpoints of the model's parameters, buffers and optimiser state:
@@ -372,13 +372,13 @@ static void tlist_add(tlist *l, mft_tensor *t, const char *prefix, const char *n
     l->kind[l->n++] = kind;
 }
 
-static void tlist_of(tlist *l, const mft_layer *m, const mft_optimizer *o) {
+static void tlist_of(tlist *l, const mft_module *m, const mft_optimizer *o) {
     mft_tensor *ts[MAXT];
     const char *nm[MAXT];
     l->n = 0;
-    int np = mft_layer_parameters(m, ts, nm, MAXT);
+    int np = mft_module_parameters(m, ts, nm, MAXT);
     for (int i = 0; i < np && i < MAXT; i++) tlist_add(l, ts[i], "model.", nm[i], T_PARAM);
-    int nb = mft_layer_buffers(m, ts, nm, MAXT);
+    int nb = mft_module_buffers(m, ts, nm, MAXT);
     for (int i = 0; i < nb && i < MAXT; i++) tlist_add(l, ts[i], "model.", nm[i], T_BUFFER);
     int ns = o ? mft_optimizer_state(o, ts, nm, MAXT) : 0;
     for (int i = 0; i < ns && i < MAXT; i++) tlist_add(l, ts[i], "opt.", nm[i], T_OPT);
@@ -390,35 +390,35 @@ static const int64_t K3[2] = {3, 3}, P1[2] = {1, 1}, K2[2] = {2, 2};
 #define IN_HW 12
 #define BATCH 4
 
-/* The 8 layers of the model, to hand to mft_layer_sequential. */
-static void small_cnn_layers(mft_layer **l, uint64_t seed) {
-    l[0] = mft_layer_conv2d(IN_C, 8, K3, NULL, P1, NULL, 1, true, seed);
-    l[1] = mft_layer_batch_norm2d(8, 1e-5, 0.1);
-    l[2] = mft_layer_relu();
-    l[3] = mft_layer_max_pool2d(K2, NULL);
-    l[4] = mft_layer_conv2d(8, 8, K3, NULL, P1, NULL, 1, true, seed + 1);
-    l[5] = mft_layer_relu();
-    l[6] = mft_layer_flatten(1, -1);
-    l[7] = mft_layer_linear(8 * (IN_HW / 2) * (IN_HW / 2), 10, true, seed + 2);
+/* The 8 layers of the model, to hand to mft_nn_sequential. */
+static void small_cnn_layers(mft_module **l, uint64_t seed) {
+    l[0] = mft_nn_conv2d(IN_C, 8, K3, NULL, P1, NULL, 1, true, seed);
+    l[1] = mft_nn_batch_norm2d(8, 1e-5, 0.1);
+    l[2] = mft_nn_relu();
+    l[3] = mft_nn_max_pool2d(K2, NULL);
+    l[4] = mft_nn_conv2d(8, 8, K3, NULL, P1, NULL, 1, true, seed + 1);
+    l[5] = mft_nn_relu();
+    l[6] = mft_nn_flatten(1, -1);
+    l[7] = mft_nn_linear(8 * (IN_HW / 2) * (IN_HW / 2), 10, true, seed + 2);
 }
 
-static mft_layer *small_cnn(uint64_t seed) {
-    mft_layer *l[8];
+static mft_module *small_cnn(uint64_t seed) {
+    mft_module *l[8];
     small_cnn_layers(l, seed);
-    return mft_layer_sequential(8, l);
+    return mft_nn_sequential(8, l);
 }
 
 typedef enum { OPT_SGD, OPT_ADAM } opt_kind;
 
-static mft_optimizer *make_opt(opt_kind kind, const mft_layer *m) {
+static mft_optimizer *make_opt(opt_kind kind, const mft_module *m) {
     mft_tensor *ps[MAXT];
-    int np = mft_layer_parameters(m, ps, NULL, MAXT);
+    int np = mft_module_parameters(m, ps, NULL, MAXT);
     if (kind == OPT_SGD) return mft_sgd_new(np, ps, &(mft_sgd_opts){0.01, 0.9, 0.0, 0.0, false});
     return mft_adam_new(np, ps, &(mft_adam_opts){1e-3, 0.9, 0.999, 1e-8, 0.0});
 }
 
 typedef struct rig {
-    mft_layer *model;
+    mft_module *model;
     mft_optimizer *opt;
     mft_tensor *x, *y;
     tlist all;
@@ -431,8 +431,8 @@ static bool rig_make(rig *r, mft_format fmt, opt_kind ok, bool fusion, bool opt_
     r->model = small_cnn(11);
     if (!r->model) return false;
     if (opt_first) r->opt = make_opt(ok, r->model);
-    if (mft_layer_to_format(r->model, fmt) != MFT_OK) return false;
-    mft_layer_set_fusion(r->model, fusion);
+    if (mft_module_to_format(r->model, fmt) != MFT_OK) return false;
+    mft_module_set_fusion(r->model, fusion);
     if (!opt_first) r->opt = make_opt(ok, r->model);
     const int64_t xs[4] = {BATCH, IN_C, IN_HW, IN_HW}, ys[1] = {BATCH};
     r->x = mft_randn(4, xs, MFT_F32, fmt, 5);
@@ -448,7 +448,7 @@ static void rig_free(rig *r) {
     mft_tensor_release(r->x);
     mft_tensor_release(r->y);
     mft_optimizer_free(r->opt);
-    mft_layer_free(r->model);
+    mft_module_free(r->model);
     memset(r, 0, sizeof *r);
 }
 
@@ -467,7 +467,7 @@ typedef enum {
 static const char *const PH_NAME[] = {"ok",
                                       "mft_scope_begin",
                                       "mft_tape_begin",
-                                      "mft_layer_forward",
+                                      "mft_module_forward",
                                       "mft_cross_entropy",
                                       "mft_backward",
                                       "mft_tape_end",
@@ -505,7 +505,7 @@ static void train_step(rig *r, step_res *s) {
     if (st != MFT_OK) {
         step_fail(s, PH_TAPE_BEGIN, st);
     } else {
-        mft_tensor *logits = mft_layer_forward(r->model, r->x);
+        mft_tensor *logits = mft_module_forward(r->model, r->x);
         mft_tensor *loss = NULL;
         if (!logits)
             step_fail(s, PH_FORWARD, mft_last_error());
@@ -767,89 +767,89 @@ static void test_train_step(void) {
  * arms the injector (arm_now) right before the call under test. */
 static long long g_arm_k = 0;
 static bool g_arm_sticky = false;
-static mft_layer *g_ctor_model = NULL; /* parameters for the optimisers */
+static mft_module *g_ctor_model = NULL; /* parameters for the optimisers */
 
 static void arm_now(void) { fa_arm_mode(g_arm_k, g_arm_sticky); }
 
 static void *mk_conv2d(void) {
     arm_now();
-    return mft_layer_conv2d(4, 6, K3, NULL, P1, NULL, 2, true, 3);
+    return mft_nn_conv2d(4, 6, K3, NULL, P1, NULL, 2, true, 3);
 }
 static void *mk_conv2d_nobias(void) {
     arm_now();
-    return mft_layer_conv2d(3, 5, K3, K2, NULL, NULL, 1, false, 4);
+    return mft_nn_conv2d(3, 5, K3, K2, NULL, NULL, 1, false, 4);
 }
 static void *mk_linear(void) {
     arm_now();
-    return mft_layer_linear(12, 7, true, 5);
+    return mft_nn_linear(12, 7, true, 5);
 }
 static void *mk_linear_nobias(void) {
     arm_now();
-    return mft_layer_linear(12, 7, false, 6);
+    return mft_nn_linear(12, 7, false, 6);
 }
 static void *mk_batch_norm(void) {
     arm_now();
-    return mft_layer_batch_norm2d(6, 1e-5, 0.1);
+    return mft_nn_batch_norm2d(6, 1e-5, 0.1);
 }
 static void *mk_group_norm(void) {
     arm_now();
-    return mft_layer_group_norm(2, 6, 1e-5);
+    return mft_nn_group_norm(2, 6, 1e-5);
 }
 static void *mk_layer_norm(void) {
     static const int64_t shape[2] = {4, 5};
     arm_now();
-    return mft_layer_layer_norm(2, shape, 1e-5);
+    return mft_nn_layer_norm(2, shape, 1e-5);
 }
 static void *mk_relu(void) {
     arm_now();
-    return mft_layer_relu();
+    return mft_nn_relu();
 }
 static void *mk_max_pool(void) {
     arm_now();
-    return mft_layer_max_pool2d(K2, NULL);
+    return mft_nn_max_pool2d(K2, NULL);
 }
 static void *mk_flatten(void) {
     arm_now();
-    return mft_layer_flatten(1, -1);
+    return mft_nn_flatten(1, -1);
 }
 static void *mk_dropout(void) {
     arm_now();
-    return mft_layer_dropout(0.25, 9);
+    return mft_nn_dropout(0.25, 9);
 }
 static void *mk_sequential(void) {
-    mft_layer *l[4] = {mft_layer_conv2d(3, 4, K3, NULL, P1, NULL, 1, true, 1),
-                       mft_layer_batch_norm2d(4, 1e-5, 0.1), mft_layer_relu(),
-                       mft_layer_linear(4, 2, true, 2)};
+    mft_module *l[4] = {mft_nn_conv2d(3, 4, K3, NULL, P1, NULL, 1, true, 1),
+                       mft_nn_batch_norm2d(4, 1e-5, 0.1), mft_nn_relu(),
+                       mft_nn_linear(4, 2, true, 2)};
     arm_now();
-    return mft_layer_sequential(4, l);
+    return mft_nn_sequential(4, l);
 }
 static void *mk_small_cnn(void) { /* the sequential of the training model */
-    mft_layer *l[8];
+    mft_module *l[8];
     small_cnn_layers(l, 11);
     arm_now();
-    return mft_layer_sequential(8, l);
+    return mft_nn_sequential(8, l);
 }
 static void *mk_sgd(void) {
     mft_tensor *ps[MAXT];
-    int np = mft_layer_parameters(g_ctor_model, ps, NULL, MAXT);
+    int np = mft_module_parameters(g_ctor_model, ps, NULL, MAXT);
     arm_now();
     return mft_sgd_new(np, ps, &(mft_sgd_opts){0.01, 0.9, 0.0, 1e-4, true});
 }
 static void *mk_sgd_plain(void) {
     mft_tensor *ps[MAXT];
-    int np = mft_layer_parameters(g_ctor_model, ps, NULL, MAXT);
+    int np = mft_module_parameters(g_ctor_model, ps, NULL, MAXT);
     arm_now();
     return mft_sgd_new(np, ps, &(mft_sgd_opts){0.01, 0.0, 0.0, 0.0, false});
 }
 static void *mk_adam(void) {
     mft_tensor *ps[MAXT];
-    int np = mft_layer_parameters(g_ctor_model, ps, NULL, MAXT);
+    int np = mft_module_parameters(g_ctor_model, ps, NULL, MAXT);
     arm_now();
     return mft_adam_new(np, ps, &(mft_adam_opts){1e-3, 0.9, 0.999, 1e-8, 0.0});
 }
 static void *mk_adamw(void) {
     mft_tensor *ps[MAXT];
-    int np = mft_layer_parameters(g_ctor_model, ps, NULL, MAXT);
+    int np = mft_module_parameters(g_ctor_model, ps, NULL, MAXT);
     arm_now();
     return mft_adamw_new(np, ps, &(mft_adam_opts){1e-3, 0.9, 0.999, 1e-8, 1e-2});
 }
@@ -861,19 +861,19 @@ typedef struct ctor_case {
 } ctor_case;
 
 static const ctor_case CTORS[] = {
-    {"mft_layer_conv2d", false, mk_conv2d},
-    {"mft_layer_conv2d (no bias)", false, mk_conv2d_nobias},
-    {"mft_layer_linear", false, mk_linear},
-    {"mft_layer_linear (no bias)", false, mk_linear_nobias},
-    {"mft_layer_batch_norm2d", false, mk_batch_norm},
-    {"mft_layer_group_norm", false, mk_group_norm},
-    {"mft_layer_layer_norm", false, mk_layer_norm},
-    {"mft_layer_relu", false, mk_relu},
-    {"mft_layer_max_pool2d", false, mk_max_pool},
-    {"mft_layer_flatten", false, mk_flatten},
-    {"mft_layer_dropout", false, mk_dropout},
-    {"mft_layer_sequential", false, mk_sequential},
-    {"mft_layer_sequential (small cnn)", false, mk_small_cnn},
+    {"mft_nn_conv2d", false, mk_conv2d},
+    {"mft_nn_conv2d (no bias)", false, mk_conv2d_nobias},
+    {"mft_nn_linear", false, mk_linear},
+    {"mft_nn_linear (no bias)", false, mk_linear_nobias},
+    {"mft_nn_batch_norm2d", false, mk_batch_norm},
+    {"mft_nn_group_norm", false, mk_group_norm},
+    {"mft_nn_layer_norm", false, mk_layer_norm},
+    {"mft_nn_relu", false, mk_relu},
+    {"mft_nn_max_pool2d", false, mk_max_pool},
+    {"mft_nn_flatten", false, mk_flatten},
+    {"mft_nn_dropout", false, mk_dropout},
+    {"mft_nn_sequential", false, mk_sequential},
+    {"mft_nn_sequential (small cnn)", false, mk_small_cnn},
     {"mft_sgd_new (nesterov)", true, mk_sgd},
     {"mft_sgd_new (no momentum)", true, mk_sgd_plain},
     {"mft_adam_new", true, mk_adam},
@@ -884,7 +884,7 @@ static void obj_free(const ctor_case *c, void *o) {
     if (c->opt)
         mft_optimizer_free(o);
     else
-        mft_layer_free(o);
+        mft_module_free(o);
 }
 
 /* Digest of an object's tensors (values, strides, names) and description. */
@@ -910,7 +910,7 @@ static uint64_t obj_digest(const ctor_case *c, void *o) {
     }
     if (!c->opt) {
         char text[2048];
-        mft_layer_describe(o, text, sizeof text);
+        mft_module_describe(o, text, sizeof text);
         for (const char *p = text; *p; p++)
             h = (h ^ (uint64_t)(unsigned char)*p) * 0x100000001B3ull;
     }
@@ -967,14 +967,14 @@ static void ctor_scenario(const ctor_case *c, long long *total_runs) {
 
 static const ctor_case LAYER_DIGEST = {"layer", false, NULL}; /* obj_digest of a layer */
 
-/* mft_layer_to_format: fails with no parameter changed (values and
+/* mft_module_to_format: fails with no parameter changed (values and
  * strides), or succeeds exactly as the clean run. */
 static void to_format_scenario(mft_format fmt, long long *total_runs) {
-    const char *scen = fmt == MFT_CHANNELS_LAST ? "mft_layer_to_format nchw->nhwc"
-                                                : "mft_layer_to_format nhwc->nchw";
+    const char *scen = fmt == MFT_CHANNELS_LAST ? "mft_module_to_format nchw->nhwc"
+                                                : "mft_module_to_format nhwc->nchw";
     const baseline b = base_now();
-    mft_layer *m = small_cnn(21);
-    if (fmt == MFT_CONTIGUOUS) mft_layer_to_format(m, MFT_CHANNELS_LAST);
+    mft_module *m = small_cnn(21);
+    if (fmt == MFT_CONTIGUOUS) mft_module_to_format(m, MFT_CHANNELS_LAST);
     tlist l;
     tlist_of(&l, m, NULL);
     snap s0;
@@ -984,19 +984,19 @@ static void to_format_scenario(mft_format fmt, long long *total_runs) {
         memcpy(strides0[i], mft_tensor_strides(l.t[i]),
                (size_t)mft_tensor_ndim(l.t[i]) * sizeof(int64_t));
     fa_arm_mode(0, false);
-    CHECK(mft_layer_to_format(m, fmt) == MFT_OK);
+    CHECK(mft_module_to_format(m, fmt) == MFT_OK);
     const long long n = g_fa.calls;
     const uint64_t clean = obj_digest(&LAYER_DIGEST, m);
-    mft_layer_free(m);
+    mft_module_free(m);
     CHECK(n >= 1);
     for (int sticky = 0; sticky < 2; sticky++)
         for (long long k = 1; k <= n; k++) {
             m = small_cnn(21);
-            if (fmt == MFT_CONTIGUOUS) mft_layer_to_format(m, MFT_CHANNELS_LAST);
+            if (fmt == MFT_CONTIGUOUS) mft_module_to_format(m, MFT_CHANNELS_LAST);
             tlist_of(&l, m, NULL);
             mft_clear_error();
             fa_arm_mode(k, sticky);
-            mft_status st = mft_layer_to_format(m, fmt);
+            mft_status st = mft_module_to_format(m, fmt);
             const long long injected = g_fa.injected;
             fa_arm_mode(0, false);
             (*total_runs)++;
@@ -1006,7 +1006,7 @@ static void to_format_scenario(mft_format fmt, long long *total_runs) {
                 if (obj_digest(&LAYER_DIGEST, m) != clean)
                     note(scen, k, sticky, "absorbed failure gave a different model");
             } else {
-                check_error(scen, k, sticky, "mft_layer_to_format", st, mft_last_error(),
+                check_error(scen, k, sticky, "mft_module_to_format", st, mft_last_error(),
                             mft_last_error_message());
                 char names[400];
                 if (snap_diff(&s0, &l, M_ALL, names, sizeof names))
@@ -1016,7 +1016,7 @@ static void to_format_scenario(mft_format fmt, long long *total_runs) {
                                (size_t)mft_tensor_ndim(l.t[i]) * sizeof(int64_t)))
                         note(scen, k, sticky, "failed but changed the strides of '%s'", l.name[i]);
             }
-            mft_layer_free(m);
+            mft_module_free(m);
             check_leaks(scen, k, sticky, b);
         }
     snap_free(&s0);
@@ -1027,7 +1027,7 @@ static void to_format_scenario(mft_format fmt, long long *total_runs) {
  * allocation failing, the validation error (not NOMEM) comes back. */
 static void invalid_args_scenario(void) {
     mft_tensor *ps[MAXT];
-    int np = mft_layer_parameters(g_ctor_model, ps, NULL, MAXT);
+    int np = mft_module_parameters(g_ctor_model, ps, NULL, MAXT);
     mft_tensor *ints = mft_zeros(1, (const int64_t[]){3}, MFT_I64, MFT_CONTIGUOUS);
     mft_tensor *mixed[2] = {ps[0], ints};
     static const int64_t bad_shape[2] = {4, 0};
@@ -1041,36 +1041,36 @@ static void invalid_args_scenario(void) {
         bool opt = false;
         switch (i) {
         case 0:
-            what = "mft_layer_conv2d";
-            o = mft_layer_conv2d(4, 6, K3, NULL, NULL, NULL, 4, true, 1);
+            what = "mft_nn_conv2d";
+            o = mft_nn_conv2d(4, 6, K3, NULL, NULL, NULL, 4, true, 1);
             break;
         case 1:
-            what = "mft_layer_conv2d";
-            o = mft_layer_conv2d(4, 6, K3, (const int64_t[]){0, 1}, NULL, NULL, 1, true, 1);
+            what = "mft_nn_conv2d";
+            o = mft_nn_conv2d(4, 6, K3, (const int64_t[]){0, 1}, NULL, NULL, 1, true, 1);
             break;
         case 2:
-            what = "mft_layer_linear";
-            o = mft_layer_linear(5, 0, true, 1);
+            what = "mft_nn_linear";
+            o = mft_nn_linear(5, 0, true, 1);
             break;
         case 3:
-            what = "mft_layer_batch_norm2d";
-            o = mft_layer_batch_norm2d(4, 1e-5, 1.5);
+            what = "mft_nn_batch_norm2d";
+            o = mft_nn_batch_norm2d(4, 1e-5, 1.5);
             break;
         case 4:
-            what = "mft_layer_group_norm";
-            o = mft_layer_group_norm(4, 6, 1e-5);
+            what = "mft_nn_group_norm";
+            o = mft_nn_group_norm(4, 6, 1e-5);
             break;
         case 5:
-            what = "mft_layer_layer_norm";
-            o = mft_layer_layer_norm(2, bad_shape, 1e-5);
+            what = "mft_nn_layer_norm";
+            o = mft_nn_layer_norm(2, bad_shape, 1e-5);
             break;
         case 6:
-            what = "mft_layer_max_pool2d";
-            o = mft_layer_max_pool2d((const int64_t[]){0, 2}, NULL);
+            what = "mft_nn_max_pool2d";
+            o = mft_nn_max_pool2d((const int64_t[]){0, 2}, NULL);
             break;
         case 7:
-            what = "mft_layer_dropout";
-            o = mft_layer_dropout(1.5, 1);
+            what = "mft_nn_dropout";
+            o = mft_nn_dropout(1.5, 1);
             break;
         case 8:
             what = "mft_sgd_new";
@@ -1105,7 +1105,7 @@ static void invalid_args_scenario(void) {
         if (opt)
             mft_optimizer_free(o);
         else
-            mft_layer_free(o);
+            mft_module_free(o);
         check_leaks("invalid arguments", i + 1, true, b);
     }
     mft_clear_error();
@@ -1123,7 +1123,7 @@ static void test_constructors(void) {
     to_format_scenario(MFT_CONTIGUOUS, &runs);
     invalid_args_scenario();
     printf("constructors: %lld injected runs\n", runs);
-    mft_layer_free(g_ctor_model);
+    mft_module_free(g_ctor_model);
     g_ctor_model = NULL;
     flush_problems();
     mft_set_allocator(NULL);
@@ -1346,7 +1346,7 @@ int main(int argc, char **argv) {
     }
     pub_scan(MFT_TEST_DATA_DIR "/../../include/mft", "mft.h");
     pub_add_macro_names();
-    CHECK_MSG(g_npub > 300 && pub_has("mft_layer_forward", 17) && pub_has("mft_backward", 12) &&
+    CHECK_MSG(g_npub > 300 && pub_has("mft_module_forward", 18) && pub_has("mft_backward", 12) &&
                   pub_has("mft_relu", 8) && pub_has("mft_add_out", 11),
               "public function list from include/mft: %d names", g_npub);
     if (!*only || !strcmp(only, "ctor")) RUN(test_constructors);

@@ -12,22 +12,22 @@
 
 static const int64_t K3[2] = {3, 3}, P1[2] = {1, 1}, K2[2] = {2, 2};
 
-static mft_layer *fmnist_model(uint64_t seed, bool bn) {
-    mft_layer *ls[12];
+static mft_module *fmnist_model(uint64_t seed, bool bn) {
+    mft_module *ls[12];
     int n = 0;
-    ls[n++] = mft_layer_conv2d(1, 32, K3, NULL, P1, NULL, 1, true, seed);
-    if (bn) ls[n++] = mft_layer_batch_norm2d(32, 1e-5, 0.1);
-    ls[n++] = mft_layer_relu();
-    ls[n++] = mft_layer_max_pool2d(K2, NULL);
-    ls[n++] = mft_layer_conv2d(32, 64, K3, NULL, P1, NULL, 1, true, seed + 1);
-    if (bn) ls[n++] = mft_layer_batch_norm2d(64, 1e-5, 0.1);
-    ls[n++] = mft_layer_relu();
-    ls[n++] = mft_layer_max_pool2d(K2, NULL);
-    ls[n++] = mft_layer_flatten(1, -1);
-    ls[n++] = mft_layer_linear(3136, 128, true, seed + 2);
-    ls[n++] = mft_layer_relu();
-    ls[n++] = mft_layer_linear(128, 10, true, seed + 3);
-    return mft_layer_sequential(n, ls);
+    ls[n++] = mft_nn_conv2d(1, 32, K3, NULL, P1, NULL, 1, true, seed);
+    if (bn) ls[n++] = mft_nn_batch_norm2d(32, 1e-5, 0.1);
+    ls[n++] = mft_nn_relu();
+    ls[n++] = mft_nn_max_pool2d(K2, NULL);
+    ls[n++] = mft_nn_conv2d(32, 64, K3, NULL, P1, NULL, 1, true, seed + 1);
+    if (bn) ls[n++] = mft_nn_batch_norm2d(64, 1e-5, 0.1);
+    ls[n++] = mft_nn_relu();
+    ls[n++] = mft_nn_max_pool2d(K2, NULL);
+    ls[n++] = mft_nn_flatten(1, -1);
+    ls[n++] = mft_nn_linear(3136, 128, true, seed + 2);
+    ls[n++] = mft_nn_relu();
+    ls[n++] = mft_nn_linear(128, 10, true, seed + 3);
+    return mft_nn_sequential(n, ls);
 }
 
 static mft_tensor *mft_ones_like_fmt_(const mft_tensor *t) {
@@ -79,10 +79,10 @@ static void check_uniform(const mft_tensor *t, double bound, const char *what) {
 }
 
 static void test_init(void) {
-    mft_layer *c = mft_layer_conv2d(32, 64, K3, NULL, P1, NULL, 1, true, 7);
+    mft_module *c = mft_nn_conv2d(32, 64, K3, NULL, P1, NULL, 1, true, 7);
     mft_tensor *p[4];
     const char *nm[4];
-    CHECK_EQ_I(mft_layer_parameters(c, p, nm, 4), 2);
+    CHECK_EQ_I(mft_module_parameters(c, p, nm, 4), 2);
     CHECK(!strcmp(nm[0], "weight") && !strcmp(nm[1], "bias"));
     int64_t ws[4] = {64, 32, 3, 3};
     CHECK(mft_tensor_ndim(p[0]) == 4 && !memcmp(mft_tensor_sizes(p[0]), ws, sizeof ws));
@@ -90,41 +90,41 @@ static void test_init(void) {
     check_uniform(p[0], 1.0 / sqrt(288.0), "conv weight");
     check_uniform(p[1], 1.0 / sqrt(288.0), "conv bias");
     /* same seed: same values; another seed: different */
-    mft_layer *c2 = mft_layer_conv2d(32, 64, K3, NULL, P1, NULL, 1, true, 7);
-    mft_layer *c3 = mft_layer_conv2d(32, 64, K3, NULL, P1, NULL, 1, true, 8);
+    mft_module *c2 = mft_nn_conv2d(32, 64, K3, NULL, P1, NULL, 1, true, 7);
+    mft_module *c3 = mft_nn_conv2d(32, 64, K3, NULL, P1, NULL, 1, true, 8);
     mft_tensor *p2[2], *p3[2];
-    mft_layer_parameters(c2, p2, NULL, 2);
-    mft_layer_parameters(c3, p3, NULL, 2);
+    mft_module_parameters(c2, p2, NULL, 2);
+    mft_module_parameters(c3, p3, NULL, 2);
     CHECK(mft_tensor_hash(p[0]) == mft_tensor_hash(p2[0]));
     CHECK(mft_tensor_hash(p[1]) == mft_tensor_hash(p2[1]));
     CHECK(mft_tensor_hash(p[0]) != mft_tensor_hash(p3[0]));
     CHECK(mft_tensor_hash(p[1]) != mft_tensor_hash(p3[1]));
     /* bias is not the start of the weight's stream */
     CHECK(((const float *)mft_tensor_data(p[1]))[0] != ((const float *)mft_tensor_data(p[0]))[0]);
-    mft_layer_free(c);
-    mft_layer_free(c2);
-    mft_layer_free(c3);
+    mft_module_free(c);
+    mft_module_free(c2);
+    mft_module_free(c3);
 
     /* grouped conv: fan_in = in/groups * kH * kW; no bias */
-    mft_layer *g = mft_layer_conv2d(8, 4, (int64_t[]){5, 1}, NULL, NULL, NULL, 2, false, 1);
-    CHECK_EQ_I(mft_layer_parameters(g, p, NULL, 4), 1);
+    mft_module *g = mft_nn_conv2d(8, 4, (int64_t[]){5, 1}, NULL, NULL, NULL, 2, false, 1);
+    CHECK_EQ_I(mft_module_parameters(g, p, NULL, 4), 1);
     CHECK(mft_tensor_sizes(p[0])[1] == 4);
     check_uniform(p[0], 1.0 / sqrt(20.0), "grouped conv weight");
-    mft_layer_free(g);
+    mft_module_free(g);
 
-    mft_layer *l = mft_layer_linear(3136, 128, true, 3);
-    CHECK_EQ_I(mft_layer_parameters(l, p, NULL, 4), 2);
+    mft_module *l = mft_nn_linear(3136, 128, true, 3);
+    CHECK_EQ_I(mft_module_parameters(l, p, NULL, 4), 2);
     CHECK(mft_tensor_sizes(p[0])[0] == 128 && mft_tensor_sizes(p[0])[1] == 3136);
     check_uniform(p[0], 1.0 / sqrt(3136.0), "linear weight");
     check_uniform(p[1], 1.0 / sqrt(3136.0), "linear bias");
-    CHECK_EQ_I(mft_layer_num_parameters(l), 3136 * 128 + 128);
-    mft_layer_free(l);
+    CHECK_EQ_I(mft_module_num_parameters(l), 3136 * 128 + 128);
+    mft_module_free(l);
 
-    mft_layer *bn = mft_layer_batch_norm2d(5, 1e-5, 0.1);
+    mft_module *bn = mft_nn_batch_norm2d(5, 1e-5, 0.1);
     mft_tensor *b[4];
     const char *bnm[4];
-    CHECK_EQ_I(mft_layer_parameters(bn, p, NULL, 4), 2);
-    CHECK_EQ_I(mft_layer_buffers(bn, b, bnm, 4), 3);
+    CHECK_EQ_I(mft_module_parameters(bn, p, NULL, 4), 2);
+    CHECK_EQ_I(mft_module_buffers(bn, b, bnm, 4), 3);
     CHECK(!strcmp(bnm[0], "running_mean") && !strcmp(bnm[1], "running_var") &&
           !strcmp(bnm[2], "num_batches_tracked"));
     for (int64_t i = 0; i < 5; i++) {
@@ -133,14 +133,14 @@ static void test_init(void) {
     }
     CHECK(mft_tensor_dtype(b[2]) == MFT_I64 && mft_tensor_numel(b[2]) == 1);
     CHECK(mft_tensor_requires_grad(p[0]) && !mft_tensor_requires_grad(b[0]));
-    mft_layer_free(bn);
+    mft_module_free(bn);
 
-    mft_layer *ln = mft_layer_layer_norm(2, (int64_t[]){3, 4}, 1e-5);
-    CHECK_EQ_I(mft_layer_parameters(ln, p, NULL, 4), 2);
+    mft_module *ln = mft_nn_layer_norm(2, (int64_t[]){3, 4}, 1e-5);
+    CHECK_EQ_I(mft_module_parameters(ln, p, NULL, 4), 2);
     CHECK(mft_tensor_ndim(p[0]) == 2 && mft_tensor_numel(p[0]) == 12);
     CHECK(mft_tensor_get(p[0], (int64_t[]){2, 3}) == 1.0);
-    CHECK_EQ_I(mft_layer_buffers(ln, NULL, NULL, 0), 0);
-    mft_layer_free(ln);
+    CHECK_EQ_I(mft_module_buffers(ln, NULL, NULL, 0), 0);
+    mft_module_free(ln);
 }
 
 static mft_tensor *randx(int nd, const int64_t *s, mft_format f, uint64_t seed) {
@@ -148,8 +148,8 @@ static mft_tensor *randx(int nd, const int64_t *s, mft_format f, uint64_t seed) 
 }
 
 /* forward(layer, x) equals want (exactly, same op, same inputs) */
-static void check_fwd(mft_layer *l, const mft_tensor *x, mft_tensor *want, const char *what) {
-    mft_tensor *y = mft_layer_forward(l, x);
+static void check_fwd(mft_module *l, const mft_tensor *x, mft_tensor *want, const char *what) {
+    mft_tensor *y = mft_module_forward(l, x);
     CHECK_MSG(y != NULL && want != NULL, "%s: %s", what, mft_last_error_message());
     if (y && want) {
         CHECK_MSG(mft_tensor_hash(y) == mft_tensor_hash(want) && same_values(y, want, 0),
@@ -168,54 +168,54 @@ static void test_forward_equals_ops(void) {
         mft_tensor *p[2];
 
         int64_t st[2] = {2, 1}, pd[2] = {1, 0}, dl[2] = {1, 2};
-        mft_layer *c = mft_layer_conv2d(4, 6, K3, st, pd, dl, 2, true, 5);
-        mft_layer_parameters(c, p, NULL, 2);
+        mft_module *c = mft_nn_conv2d(4, 6, K3, st, pd, dl, 2, true, 5);
+        mft_module_parameters(c, p, NULL, 2);
         check_fwd(c, x, mft_conv2d(x, p[0], p[1], st, pd, dl, 2), "conv2d");
-        mft_layer_free(c);
+        mft_module_free(c);
 
-        mft_layer *r = mft_layer_relu();
+        mft_module *r = mft_nn_relu();
         check_fwd(r, x, mft_relu(x), "relu");
-        mft_layer_free(r);
+        mft_module_free(r);
 
-        mft_layer *mp = mft_layer_max_pool2d(K2, NULL);
+        mft_module *mp = mft_nn_max_pool2d(K2, NULL);
         check_fwd(mp, x, mft_max_pool2d(x, K2, K2, NULL, NULL, false), "max_pool2d");
-        mft_layer_free(mp);
-        mp = mft_layer_max_pool2d(K3, (int64_t[]){1, 2});
+        mft_module_free(mp);
+        mp = mft_nn_max_pool2d(K3, (int64_t[]){1, 2});
         check_fwd(mp, x, mft_max_pool2d(x, K3, (int64_t[]){1, 2}, NULL, NULL, false),
                   "max_pool2d stride");
-        mft_layer_free(mp);
+        mft_module_free(mp);
 
-        mft_layer *fl = mft_layer_flatten(1, -1);
+        mft_module *fl = mft_nn_flatten(1, -1);
         check_fwd(fl, x, mft_flatten(x, 1, -1), "flatten");
-        mft_layer_free(fl);
+        mft_module_free(fl);
 
-        mft_layer *gn = mft_layer_group_norm(2, 4, 1e-5);
-        mft_layer_parameters(gn, p, NULL, 2);
+        mft_module *gn = mft_nn_group_norm(2, 4, 1e-5);
+        mft_module_parameters(gn, p, NULL, 2);
         check_fwd(gn, x, mft_group_norm(x, 2, p[0], p[1], 1e-5), "group_norm");
-        mft_layer_free(gn);
+        mft_module_free(gn);
 
-        mft_layer *ln = mft_layer_layer_norm(2, (int64_t[]){9, 7}, 1e-4);
-        mft_layer_parameters(ln, p, NULL, 2);
+        mft_module *ln = mft_nn_layer_norm(2, (int64_t[]){9, 7}, 1e-4);
+        mft_module_parameters(ln, p, NULL, 2);
         check_fwd(ln, x, mft_layer_norm(x, 2, (int64_t[]){9, 7}, p[0], p[1], 1e-4),
                   "layer_norm");
-        mft_layer_free(ln);
+        mft_module_free(ln);
 
         /* dropout: forward k uses seed + k; eval is the identity */
-        mft_layer *dr = mft_layer_dropout(0.3, 100);
+        mft_module *dr = mft_nn_dropout(0.3, 100);
         check_fwd(dr, x, mft_dropout(x, 0.3, true, 100), "dropout #0");
         check_fwd(dr, x, mft_dropout(x, 0.3, true, 101), "dropout #1");
-        mft_layer_set_training(dr, false);
-        CHECK(!mft_layer_training(dr));
+        mft_module_set_training(dr, false);
+        CHECK(!mft_module_training(dr));
         check_fwd(dr, x, mft_tensor_retain(x), "dropout eval");
-        mft_layer_set_training(dr, true);
+        mft_module_set_training(dr, true);
         check_fwd(dr, x, mft_dropout(x, 0.3, true, 102), "dropout #2");
-        mft_layer_free(dr);
+        mft_module_free(dr);
 
         /* batch_norm (training): output and running stats as the op's */
-        mft_layer *bn = mft_layer_batch_norm2d(4, 1e-3, 0.2);
+        mft_module *bn = mft_nn_batch_norm2d(4, 1e-3, 0.2);
         mft_tensor *b[3];
-        mft_layer_parameters(bn, p, NULL, 2);
-        mft_layer_buffers(bn, b, NULL, 3);
+        mft_module_parameters(bn, p, NULL, 2);
+        mft_module_buffers(bn, b, NULL, 3);
         int64_t c4 = 4;
         mft_tensor *rm = mft_zeros(1, &c4, MFT_F32, MFT_CONTIGUOUS);
         mft_tensor *rv = mft_ones(1, &c4, MFT_F32, MFT_CONTIGUOUS);
@@ -225,20 +225,20 @@ static void test_forward_equals_ops(void) {
         CHECK_EQ_I((int64_t)mft_tensor_get(b[2], (int64_t[]){0}), 1);
         mft_tensor_release(rm);
         mft_tensor_release(rv);
-        mft_layer_free(bn);
+        mft_module_free(bn);
         mft_tensor_release(x);
     }
     int64_t ls[3] = {3, 5, 20};
     mft_tensor *x = randx(3, ls, MFT_CONTIGUOUS, 3);
-    mft_layer *li = mft_layer_linear(20, 7, true, 9);
+    mft_module *li = mft_nn_linear(20, 7, true, 9);
     mft_tensor *p[2];
-    mft_layer_parameters(li, p, NULL, 2);
+    mft_module_parameters(li, p, NULL, 2);
     check_fwd(li, x, mft_linear(x, p[0], p[1]), "linear");
-    mft_layer_free(li);
-    li = mft_layer_linear(20, 7, false, 9);
-    CHECK_EQ_I(mft_layer_parameters(li, p, NULL, 2), 1);
+    mft_module_free(li);
+    li = mft_nn_linear(20, 7, false, 9);
+    CHECK_EQ_I(mft_module_parameters(li, p, NULL, 2), 1);
     check_fwd(li, x, mft_linear(x, p[0], NULL), "linear no bias");
-    mft_layer_free(li);
+    mft_module_free(li);
     mft_tensor_release(x);
 }
 
@@ -246,17 +246,17 @@ static void test_batch_norm_modes(void) {
     int64_t xs[4] = {4, 3, 5, 5};
     mft_tensor *x = randx(4, xs, MFT_CHANNELS_LAST, 21);
     mft_tensor *x2 = mft_add_scalar(x, 1.5);
-    mft_layer *ls[2] = {mft_layer_batch_norm2d(3, 1e-5, 0.1), mft_layer_relu()};
-    mft_layer *m = mft_layer_sequential(2, ls);
+    mft_module *ls[2] = {mft_nn_batch_norm2d(3, 1e-5, 0.1), mft_nn_relu()};
+    mft_module *m = mft_nn_sequential(2, ls);
     mft_tensor *p[2], *b[3];
     const char *bn[3];
-    mft_layer_parameters(m, p, NULL, 2);
-    CHECK_EQ_I(mft_layer_buffers(m, b, bn, 3), 3);
+    mft_module_parameters(m, p, NULL, 2);
+    CHECK_EQ_I(mft_module_buffers(m, b, bn, 3), 3);
     CHECK(!strcmp(bn[0], "0.running_mean") && !strcmp(bn[2], "0.num_batches_tracked"));
-    mft_tensor *yt = mft_layer_forward(m, x2);
+    mft_tensor *yt = mft_module_forward(m, x2);
     double rm1 = mft_tensor_get(b[0], (int64_t[]){2});
-    mft_layer_set_training(m, false); /* recursive */
-    mft_tensor *ye = mft_layer_forward(m, x2);
+    mft_module_set_training(m, false); /* recursive */
+    mft_tensor *ye = mft_module_forward(m, x2);
     /* eval normalises with the running stats and leaves them alone */
     mft_tensor *bne = mft_batch_norm(x2, b[0], b[1], p[0], p[1], false, 0.1, 1e-5);
     mft_tensor *want = mft_relu(bne);
@@ -265,8 +265,8 @@ static void test_batch_norm_modes(void) {
     CHECK(mft_tensor_get(b[0], (int64_t[]){2}) == rm1);
     CHECK_EQ_I((int64_t)mft_tensor_get(b[2], (int64_t[]){0}), 1);
     /* back to training: batch statistics again (mean of the output ~ that of yt) */
-    mft_layer_set_training(m, true);
-    mft_tensor *yt2 = mft_layer_forward(m, x2);
+    mft_module_set_training(m, true);
+    mft_tensor *yt2 = mft_module_forward(m, x2);
     CHECK(same_values(yt2, yt, 1e-5));
     CHECK_EQ_I((int64_t)mft_tensor_get(b[2], (int64_t[]){0}), 2);
     mft_tensor_release(yt);
@@ -276,27 +276,27 @@ static void test_batch_norm_modes(void) {
     mft_tensor_release(want);
     mft_tensor_release(x);
     mft_tensor_release(x2);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 static void test_fmnist_listing(void) {
-    mft_layer *m = fmnist_model(1, false);
+    mft_module *m = fmnist_model(1, false);
     CHECK(m != NULL);
     mft_tensor *p[16];
     const char *nm[16];
     const char *want[8] = {"0.weight", "0.bias", "3.weight", "3.bias",
                            "7.weight", "7.bias", "9.weight", "9.bias"};
-    CHECK_EQ_I(mft_layer_parameters(m, NULL, NULL, 0), 8);
-    CHECK_EQ_I(mft_layer_parameters(m, p, nm, 16), 8);
+    CHECK_EQ_I(mft_module_parameters(m, NULL, NULL, 0), 8);
+    CHECK_EQ_I(mft_module_parameters(m, p, nm, 16), 8);
     for (int i = 0; i < 8; i++) CHECK_MSG(!strcmp(nm[i], want[i]), "%s vs %s", nm[i], want[i]);
-    CHECK_EQ_I(mft_layer_num_parameters(m), 421642);
-    CHECK_EQ_I(mft_layer_buffers(m, NULL, NULL, 0), 0);
+    CHECK_EQ_I(mft_module_num_parameters(m), 421642);
+    CHECK_EQ_I(mft_module_buffers(m, NULL, NULL, 0), 0);
     /* truncated listing: counts all, fills max */
     mft_tensor *p3[3] = {NULL, NULL, NULL};
-    CHECK_EQ_I(mft_layer_parameters(m, p3, NULL, 2), 8);
+    CHECK_EQ_I(mft_module_parameters(m, p3, NULL, 2), 8);
     CHECK(p3[0] == p[0] && p3[1] == p[1] && p3[2] == NULL);
     char buf[2048];
-    size_t n = mft_layer_describe(m, buf, sizeof buf);
+    size_t n = mft_module_describe(m, buf, sizeof buf);
     CHECK(n == strlen(buf));
     CHECK(strstr(buf, "Conv2d(1, 32, kernel=3x3") != NULL);
     CHECK(strstr(buf, "Linear(3136, 128") != NULL && strstr(buf, "9: Linear(128, 10") != NULL);
@@ -305,12 +305,12 @@ static void test_fmnist_listing(void) {
     for (const char *s = buf; *s; s++) lines += *s == '\n';
     CHECK_EQ_I(lines, 11);
     char small[10];
-    CHECK(mft_layer_describe(m, small, sizeof small) == n && strlen(small) == 9);
+    CHECK(mft_module_describe(m, small, sizeof small) == n && strlen(small) == 9);
 
     /* forward shape and equality with the ops chained by hand */
     int64_t xs[4] = {2, 1, 28, 28};
     mft_tensor *x = randx(4, xs, MFT_CONTIGUOUS, 5);
-    mft_tensor *y = mft_layer_forward(m, x);
+    mft_tensor *y = mft_module_forward(m, x);
     CHECK(y && mft_tensor_ndim(y) == 2 && mft_tensor_sizes(y)[0] == 2 &&
           mft_tensor_sizes(y)[1] == 10);
     mft_tensor *a = mft_conv2d(x, p[0], p[1], NULL, P1, NULL, 1), *t;
@@ -327,41 +327,41 @@ static void test_fmnist_listing(void) {
     mft_tensor_release(a);
     mft_tensor_release(y);
     mft_tensor_release(x);
-    mft_layer_free(m);
+    mft_module_free(m);
 
     /* with batch norm: buffers named after their layer index */
     m = fmnist_model(1, true);
     const char *bn[8];
-    CHECK_EQ_I(mft_layer_buffers(m, NULL, bn, 8), 6);
+    CHECK_EQ_I(mft_module_buffers(m, NULL, bn, 8), 6);
     CHECK(!strcmp(bn[0], "1.running_mean") && !strcmp(bn[1], "1.running_var") &&
           !strcmp(bn[2], "1.num_batches_tracked") && !strcmp(bn[3], "5.running_mean"));
-    CHECK_EQ_I(mft_layer_parameters(m, NULL, nm, 16), 12);
+    CHECK_EQ_I(mft_module_parameters(m, NULL, nm, 16), 12);
     CHECK(!strcmp(nm[2], "1.weight") && !strcmp(nm[11], "11.bias"));
-    CHECK_EQ_I(mft_layer_num_parameters(m), 421642 + 2 * 32 + 2 * 64);
-    mft_layer_free(m);
+    CHECK_EQ_I(mft_module_num_parameters(m), 421642 + 2 * 32 + 2 * 64);
+    mft_module_free(m);
 
     /* nested sequential names */
-    mft_layer *inner[2] = {mft_layer_linear(4, 3, true, 1), mft_layer_relu()};
-    mft_layer *outer[2] = {mft_layer_linear(5, 4, false, 2), mft_layer_sequential(2, inner)};
-    m = mft_layer_sequential(2, outer);
-    CHECK_EQ_I(mft_layer_parameters(m, NULL, nm, 16), 3);
+    mft_module *inner[2] = {mft_nn_linear(4, 3, true, 1), mft_nn_relu()};
+    mft_module *outer[2] = {mft_nn_linear(5, 4, false, 2), mft_nn_sequential(2, inner)};
+    m = mft_nn_sequential(2, outer);
+    CHECK_EQ_I(mft_module_parameters(m, NULL, nm, 16), 3);
     CHECK(!strcmp(nm[0], "0.weight") && !strcmp(nm[1], "1.0.weight") &&
           !strcmp(nm[2], "1.0.bias"));
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 static void test_to_format(void) {
-    mft_layer *m = fmnist_model(2, true);
+    mft_module *m = fmnist_model(2, true);
     mft_tensor *p[16], *q[16];
-    int np = mft_layer_parameters(m, p, NULL, 16);
+    int np = mft_module_parameters(m, p, NULL, 16);
     uint64_t h[16];
     int64_t lin_strides[2];
     for (int i = 0; i < np; i++) h[i] = mft_tensor_hash(p[i]);
     memcpy(lin_strides, mft_tensor_strides(p[8]), sizeof lin_strides);
     mft_sgd_opts so = {0.1, 0.9, 0, 0, false};
     mft_optimizer *o = mft_sgd_new(np, p, &so); /* built before the move */
-    CHECK(mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
-    CHECK_EQ_I(mft_layer_parameters(m, q, NULL, 16), np);
+    CHECK(mft_module_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    CHECK_EQ_I(mft_module_parameters(m, q, NULL, 16), np);
     for (int i = 0; i < np; i++) {
         CHECK(q[i] == p[i]); /* same objects */
         CHECK(mft_tensor_hash(p[i]) == h[i]); /* same values */
@@ -382,7 +382,7 @@ static void test_to_format(void) {
     /* forward in channels_last: the conv output is channels_last */
     int64_t xs[4] = {2, 1, 28, 28};
     mft_tensor *x = randx(4, xs, MFT_CHANNELS_LAST, 9);
-    mft_tensor *y = mft_layer_forward(m, x);
+    mft_tensor *y = mft_module_forward(m, x);
     CHECK(y != NULL && mft_tensor_sizes(y)[1] == 10);
     mft_tensor_release(y);
 
@@ -399,26 +399,26 @@ static void test_to_format(void) {
 
     /* and back */
     uint64_t h0 = mft_tensor_hash(p[4]);
-    CHECK(mft_layer_to_format(m, MFT_CONTIGUOUS) == MFT_OK);
+    CHECK(mft_module_to_format(m, MFT_CONTIGUOUS) == MFT_OK);
     CHECK(mft_tensor_is_contiguous(p[4], MFT_CONTIGUOUS) &&
           mft_tensor_format(p[4]) == MFT_CONTIGUOUS);
     CHECK(mft_tensor_hash(p[4]) == h0);
-    CHECK(mft_layer_to_format(m, MFT_PRESERVE) == MFT_ERR_FORMAT);
-    CHECK_ERR(MFT_ERR_FORMAT, "mft_layer_to_format");
-    CHECK(mft_layer_to_format(NULL, MFT_CONTIGUOUS) == MFT_ERR_NULL);
+    CHECK(mft_module_to_format(m, MFT_PRESERVE) == MFT_ERR_FORMAT);
+    CHECK_ERR(MFT_ERR_FORMAT, "mft_module_to_format");
+    CHECK(mft_module_to_format(NULL, MFT_CONTIGUOUS) == MFT_ERR_NULL);
     mft_clear_error();
     mft_optimizer_free(o);
     mft_tensor_release(x);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 
 /* A step before and after to_format: the momentum buffer keeps its values
  * and its object, and follows the parameter into channels_last. */
 static void test_to_format_state(void) {
-    mft_layer *c = mft_layer_conv2d(3, 5, K3, NULL, NULL, NULL, 1, false, 3);
+    mft_module *c = mft_nn_conv2d(3, 5, K3, NULL, NULL, NULL, 1, false, 3);
     mft_tensor *w;
-    mft_layer_parameters(c, &w, NULL, 1);
+    mft_module_parameters(c, &w, NULL, 1);
     mft_sgd_opts so = {0.1, 0.9, 0, 0, false};
     mft_optimizer *o = mft_sgd_new(1, &w, &so);
     mft_tensor *st[4];
@@ -430,7 +430,7 @@ static void test_to_format_state(void) {
     mft_tensor_set_grad(w, g);
     mft_tensor_release(g);
     CHECK(mft_optimizer_step(o) == MFT_OK);
-    CHECK(mft_layer_to_format(c, MFT_CHANNELS_LAST) == MFT_OK);
+    CHECK(mft_module_to_format(c, MFT_CHANNELS_LAST) == MFT_OK);
     g = mft_full(4, mft_tensor_sizes(w), MFT_F32, MFT_CHANNELS_LAST, 2.0);
     mft_tensor_set_grad(w, g);
     mft_tensor_release(g);
@@ -444,100 +444,100 @@ static void test_to_format_state(void) {
     CHECK_NEAR(mft_tensor_get(buf, (int64_t[]){4, 2, 1, 0}), 2.9, 1e-6);
     CHECK_NEAR(mft_tensor_get(w, (int64_t[]){4, 2, 1, 0}), w0 - 0.1 - 0.29, 1e-6);
     mft_optimizer_free(o);
-    mft_layer_free(c);
+    mft_module_free(c);
 }
 
 static void test_scope(void) {
     mft_scope_begin();
-    mft_layer *m = fmnist_model(3, false);
+    mft_module *m = fmnist_model(3, false);
     mft_scope_end(); /* parameters are not scope-owned */
     mft_tensor *p[8];
-    CHECK_EQ_I(mft_layer_parameters(m, p, NULL, 8), 8);
+    CHECK_EQ_I(mft_module_parameters(m, p, NULL, 8), 8);
     CHECK(mft_tensor_numel(p[6]) == 1280);
     int64_t live = mft_live_tensors();
     mft_scope_begin();
     int64_t xs[4] = {1, 1, 28, 28};
     mft_tensor *x = randx(4, xs, MFT_CONTIGUOUS, 1);
-    mft_tensor *y = mft_layer_forward(m, x);
+    mft_tensor *y = mft_module_forward(m, x);
     CHECK(y != NULL);
     mft_scope_end();
     CHECK_EQ_I(mft_live_tensors(), live);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 static void test_errors(void) {
-    CHECK(mft_layer_conv2d(3, 4, K3, NULL, NULL, NULL, 2, true, 1) == NULL);
+    CHECK(mft_nn_conv2d(3, 4, K3, NULL, NULL, NULL, 2, true, 1) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "groups=2");
-    CHECK(mft_layer_conv2d(3, 4, NULL, NULL, NULL, NULL, 1, true, 1) == NULL);
+    CHECK(mft_nn_conv2d(3, 4, NULL, NULL, NULL, NULL, 1, true, 1) == NULL);
     CHECK_ERR(MFT_ERR_NULL, "kernel");
-    CHECK(mft_layer_conv2d(3, 0, K3, NULL, NULL, NULL, 1, true, 1) == NULL);
+    CHECK(mft_nn_conv2d(3, 0, K3, NULL, NULL, NULL, 1, true, 1) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "out_ch=0");
-    CHECK(mft_layer_linear(0, 3, true, 1) == NULL);
+    CHECK(mft_nn_linear(0, 3, true, 1) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "in_features=0");
-    CHECK(mft_layer_batch_norm2d(3, 1e-5, -0.1) == NULL);
+    CHECK(mft_nn_batch_norm2d(3, 1e-5, -0.1) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "momentum=-0.1");
-    CHECK(mft_layer_group_norm(3, 4, 1e-5) == NULL);
+    CHECK(mft_nn_group_norm(3, 4, 1e-5) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "groups=3");
-    CHECK(mft_layer_layer_norm(0, (int64_t[]){1}, 1e-5) == NULL);
+    CHECK(mft_nn_layer_norm(0, (int64_t[]){1}, 1e-5) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "nnorm=0");
-    CHECK(mft_layer_dropout(1.5, 0) == NULL);
+    CHECK(mft_nn_dropout(1.5, 0) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "p = 1.5");
-    CHECK(mft_layer_max_pool2d((int64_t[]){0, 2}, NULL) == NULL);
+    CHECK(mft_nn_max_pool2d((int64_t[]){0, 2}, NULL) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "kernel=0x2");
 
     /* sequential takes ownership also on failure (the leak check sees it) */
-    mft_layer *ls[3] = {mft_layer_relu(), NULL, mft_layer_linear(2, 2, true, 1)};
-    CHECK(mft_layer_sequential(3, ls) == NULL);
+    mft_module *ls[3] = {mft_nn_relu(), NULL, mft_nn_linear(2, 2, true, 1)};
+    CHECK(mft_nn_sequential(3, ls) == NULL);
     CHECK_ERR(MFT_ERR_NULL, "layers[1]");
-    mft_layer *r = mft_layer_relu();
-    mft_layer *dup[3] = {r, mft_layer_linear(2, 2, true, 1), r};
-    CHECK(mft_layer_sequential(3, dup) == NULL);
+    mft_module *r = mft_nn_relu();
+    mft_module *dup[3] = {r, mft_nn_linear(2, 2, true, 1), r};
+    CHECK(mft_nn_sequential(3, dup) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "same layer");
-    mft_layer *one[1] = {mft_layer_relu()};
-    mft_layer *s1 = mft_layer_sequential(1, one);
-    mft_layer *again[1] = {one[0]};
-    CHECK(mft_layer_sequential(1, again) == NULL);
+    mft_module *one[1] = {mft_nn_relu()};
+    mft_module *s1 = mft_nn_sequential(1, one);
+    mft_module *again[1] = {one[0]};
+    CHECK(mft_nn_sequential(1, again) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "already owned");
     /* {s1, a} where s1 already owns a: the error path frees s1 (and with it
      * a) without reading a afterwards (was a use after free; ASan checks) */
-    mft_layer *owner_and_child[2] = {s1, one[0]};
-    CHECK(mft_layer_sequential(2, owner_and_child) == NULL);
+    mft_module *owner_and_child[2] = {s1, one[0]};
+    CHECK(mft_nn_sequential(2, owner_and_child) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "already owned");
     /* {a, s2} with the owner after its child, and a duplicate owner */
-    mft_layer *two[1] = {mft_layer_relu()};
-    mft_layer *s2 = mft_layer_sequential(1, two);
-    mft_layer *child_then_owner[3] = {two[0], s2, s2};
-    CHECK(mft_layer_sequential(3, child_then_owner) == NULL);
+    mft_module *two[1] = {mft_nn_relu()};
+    mft_module *s2 = mft_nn_sequential(1, two);
+    mft_module *child_then_owner[3] = {two[0], s2, s2};
+    CHECK(mft_nn_sequential(3, child_then_owner) == NULL);
     CHECK_ERR(MFT_ERR_INVALID, "already owned");
 
     /* sizes are validated before anything is allocated: a weight whose
      * element count overflows fails at once, without building the bias */
     fa_install();
-    CHECK(mft_layer_linear(INT64_C(1) << 40, INT64_C(1) << 40, true, 1) == NULL);
-    CHECK_ERR(MFT_ERR_OVERFLOW, "mft_layer_linear");
-    CHECK(mft_layer_conv2d(INT64_C(1) << 31, 1 << 20, (int64_t[]){1 << 16, 1 << 16}, NULL, NULL,
+    CHECK(mft_nn_linear(INT64_C(1) << 40, INT64_C(1) << 40, true, 1) == NULL);
+    CHECK_ERR(MFT_ERR_OVERFLOW, "mft_nn_linear");
+    CHECK(mft_nn_conv2d(INT64_C(1) << 31, 1 << 20, (int64_t[]){1 << 16, 1 << 16}, NULL, NULL,
                            NULL, 1, true, 1) == NULL);
-    CHECK_ERR(MFT_ERR_OVERFLOW, "mft_layer_conv2d");
+    CHECK_ERR(MFT_ERR_OVERFLOW, "mft_nn_conv2d");
     CHECK_EQ_I(g_fa.calls, 0);
     mft_set_allocator(NULL);
 
     /* forward errors: NULL layer / x, and the op's own error */
-    CHECK(mft_layer_forward(NULL, NULL) == NULL);
-    CHECK_ERR(MFT_ERR_NULL, "mft_layer_forward");
-    mft_layer *li = mft_layer_linear(3, 2, true, 1);
-    CHECK(mft_layer_forward(li, NULL) == NULL);
+    CHECK(mft_module_forward(NULL, NULL) == NULL);
+    CHECK_ERR(MFT_ERR_NULL, "mft_module_forward");
+    mft_module *li = mft_nn_linear(3, 2, true, 1);
+    CHECK(mft_module_forward(li, NULL) == NULL);
     CHECK_ERR(MFT_ERR_NULL, "'x'");
     int64_t xs[2] = {4, 5};
     mft_tensor *x = mft_zeros(2, xs, MFT_F32, MFT_CONTIGUOUS);
-    CHECK(mft_layer_forward(li, x) == NULL);
+    CHECK(mft_module_forward(li, x) == NULL);
     CHECK_MSG(mft_last_error() != MFT_OK && strstr(mft_last_error_message(), "linear"),
               "%s", mft_last_error_message());
     mft_clear_error();
     mft_tensor_release(x);
-    mft_layer_free(li);
-    mft_layer_free(NULL);
-    CHECK_EQ_I(mft_layer_parameters(NULL, NULL, NULL, 0), 0);
-    CHECK_EQ_I(mft_layer_num_parameters(NULL), 0);
+    mft_module_free(li);
+    mft_module_free(NULL);
+    CHECK_EQ_I(mft_module_parameters(NULL, NULL, NULL, 0), 0);
+    CHECK_EQ_I(mft_module_num_parameters(NULL), 0);
 }
 
 /* Forward + backward of the Fashion-MNIST model under the tape gives every
@@ -546,14 +546,14 @@ static void test_errors(void) {
 static void test_backward(void) {
     for (int f = 0; f < 2; f++) {
         mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
-        mft_layer *m = fmnist_model(4, true);
-        mft_layer_to_format(m, fmt);
+        mft_module *m = fmnist_model(4, true);
+        mft_module_to_format(m, fmt);
         mft_tensor *p[16];
-        int np = mft_layer_parameters(m, p, NULL, 16);
+        int np = mft_module_parameters(m, p, NULL, 16);
         int64_t xs[4] = {3, 1, 28, 28};
         mft_tensor *x = randx(4, xs, fmt, 2);
         CHECK(mft_tape_begin() == MFT_OK);
-        mft_tensor *y = mft_layer_forward(m, x);
+        mft_tensor *y = mft_module_forward(m, x);
         mft_tensor *loss = mft_sum(y, 0, NULL, false);
         CHECK(loss != NULL);
         if (mft_tape_size() == 0 || !mft_tensor_requires_grad(loss)) {
@@ -585,7 +585,7 @@ static void test_backward(void) {
         mft_tensor_release(y);
         CHECK(mft_tape_end() == MFT_OK);
         mft_tensor_release(x);
-        mft_layer_free(m);
+        mft_module_free(m);
     }
 }
 
@@ -598,20 +598,20 @@ static void test_fusion(void) {
     for (int f = 0; f < 2; f++)
         for (int bn = 0; bn < 2; bn++) {
             const mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
-            mft_layer *m[2] = {fmnist_model(9, bn), fmnist_model(9, bn)};
-            CHECK(mft_layer_fusion(m[0]) && mft_layer_fusion(m[1])); /* on by default */
-            mft_layer_set_fusion(m[0], false);
-            CHECK(!mft_layer_fusion(m[0]));
+            mft_module *m[2] = {fmnist_model(9, bn), fmnist_model(9, bn)};
+            CHECK(mft_module_fusion(m[0]) && mft_module_fusion(m[1])); /* on by default */
+            mft_module_set_fusion(m[0], false);
+            CHECK(!mft_module_fusion(m[0]));
             int64_t xs[4] = {4, 1, 28, 28};
             mft_tensor *x = randx(4, xs, fmt, 11);
             mft_tensor *y[2] = {NULL, NULL}, *p[2][16];
             int64_t nodes[2] = {0, 0};
             int np = 0;
             for (int k = 0; k < 2; k++) {
-                mft_layer_to_format(m[k], fmt);
-                np = mft_layer_parameters(m[k], p[k], NULL, 16);
+                mft_module_to_format(m[k], fmt);
+                np = mft_module_parameters(m[k], p[k], NULL, 16);
                 CHECK(mft_tape_begin() == MFT_OK);
-                y[k] = mft_layer_forward(m[k], x);
+                y[k] = mft_module_forward(m[k], x);
                 mft_tensor *loss = mft_sum(y[k], 0, NULL, false);
                 nodes[k] = mft_tape_size();
                 CHECK(loss && mft_backward(loss, NULL) == MFT_OK);
@@ -632,8 +632,8 @@ static void test_fusion(void) {
             mft_tensor_release(y[0]);
             mft_tensor_release(y[1]);
             mft_tensor_release(x);
-            mft_layer_free(m[0]);
-            mft_layer_free(m[1]);
+            mft_module_free(m[0]);
+            mft_module_free(m[1]);
         }
 }
 
@@ -661,20 +661,20 @@ static void na_free(void *p, void *ctx) {
 /* A small model through every nn entry point; true when all succeeded. */
 static bool nn_workload(void) {
     bool ok = false;
-    mft_layer *ls[6] = {mft_layer_conv2d(2, 4, K3, NULL, P1, NULL, 1, true, 1),
-                        mft_layer_batch_norm2d(4, 1e-5, 0.1), mft_layer_relu(),
-                        mft_layer_max_pool2d(K2, NULL), mft_layer_flatten(1, -1),
-                        mft_layer_linear(64, 3, true, 2)};
-    mft_layer *m = mft_layer_sequential(6, ls);
+    mft_module *ls[6] = {mft_nn_conv2d(2, 4, K3, NULL, P1, NULL, 1, true, 1),
+                        mft_nn_batch_norm2d(4, 1e-5, 0.1), mft_nn_relu(),
+                        mft_nn_max_pool2d(K2, NULL), mft_nn_flatten(1, -1),
+                        mft_nn_linear(64, 3, true, 2)};
+    mft_module *m = mft_nn_sequential(6, ls);
     mft_tensor *x = NULL, *y = NULL, *p[8];
     mft_optimizer *sgd = NULL, *adam = NULL;
     int np = 0;
-    if (!m || mft_layer_to_format(m, MFT_CHANNELS_LAST) != MFT_OK) goto done;
+    if (!m || mft_module_to_format(m, MFT_CHANNELS_LAST) != MFT_OK) goto done;
     int64_t xs[4] = {2, 2, 8, 8};
     x = mft_randn(4, xs, MFT_F32, MFT_CHANNELS_LAST, 3);
-    y = mft_layer_forward(m, x);
+    y = mft_module_forward(m, x);
     if (!y) goto done;
-    np = mft_layer_parameters(m, p, NULL, 8);
+    np = mft_module_parameters(m, p, NULL, 8);
     for (int i = 0; i < np; i++) {
         mft_tensor *g = mft_ones_like_fmt_(p[i]);
         if (!g) goto done;
@@ -694,7 +694,7 @@ done:
     mft_optimizer_free(adam);
     mft_tensor_release(y);
     mft_tensor_release(x);
-    mft_layer_free(m);
+    mft_module_free(m);
     return ok;
 }
 

@@ -21,23 +21,23 @@
 enum { NB = 4 };
 
 /* conv(c_in->8) relu pool conv(8->16) [bn] relu pool flatten linear(16*hw->32) relu linear(32->10) */
-static mft_layer *scn_model(int64_t c_in, int64_t hw, bool bn) {
+static mft_module *scn_model(int64_t c_in, int64_t hw, bool bn) {
     const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
-    mft_layer *l[16];
+    mft_module *l[16];
     int n = 0;
-    l[n++] = mft_layer_conv2d(c_in, 8, k3, one, one, one, 1, true, 11);
-    if (bn) l[n++] = mft_layer_batch_norm2d(8, 1e-5, 0.1);
-    l[n++] = mft_layer_relu();
-    l[n++] = mft_layer_max_pool2d(k2, k2);
-    l[n++] = mft_layer_conv2d(8, 16, k3, one, one, one, 1, true, 12);
-    if (bn) l[n++] = mft_layer_batch_norm2d(16, 1e-5, 0.1);
-    l[n++] = mft_layer_relu();
-    l[n++] = mft_layer_max_pool2d(k2, k2);
-    l[n++] = mft_layer_flatten(1, 3);
-    l[n++] = mft_layer_linear(16 * (hw / 4) * (hw / 4), 32, true, 13);
-    l[n++] = mft_layer_relu();
-    l[n++] = mft_layer_linear(32, 10, true, 14);
-    return mft_layer_sequential(n, l);
+    l[n++] = mft_nn_conv2d(c_in, 8, k3, one, one, one, 1, true, 11);
+    if (bn) l[n++] = mft_nn_batch_norm2d(8, 1e-5, 0.1);
+    l[n++] = mft_nn_relu();
+    l[n++] = mft_nn_max_pool2d(k2, k2);
+    l[n++] = mft_nn_conv2d(8, 16, k3, one, one, one, 1, true, 12);
+    if (bn) l[n++] = mft_nn_batch_norm2d(16, 1e-5, 0.1);
+    l[n++] = mft_nn_relu();
+    l[n++] = mft_nn_max_pool2d(k2, k2);
+    l[n++] = mft_nn_flatten(1, 3);
+    l[n++] = mft_nn_linear(16 * (hw / 4) * (hw / 4), 32, true, 13);
+    l[n++] = mft_nn_relu();
+    l[n++] = mft_nn_linear(32, 10, true, 14);
+    return mft_nn_sequential(n, l);
 }
 
 typedef struct scn_counts {
@@ -46,7 +46,7 @@ typedef struct scn_counts {
 
 /* One SGD step on random data; the conversion counts of the step (input
  * creation excluded) go to *fwd (forward) and *bwd (backward + update). */
-static bool scn_step(mft_layer *m, mft_optimizer *opt, int64_t c_in, int64_t hw, mft_format xf,
+static bool scn_step(mft_module *m, mft_optimizer *opt, int64_t c_in, int64_t hw, mft_format xf,
                      uint64_t seed, scn_counts *fwd, scn_counts *bwd) {
     mft_scope_begin();
     const int64_t xs[4] = {NB, c_in, hw, hw}, ys[1] = {NB};
@@ -55,7 +55,7 @@ static bool scn_step(mft_layer *m, mft_optimizer *opt, int64_t c_in, int64_t hw,
     for (int i = 0; i < NB; i++) mft_tensor_set(y, (int64_t[]){i}, (double)(i % 10));
     mft_conversion_counts_reset();
     mft_tape_begin();
-    mft_tensor *logits = mft_layer_forward(m, x);
+    mft_tensor *logits = mft_module_forward(m, x);
     mft_tensor *loss = mft_cross_entropy(logits, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN);
     mft_conversion_counts c = mft_conversion_counts_get();
     for (int k = 0; k < MFT_CAUSE_COUNT; k++) fwd->count[k] = c.count[k];
@@ -78,9 +78,9 @@ static void check_counts(const scn_counts *got, const int64_t *want, const char 
                   (long long)want[k]);
 }
 
-static mft_optimizer *scn_sgd(mft_layer *m) {
+static mft_optimizer *scn_sgd(mft_module *m) {
     mft_tensor *ps[32];
-    int np = mft_layer_parameters(m, ps, NULL, 32);
+    int np = mft_module_parameters(m, ps, NULL, 32);
     mft_sgd_opts o = {0};
     o.lr = 0.01;
     o.momentum = 0.9;
@@ -96,8 +96,8 @@ static mft_optimizer *scn_sgd(mft_layer *m) {
  * nothing; SGD updates in place: nothing. */
 static void run_all_nhwc(bool bn) {
     const int64_t c_in = 1, hw = 12;
-    mft_layer *m = scn_model(c_in, hw, bn);
-    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_module *m = scn_model(c_in, hw, bn);
+    CHECK(m && mft_module_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     CHECK(opt != NULL);
     const int64_t want_f[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1};
@@ -109,7 +109,7 @@ static void run_all_nhwc(bool bn) {
         check_counts(&b, want_b, bn ? "nhwc+bn backward" : "nhwc backward");
     }
     mft_optimizer_free(opt);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 static void test_all_nhwc(void) { run_all_nhwc(false); }
@@ -124,8 +124,8 @@ static void test_all_nhwc_batchnorm(void) { run_all_nhwc(true); }
  * 1 RESHAPE. */
 static void run_mixed(bool bn) {
     const int64_t c_in = 3, hw = 8;
-    mft_layer *m = scn_model(c_in, hw, bn);
-    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_module *m = scn_model(c_in, hw, bn);
+    CHECK(m && mft_module_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     CHECK(opt != NULL);
     const int64_t want_f[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1, [MFT_CAUSE_OPERAND] = 1};
@@ -137,7 +137,7 @@ static void run_mixed(bool bn) {
         check_counts(&b, want_b, bn ? "mixed+bn backward" : "mixed backward");
     }
     mft_optimizer_free(opt);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 static void test_mixed(void) { run_mixed(false); }
@@ -147,7 +147,7 @@ static void test_mixed_batchnorm(void) { run_mixed(true); }
  * (N,16,h,w) is a view, so nothing at all is copied. */
 static void test_all_nchw(void) {
     const int64_t c_in = 1, hw = 12;
-    mft_layer *m = scn_model(c_in, hw, false);
+    mft_module *m = scn_model(c_in, hw, false);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     CHECK(opt != NULL);
     const int64_t want[MFT_CAUSE_COUNT] = {0};
@@ -156,12 +156,12 @@ static void test_all_nchw(void) {
     check_counts(&f, want, "nchw forward");
     check_counts(&b, want, "nchw backward");
     mft_optimizer_free(opt);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 /* A whole step (forward, backward, update) inside a reorder budget of max
  * hidden conversions; returns what mft_reorder_budget_end said. */
-static mft_status scn_budget_step(mft_layer *m, mft_optimizer *opt, int64_t c_in, int64_t hw,
+static mft_status scn_budget_step(mft_module *m, mft_optimizer *opt, int64_t c_in, int64_t hw,
                                   mft_format xf, int64_t max) {
     scn_counts f, b;
     CHECK(mft_reorder_budget_begin(max) == MFT_OK);
@@ -172,20 +172,20 @@ static mft_status scn_budget_step(mft_layer *m, mft_optimizer *opt, int64_t c_in
 /* "This model trains with zero hidden copies in NHWC" as a test: the NHWC
  * step's two copies are RESHAPE (not hidden), so a budget of 0 holds. */
 static void test_budget_nhwc_zero(void) {
-    mft_layer *m = scn_model(1, 12, true);
-    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_module *m = scn_model(1, 12, true);
+    CHECK(m && mft_module_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     if (opt) CHECK_EQ_I(scn_budget_step(m, opt, 1, 12, MFT_CHANNELS_LAST, 0), MFT_OK);
     mft_optimizer_free(opt);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 /* The mixed step does 2 hidden (OPERAND) conversions: a budget of 1 fails
  * and its message names the count, the limit and the second conversion
  * (conv2d_backward_weight's operand copy of x); a budget of 2 holds. */
 static void test_budget_mixed(void) {
-    mft_layer *m = scn_model(3, 8, false);
-    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_module *m = scn_model(3, 8, false);
+    CHECK(m && mft_module_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     if (opt) {
         CHECK_EQ_I(scn_budget_step(m, opt, 3, 8, MFT_CONTIGUOUS, 1), MFT_ERR_BUDGET);
@@ -199,7 +199,7 @@ static void test_budget_mixed(void) {
         CHECK(strstr(mft_last_error_message(), "operand conversion by conv2d (NCHW -> NHWC"));
     }
     mft_optimizer_free(opt);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 static void test_budget_misuse(void) {
@@ -239,8 +239,8 @@ static int scn_table_rows(const char *table, const char *cause, const char *op, 
  * conv2d_backward_weight, both at the forward call's site; the RESHAPE
  * copies on flatten. The NHWC step's table has no hidden row at all. */
 static void test_profile_attribution(void) {
-    mft_layer *m = scn_model(3, 8, false);
-    CHECK(m && mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_module *m = scn_model(3, 8, false);
+    CHECK(m && mft_module_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     if (!opt) goto out;
     scn_counts f, b;
@@ -264,7 +264,7 @@ static void test_profile_attribution(void) {
     mft_profile_clear();
 out:
     mft_optimizer_free(opt);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 /* FALLBACK: F64 pooling has only CONTIGUOUS kernels built in, so an NHWC F64

@@ -112,33 +112,33 @@ static mft_tensor *labels(int64_t n, uint64_t seed) {
 #define BATCH    8
 #define NTENSORS 64 /* parameters + buffers + optimiser state, upper bound */
 
-static mft_layer *small_cnn(uint64_t seed, mft_format fmt) {
+static mft_module *small_cnn(uint64_t seed, mft_format fmt) {
     const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
-    mft_layer *l[10] = {
-        mft_layer_conv2d(3, 16, k3, one, one, one, 1, true, seed),
-        mft_layer_batch_norm2d(16, 1e-5, 0.1),
-        mft_layer_relu(),
-        mft_layer_max_pool2d(k2, k2),
-        mft_layer_conv2d(16, 16, k3, one, one, one, 1, true, seed + 1),
-        mft_layer_batch_norm2d(16, 1e-5, 0.1),
-        mft_layer_relu(),
-        mft_layer_max_pool2d(k2, k2),
-        mft_layer_flatten(1, 3),
-        mft_layer_linear(256, 10, true, seed + 2),
+    mft_module *l[10] = {
+        mft_nn_conv2d(3, 16, k3, one, one, one, 1, true, seed),
+        mft_nn_batch_norm2d(16, 1e-5, 0.1),
+        mft_nn_relu(),
+        mft_nn_max_pool2d(k2, k2),
+        mft_nn_conv2d(16, 16, k3, one, one, one, 1, true, seed + 1),
+        mft_nn_batch_norm2d(16, 1e-5, 0.1),
+        mft_nn_relu(),
+        mft_nn_max_pool2d(k2, k2),
+        mft_nn_flatten(1, 3),
+        mft_nn_linear(256, 10, true, seed + 2),
     };
-    mft_layer *m = mft_layer_sequential(10, l);
-    if (m && mft_layer_to_format(m, fmt) != MFT_OK) {
-        mft_layer_free(m);
+    mft_module *m = mft_nn_sequential(10, l);
+    if (m && mft_module_to_format(m, fmt) != MFT_OK) {
+        mft_module_free(m);
         return NULL;
     }
     return m;
 }
 
 /* Borrowed pointers and names of the parameters then the buffers; the count. */
-static int model_tensors(const mft_layer *m, mft_tensor **ts, const char **names, int max) {
-    int np = mft_layer_parameters(m, ts, names, max);
+static int model_tensors(const mft_module *m, mft_tensor **ts, const char **names, int max) {
+    int np = mft_module_parameters(m, ts, names, max);
     if (np < 0 || np > max) return -1;
-    int nb = mft_layer_buffers(m, ts + np, names + np, max - np);
+    int nb = mft_module_buffers(m, ts + np, names + np, max - np);
     if (nb < 0 || np + nb > max) return -1;
     return np + nb;
 }
@@ -416,9 +416,9 @@ static void train_out_free(train_out *o) {
 static void train_run(const train_cfg *cfg, const mft_tensor *x, const mft_tensor *y, train_out *o,
                       tres *r) {
     memset(o, 0, sizeof *o);
-    mft_layer *m = small_cnn(cfg->seed, cfg->fmt);
+    mft_module *m = small_cnn(cfg->seed, cfg->fmt);
     mft_tensor *params[NTENSORS];
-    int np = m ? mft_layer_parameters(m, params, NULL, NTENSORS) : 0;
+    int np = m ? mft_module_parameters(m, params, NULL, NTENSORS) : 0;
     TCHECK(r, m && np == 10);
     mft_optimizer *opt = NULL;
     if (m && np == 10) {
@@ -436,7 +436,7 @@ static void train_run(const train_cfg *cfg, const mft_tensor *x, const mft_tenso
         /* NCHW: x itself; NHWC: a converted copy */
         mft_tensor *xin = mft_to_format(x, cfg->fmt);
         TCHECK(r, mft_tape_begin() == MFT_OK);
-        mft_tensor *logits = mft_layer_forward(m, xin);
+        mft_tensor *logits = mft_module_forward(m, xin);
         mft_tensor *loss = mft_cross_entropy(logits, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN);
         TCHECK(r, loss && mft_backward(loss, NULL) == MFT_OK);
         o->loss[s] = loss ? mft_tensor_get(loss, NULL) : NAN;
@@ -460,7 +460,7 @@ static void train_run(const train_cfg *cfg, const mft_tensor *x, const mft_tenso
         o->n = n + ns;
     }
     mft_optimizer_free(opt);
-    mft_layer_free(m);
+    mft_module_free(m);
 }
 
 typedef struct train_ctx {
@@ -540,7 +540,7 @@ static void *ckpt_thread(void *p) {
     snprintf(path, sizeof path, "%s/model_%d.mft", c->dir, c->id);
     for (int it = 0; it < CKPT_ITERS; it++) {
         const uint64_t seed = 1000 + 100 * (uint64_t)c->id + 10 * (uint64_t)it;
-        mft_layer *a = small_cnn(seed, fmt), *b = small_cnn(seed + 5, fmt);
+        mft_module *a = small_cnn(seed, fmt), *b = small_cnn(seed + 5, fmt);
         mft_tensor *ta[NTENSORS], *tb[NTENSORS];
         const char *na[NTENSORS], *nb[NTENSORS];
         int n = a ? model_tensors(a, ta, na, NTENSORS) : -1;
@@ -576,8 +576,8 @@ static void *ckpt_thread(void *p) {
             /* keep the barrier count in step with the other thread */
             for (int k = 0; k < 3; k++) pthread_barrier_wait(c->bar);
         }
-        mft_layer_free(b);
-        mft_layer_free(a);
+        mft_module_free(b);
+        mft_module_free(a);
     }
     return NULL;
 }
@@ -590,7 +590,7 @@ static void test_checkpoints_concurrent(void) {
     char shared[300];
     snprintf(shared, sizeof shared, "%s/shared.mft", dir);
     /* the shared file, written on the main thread, and its contents */
-    mft_layer *s = small_cnn(77, MFT_CHANNELS_LAST);
+    mft_module *s = small_cnn(77, MFT_CHANNELS_LAST);
     mft_tensor *ts[NTENSORS];
     const char *names[NTENSORS];
     unsigned char *bytes[NTENSORS] = {0};
@@ -598,7 +598,7 @@ static void test_checkpoints_concurrent(void) {
     int n = s ? model_tensors(s, ts, names, NTENSORS) : -1;
     CHECK_EQ_I(n, 16);
     if (n != 16) {
-        mft_layer_free(s);
+        mft_module_free(s);
         return;
     }
     CHECK(mft_save_tensors(shared, n, names, (const mft_tensor *const *)ts) == MFT_OK);
@@ -611,7 +611,7 @@ static void test_checkpoints_concurrent(void) {
     pthread_barrier_destroy(&bar);
     for (int k = 0; k < 2; k++) CHECK_THREAD(c[k].r, k);
     for (int i = 0; i < n; i++) free(bytes[i]);
-    mft_layer_free(s);
+    mft_module_free(s);
     for (int k = 0; k < 2; k++) {
         char path[512];
         snprintf(path, sizeof path, "%s/model_%d.mft", dir, k);

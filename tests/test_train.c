@@ -19,21 +19,21 @@
 static const char *DATA_DIR = "/usr/share/datasets/fashion-mnist";
 
 /* ------------------------------------------------------------------ model */
-static mft_layer *tiny_cnn(uint64_t seed) {
+static mft_module *tiny_cnn(uint64_t seed) {
     const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
-    mft_layer *l[11] = {
-        mft_layer_conv2d(1, 4, k3, one, one, one, 1, true, seed),
-        mft_layer_relu(),
-        mft_layer_max_pool2d(k2, k2),
-        mft_layer_conv2d(4, 8, k3, one, one, one, 1, true, seed + 1),
-        mft_layer_relu(),
-        mft_layer_max_pool2d(k2, k2),
-        mft_layer_flatten(1, 3),
-        mft_layer_linear(392, 16, true, seed + 2),
-        mft_layer_relu(),
-        mft_layer_linear(16, 10, true, seed + 3),
+    mft_module *l[11] = {
+        mft_nn_conv2d(1, 4, k3, one, one, one, 1, true, seed),
+        mft_nn_relu(),
+        mft_nn_max_pool2d(k2, k2),
+        mft_nn_conv2d(4, 8, k3, one, one, one, 1, true, seed + 1),
+        mft_nn_relu(),
+        mft_nn_max_pool2d(k2, k2),
+        mft_nn_flatten(1, 3),
+        mft_nn_linear(392, 16, true, seed + 2),
+        mft_nn_relu(),
+        mft_nn_linear(16, 10, true, seed + 3),
     };
-    return mft_layer_sequential(10, l);
+    return mft_nn_sequential(10, l);
 }
 
 static double fill_param(int k, int64_t i) {
@@ -66,13 +66,13 @@ static double max_rel_err(const mft_tensor *t, const double *want, int64_t n) {
 
 /* One step: forward, cross_entropy, backward, optimiser step, zero_grad,
  * all inside a scope. Returns the status; *loss_out the loss. */
-static mft_status train_step(mft_layer *m, mft_optimizer *opt, const mft_tensor *x,
+static mft_status train_step(mft_module *m, mft_optimizer *opt, const mft_tensor *x,
                              const mft_tensor *y, double *loss_out) {
     mft_status st = mft_scope_begin();
     if (st != MFT_OK) return st;
     st = mft_tape_begin();
     if (st == MFT_OK) {
-        mft_tensor *logits = mft_layer_forward(m, x);
+        mft_tensor *logits = mft_module_forward(m, x);
         mft_tensor *loss = mft_cross_entropy(logits, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN);
         st = loss ? mft_backward(loss, NULL) : mft_last_error();
         if (st == MFT_OK && loss_out) *loss_out = mft_tensor_get(loss, NULL);
@@ -124,10 +124,10 @@ static void test_one_step_matches_pytorch(void) {
     if (!read_golden(&gd)) return;
     for (int f = 0; f < 2; f++) {
         mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
-        mft_layer *m = tiny_cnn(1);
-        CHECK(m && mft_layer_to_format(m, fmt) == MFT_OK);
+        mft_module *m = tiny_cnn(1);
+        CHECK(m && mft_module_to_format(m, fmt) == MFT_OK);
         mft_tensor *params[16];
-        int np = mft_layer_parameters(m, params, NULL, 16);
+        int np = mft_module_parameters(m, params, NULL, 16);
         CHECK_EQ_I(np, NPARAM);
         bool prev = mft_set_grad_enabled(false);
         for (int k = 0; k < NPARAM && k < np; k++) set_all(params[k], fill_param, k);
@@ -140,7 +140,7 @@ static void test_one_step_matches_pytorch(void) {
         for (int64_t i = 0; i < 4; i++) mft_tensor_set(y, &i, (double)labels[i]);
         /* forward + backward, gradients checked before the step */
         mft_tape_begin();
-        mft_tensor *logits = mft_layer_forward(m, x);
+        mft_tensor *logits = mft_module_forward(m, x);
         mft_tensor *loss = mft_cross_entropy(logits, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN);
         CHECK_MSG(loss != NULL, "forward: %s", mft_last_error_message());
         CHECK(loss && mft_backward(loss, NULL) == MFT_OK);
@@ -165,7 +165,7 @@ static void test_one_step_matches_pytorch(void) {
         mft_tensor_release(logits), mft_tensor_release(loss);
         mft_tensor_release(x), mft_tensor_release(y);
         mft_optimizer_free(opt);
-        mft_layer_free(m);
+        mft_module_free(m);
     }
     for (int k = 0; k < NPARAM; k++) free(gd.g[k]), free(gd.p[k]);
 }
@@ -185,10 +185,10 @@ static void test_fifty_steps_nchw_equals_nhwc(void) {
     double first[2] = {0}, last[2] = {0};
     for (int f = 0; f < 2; f++) {
         mft_format fmt = f ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
-        mft_layer *m = tiny_cnn(7);
-        CHECK(mft_layer_to_format(m, fmt) == MFT_OK);
+        mft_module *m = tiny_cnn(7);
+        CHECK(mft_module_to_format(m, fmt) == MFT_OK);
         mft_tensor *params[16];
-        int np = mft_layer_parameters(m, params, NULL, 16);
+        int np = mft_module_parameters(m, params, NULL, 16);
         mft_optimizer *opt = mft_sgd_new(np, params, &(mft_sgd_opts){0.05, 0.9, 0.0, 0.0, false});
         int64_t live = mft_live_tensors();
         double acc_first = 0, acc_last = 0;
@@ -206,7 +206,7 @@ static void test_fifty_steps_nchw_equals_nhwc(void) {
         CHECK_EQ_I(mft_live_tensors(), live); /* steps leak nothing */
         first[f] = acc_first, last[f] = acc_last;
         mft_optimizer_free(opt);
-        mft_layer_free(m);
+        mft_module_free(m);
     }
     printf("50 steps: loss %.4f -> %.4f (NCHW), %.4f -> %.4f (NHWC)\n", first[0], last[0],
            first[1], last[1]);
@@ -222,10 +222,10 @@ static void test_fifty_steps_nchw_equals_nhwc(void) {
 static void test_step_alloc_failure_everywhere(void) {
     mft_alloc_cache_set_limit(0);
     fa_install();
-    mft_layer *m = tiny_cnn(3);
-    CHECK(mft_layer_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_module *m = tiny_cnn(3);
+    CHECK(mft_module_to_format(m, MFT_CHANNELS_LAST) == MFT_OK);
     mft_tensor *params[16];
-    int np = mft_layer_parameters(m, params, NULL, 16);
+    int np = mft_module_parameters(m, params, NULL, 16);
     mft_optimizer *opt = mft_sgd_new(np, params, &(mft_sgd_opts){0.01, 0.9, 0.0, 0.0, false});
     mft_tensor *x = mft_randn(4, (int64_t[]){2, 1, 28, 28}, MFT_F32, MFT_CHANNELS_LAST, 1);
     mft_tensor *y = mft_zeros(1, (int64_t[]){2}, MFT_I64, MFT_CONTIGUOUS);
@@ -266,7 +266,7 @@ static void test_step_alloc_failure_everywhere(void) {
     CHECK(failed > total / 2);
     mft_tensor_release(x), mft_tensor_release(y);
     mft_optimizer_free(opt);
-    mft_layer_free(m);
+    mft_module_free(m);
     mft_set_allocator(NULL);
 }
 

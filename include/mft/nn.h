@@ -1,14 +1,16 @@
-/* mft/nn.h — the nn toolkit (issue 5): layers with parameters and PyTorch's
- * default initialisation (conv2d, linear, batch/group/layer norm, relu,
- * max_pool2d, flatten, dropout, sequential), parameter/buffer listing, moving
- * a model to a memory format, and the optimisers SGD, Adam, AdamW with a
- * step learning-rate schedule.
+/* mft/nn.h — the nn toolkit: modules (PyTorch's nn.Module: a layer with its
+ * parameters, or a sequence of them) made by the mft_nn_* constructors
+ * (conv2d, linear, batch/group/layer norm, relu, max_pool2d, flatten,
+ * dropout, sequential) with PyTorch's default initialisation and used
+ * through the mft_module_* functions (forward, training mode, fusion,
+ * parameter/buffer listing, moving a model to a memory format); and the
+ * optimisers SGD, Adam, AdamW with a step learning-rate schedule.
  *
- * Ownership: a layer or optimiser is owned by the caller and freed with
- * mft_layer_free / mft_optimizer_free. Parameter, buffer and state tensors
- * are owned by their layer / optimiser: the pointers the listing functions
+ * Ownership: a module or optimiser is owned by the caller and freed with
+ * mft_module_free / mft_optimizer_free. Parameter, buffer and state tensors
+ * are owned by their module / optimiser: the pointers the listing functions
  * return are BORROWED (valid until the owner is freed). Constructors return
- * NULL with the thread-local error set on failure. Layers and optimisers
+ * NULL with the thread-local error set on failure. Modules and optimisers
  * create their tensors outside any open scope (mft_scope_begin), so a scope
  * never releases a parameter. */
 #ifndef MFT_NN_H
@@ -26,86 +28,86 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------ layers */
-typedef struct mft_layer mft_layer; /* opaque, owned by the caller (mft_layer_free) */
+/* ------------------------------------------------------------------ modules */
+typedef struct mft_module mft_module; /* opaque, owned by the caller (mft_module_free) */
 
 /* Parameters are initialised as PyTorch's defaults from a seeded generator:
  * conv2d / linear weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))
  * (fan_in = in_ch/groups*kH*kW or in_features; PyTorch's kaiming_uniform
  * with a = sqrt(5) gives that bound for the weight). The same seed gives the
- * same parameters. F32 parameters, CONTIGUOUS until mft_layer_to_format.
+ * same parameters. F32 parameters, CONTIGUOUS until mft_module_to_format.
  * Parameters are leaves with requires_grad set.
  * conv2d: weight (out_ch, in_ch/groups, kH, kW), bias (out_ch); stride,
  * padding, dilation NULL mean 1, 0, 1. Errors (MFT_ERR_INVALID): non-positive
  * channels / kernel / groups, groups not dividing both channel counts. */
-MFT_API mft_layer *mft_layer_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[2],
+MFT_API mft_module *mft_nn_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[2],
                                     const int64_t stride[2], const int64_t padding[2],
                                     const int64_t dilation[2], int64_t groups, bool bias,
                                     uint64_t seed);
 /* weight (out_features, in_features), bias (out_features). */
-MFT_API mft_layer *mft_layer_linear(int64_t in_features, int64_t out_features, bool bias,
+MFT_API mft_module *mft_nn_linear(int64_t in_features, int64_t out_features, bool bias,
                                     uint64_t seed);
 /* weight 1, bias 0 (C); buffers running_mean 0, running_var 1 (C) and
  * num_batches_tracked (I64, 1 element, incremented per training forward).
  * Training: batch statistics, running stats updated with momentum (0..1). */
-MFT_API mft_layer *mft_layer_batch_norm2d(int64_t channels, double eps, double momentum);
+MFT_API mft_module *mft_nn_batch_norm2d(int64_t channels, double eps, double momentum);
 /* weight 1, bias 0 (channels); groups must divide channels. */
-MFT_API mft_layer *mft_layer_group_norm(int64_t groups, int64_t channels, double eps);
+MFT_API mft_module *mft_nn_group_norm(int64_t groups, int64_t channels, double eps);
 /* weight 1, bias 0 of normalized_shape (nnorm dims, 1..MFT_MAX_DIMS). */
-MFT_API mft_layer *mft_layer_layer_norm(int nnorm, const int64_t *normalized_shape, double eps);
-MFT_API mft_layer *mft_layer_relu(void);
+MFT_API mft_module *mft_nn_layer_norm(int nnorm, const int64_t *normalized_shape, double eps);
+MFT_API mft_module *mft_nn_relu(void);
 /* stride NULL means stride = kernel (PyTorch's default). */
-MFT_API mft_layer *mft_layer_max_pool2d(const int64_t kernel[2], const int64_t stride[2]);
-MFT_API mft_layer *mft_layer_flatten(int start_dim, int end_dim);
+MFT_API mft_module *mft_nn_max_pool2d(const int64_t kernel[2], const int64_t stride[2]);
+MFT_API mft_module *mft_nn_flatten(int start_dim, int end_dim);
 /* p in [0, 1]. The seed of forward k (k = 0, 1, ... training forwards) is
  * seed + k, so successive batches get different masks. Identity in eval. */
-MFT_API mft_layer *mft_layer_dropout(double p, uint64_t seed);
-/* Runs layers[0..n) in order. Takes ownership of the n layers (also on
+MFT_API mft_module *mft_nn_dropout(double p, uint64_t seed);
+/* Runs modules[0..n) in order. Takes ownership of the n modules (also on
  * failure: they are freed). Child parameters are named "<i>.<name>". A
- * layer already owned by a container, or listed twice, is MFT_ERR_INVALID. */
-MFT_API mft_layer *mft_layer_sequential(int n, mft_layer *const *layers);
+ * module already owned by a container, or listed twice, is MFT_ERR_INVALID. */
+MFT_API mft_module *mft_nn_sequential(int n, mft_module *const *modules);
 
 /* Forward pass: the layer's op(s) applied to x, so it is recorded on an open
  * tape like the ops themselves. Output format: that of the ops (SPEC §4).
  * Returns a NEW reference (owned by the innermost scope if one is open);
  * intermediates of a sequential are released inside. NULL x propagates;
  * errors are those of the ops (the message names the failing op). */
-MFT_API mft_tensor *mft_layer_forward(mft_layer *l, const mft_tensor *x);
+MFT_API mft_tensor *mft_module_forward(mft_module *l, const mft_tensor *x);
 /* Fusion (on by default), recursively: a sequential runs a relu layer
  * directly followed by a max_pool2d layer as one mft_relu_max_pool2d
  * (mft/pool.h): equal values and gradients, one tape node
  * "relu_max_pool2d" instead of two, and the relu-sized intermediate is never
  * written. Off: every layer runs its own op (to see or time them apart). */
-MFT_API void mft_layer_set_fusion(mft_layer *l, bool on);
-MFT_API bool mft_layer_fusion(const mft_layer *l);
+MFT_API void mft_module_set_fusion(mft_module *l, bool on);
+MFT_API bool mft_module_fusion(const mft_module *l);
 /* Training (default) or eval mode, recursively (batch_norm, dropout). */
-MFT_API void mft_layer_set_training(mft_layer *l, bool training);
-MFT_API bool mft_layer_training(const mft_layer *l);
+MFT_API void mft_module_set_training(mft_module *l, bool training);
+MFT_API bool mft_module_training(const mft_module *l);
 /* Like PyTorch's model.to(memory_format=fmt): every 4-D parameter (conv
  * weights) is converted to fmt IN PLACE — the mft_tensor objects stay the
  * same (an optimiser built before still points at them), only their storage,
  * strides and tag change; an existing .grad is kept as it is. Other
  * parameters and buffers are unchanged. fmt: CONTIGUOUS or CHANNELS_LAST
  * (else MFT_ERR_FORMAT). On failure (NOMEM) no parameter has changed. */
-MFT_API mft_status mft_layer_to_format(mft_layer *l, mft_format fmt);
+MFT_API mft_status mft_module_to_format(mft_module *l, mft_format fmt);
 /* Borrowed parameter pointers and names ("weight", "bias" for a single layer;
  * "0.weight", "3.bias"... inside a sequential) in registration order, into
  * params[0..max) / names[0..max) (either array may be NULL). Returns the
  * total count (may exceed max; pass max 0 to count); 0 for NULL l. */
-MFT_API int mft_layer_parameters(const mft_layer *l, mft_tensor **params, const char **names,
+MFT_API int mft_module_parameters(const mft_module *l, mft_tensor **params, const char **names,
                                  int max);
 /* Buffers likewise: running_mean, running_var (F32, C) and
  * num_batches_tracked (I64, 1 element) of every batch_norm. */
-MFT_API int mft_layer_buffers(const mft_layer *l, mft_tensor **bufs, const char **names, int max);
+MFT_API int mft_module_buffers(const mft_module *l, mft_tensor **bufs, const char **names, int max);
 /* Total number of elements of all parameters. */
-MFT_API int64_t mft_layer_num_parameters(const mft_layer *l);
+MFT_API int64_t mft_module_num_parameters(const mft_module *l);
 /* One line per layer ("0: Conv2d(1, 32, kernel=3x3, ...)"); as snprintf:
  * writes at most len bytes (NUL-terminated when len > 0) and returns the
  * length the full text needs. */
-MFT_API size_t mft_layer_describe(const mft_layer *l, char *buf, size_t len);
+MFT_API size_t mft_module_describe(const mft_module *l, char *buf, size_t len);
 /* Frees the layer, its children and its parameters (tensors still retained
  * elsewhere stay alive). NULL is a no-op. */
-MFT_API void mft_layer_free(mft_layer *l);
+MFT_API void mft_module_free(mft_module *l);
 
 /* ------------------------------------------------------------------ optimisers
  * Semantics of torch.optim 1.13 (single-tensor path), per parameter p with
@@ -151,7 +153,7 @@ MFT_API mft_status mft_optimizer_set_lr(mft_optimizer *o, double lr);
  * optimizer steps taken), then per parameter i: "i.step" (F64, 1 element:
  * steps that updated parameter i), and "i.momentum_buffer" (SGD with
  * momentum) or "i.exp_avg", "i.exp_avg_sq" (Adam/AdamW), laid out like the
- * parameter (if the parameter changes format, e.g. mft_layer_to_format after
+ * parameter (if the parameter changes format, e.g. mft_module_to_format after
  * construction, the next step re-lays its state out in place: same tensor
  * objects). Loading a checkpoint copies into these.
  * Returns the total count (may exceed max; max 0 counts). */

@@ -41,7 +41,7 @@ MFT_API mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64
                                                 const int64_t dilation[2], bool ceil_mode,
                                                 mft_tensor **indices);
 /* max_pool2d(relu(x)) in one pass, for the relu -> max_pool2d pair of CNNs
- * (mft_layer_sequential fuses it; mft/nn.h). relu is monotone, so this is
+ * (mft_nn_sequential fuses it; mft/nn.h). relu is monotone, so this is
  * relu of each window's maximum m: equal values to the two-op chain (a zero
  * may differ in sign), NaN propagates. The gradient is the chain's too: the
  * index of a window with m <= 0 is -1 (no input gets its gradient, which
