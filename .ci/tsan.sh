@@ -60,10 +60,10 @@ cmake -S . -B "$TSAN_DIR" \
     -DMFT_BUILD_TOOLS=ON \
     -DMFT_BUILD_BENCH=OFF
 
-# Only what runs below: every tests/test_*.c and the example (not the shared
+# Only what runs below: every tests/<layer>/test_*.c and the example (not the shared
 # library, the tools, the other examples or the fuzz replays).
 targets=(fashion_mnist)
-for src in tests/test_*.c; do
+for src in tests/*/test_*.c; do
     name=${src##*/}
     targets+=("${name%.c}")
 done

@@ -1,4 +1,4 @@
-/* autograd/autograd_internal.h — what ops see of the tape (DESIGN §8): the
+/* autograd/autograd_internal.h — what ops see of the tape (docs/architecture.md §8): the
  * node layout their backward functions read, and the one record call an op
  * entry point makes after computing its outputs.
  *
@@ -33,7 +33,7 @@ typedef struct mft__ag_input {
     mft_tensor *leaf;   /* the input itself (retained) when it is a marked leaf */
     int64_t node;       /* producer node index on this tape, -1 for leaves/constants */
     int out;            /* output index of the producer */
-    mft_format tag;     /* the input's tag at record time (SPEC §5 target format) */
+    mft_format tag;     /* the input's tag at record time (docs/spec.md §5 target format) */
     mft_dtype dtype;
     int ndim;
     int64_t sizes[MFT_MAX_DIMS];

@@ -57,7 +57,7 @@ static mft_status ag_add_pending(ag_walk *w, mft_tensor *leaf, mft_tensor *g) {
     return MFT_OK;
 }
 
-/* The format an input's gradient must have (SPEC §5). */
+/* The format an input's gradient must have (docs/spec.md §5). */
 static mft_format ag_target_format(const mft__ag_input *in) {
     return mft__rule_grad_format(in->tag, in->ndim);
 }

@@ -146,7 +146,7 @@ bool mft_grad_enabled(void) { return !tl_grad_disabled; }
 bool mft_tape_recording(void) { return tl_tape && !tl_grad_disabled; }
 int64_t mft_tape_size(void) { return tl_tape ? tl_tape->len : 0; }
 int64_t mft_autograd_conversions(void) { return tl_conversions; }
-void mft_autograd_reset_conversions(void) { tl_conversions = 0; }
+void mft_autograd_conversions_reset(void) { tl_conversions = 0; }
 
 /* Thread exit with the tape still open: end it (tensor/thread_exit.c). */
 static void ag_tape_end_at_exit(void) {

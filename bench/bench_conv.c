@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
         }
     }
     bench_env_warnings("bench_conv", threads, nth);
-    /* issue 4's anchor shapes, then the Fashion-MNIST CNN's second conv (issue 5) */
+    /* the ResNet-style anchor shapes, then the Fashion-MNIST CNN's second conv */
     static const int64_t anchors[][7] = {
         {8, 64, 56, 56, 64, 3, 1},  {8, 128, 28, 28, 128, 3, 1}, {8, 256, 14, 14, 256, 3, 1},
         {32, 32, 28, 28, 64, 3, 1}, {8, 64, 56, 56, 64, 1, 1},   {64, 1, 28, 28, 32, 3, 1},

@@ -295,7 +295,7 @@ static int measure(size_data *sd, int threads, const bench_opts *o, result *res)
     }
     mft_set_num_threads(threads);
     res->threads = threads;
-    res->mft_threads = mft_get_num_threads();
+    res->mft_threads = mft_num_threads();
     res->bytes = 2.0 * (double)sd->tensor_bytes;
 
     for (int v = 0; v < NVARIANTS; v++) {

@@ -625,7 +625,7 @@ static int measure(size_data *sd, block_id block, int threads, const bench_opts 
     mft_set_num_threads(threads);
     res->block = block;
     res->threads = threads;
-    res->mft_threads = mft_get_num_threads();
+    res->mft_threads = mft_num_threads();
     res->inner = o.inner;
     res->nv = nv;
     res->vs = vs;

@@ -10,9 +10,10 @@
  *   build/examples/fashion_mnist --epochs 6 --lr-step 2 --lr-gamma 0.5
  *   build/examples/fashion_mnist --steps 1 --dot tape.dot   # dot -Tpng tape.dot > tape.png
  *
- * Model: conv 1->32 3x3 p1, relu, maxpool 2, conv 32->64 3x3 p1, relu,
- * maxpool 2, flatten, linear 3136->128, relu, linear 128->10 (--batchnorm
- * adds batch_norm after each conv); SGD momentum 0.9, lr 0.01, batch 64.
+ * Model (mft_nn_fashion_cnn, mft/nn.h): conv 1->32 3x3 p1, relu, maxpool 2,
+ * conv 32->64 3x3 p1, relu, maxpool 2, flatten, linear 3136->128, relu,
+ * linear 128->10 (--batchnorm adds batch_norm after each conv); SGD momentum
+ * 0.9, lr 0.01, batch 64.
  * Prints one line per epoch (a progress bar when stderr is a terminal),
  * writes a TSV of per-epoch metrics, and ends with which kernels ran and how
  * many format conversions a training step needed, per cause (mft/profile.h).
@@ -117,31 +118,6 @@ static int parse(int argc, char **argv, options *o) {
     }
     if (o->lr < 0) o->lr = strcmp(o->optimizer, "sgd") == 0 ? 0.01 : 1e-3;
     return 0;
-}
-
-/* ------------------------------------------------------------------ model */
-static mft_module *build_model(bool batchnorm, uint64_t seed) {
-    const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
-    mft_module *l[16];
-    int n = 0;
-    l[n++] = mft_nn_conv2d(1, 32, k3, one, one, one, 1, true, seed + 1);
-    if (batchnorm) l[n++] = mft_nn_batch_norm2d(32, 1e-5, 0.1);
-    l[n++] = mft_nn_relu();
-    l[n++] = mft_nn_max_pool2d(k2, k2);
-    l[n++] = mft_nn_conv2d(32, 64, k3, one, one, one, 1, true, seed + 2);
-    if (batchnorm) l[n++] = mft_nn_batch_norm2d(64, 1e-5, 0.1);
-    l[n++] = mft_nn_relu();
-    l[n++] = mft_nn_max_pool2d(k2, k2);
-    l[n++] = mft_nn_flatten(1, 3);
-    l[n++] = mft_nn_linear(3136, 128, true, seed + 3);
-    l[n++] = mft_nn_relu();
-    l[n++] = mft_nn_linear(128, 10, true, seed + 4);
-    for (int i = 0; i < n; i++)
-        if (!l[i]) {
-            for (int k = 0; k < n; k++) mft_module_free(l[k]);
-            return NULL;
-        }
-    return mft_nn_sequential(n, l);
 }
 
 /* Everything a checkpoint holds: "model.<param/buffer>" and "optim.<state>". */
@@ -289,8 +265,9 @@ int main(int argc, char **argv) {
     if (o.limit > 0 && o.limit < ntrain) ntrain = o.limit;
     if (o.test_limit > 0 && o.test_limit < ntest) ntest = o.test_limit;
 
-    mft_module *model = build_model(o.batchnorm, o.seed);
-    if (!model || mft_module_to_format(model, fmt) != MFT_OK) {
+    mft_module *model = mft_nn_fashion_cnn(
+        &(mft_fashion_cnn_config){.batch_norm = o.batchnorm, .format = fmt, .seed = o.seed});
+    if (!model) {
         rc = fail("building the model");
         goto out_data;
     }
@@ -316,7 +293,7 @@ int main(int argc, char **argv) {
     }
     printf("fashion_mnist: %s, %d thread(s), %lld train / %lld test images, batch %d, %s lr %g%s, "
            "%lld parameters\n",
-           o.format, mft_get_num_threads(), (long long)ntrain, (long long)ntest, o.batch,
+           o.format, mft_num_threads(), (long long)ntrain, (long long)ntest, o.batch,
            o.optimizer, o.lr, o.batchnorm ? ", batchnorm" : "",
            (long long)mft_module_num_parameters(model));
     FILE *tsv = o.epochs > 0 && o.metrics ? fopen(o.metrics, "w") : NULL;

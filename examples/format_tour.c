@@ -71,32 +71,32 @@ static void warm_up(mft_module *const *l, int n, mft_module *model, mft_tensor *
     mft_scope_end();
 }
 
+static int tour_fail(void) {
+    fprintf(stderr, "format_tour: %s\n", mft_last_error_message());
+    return 1;
+}
+
 static int run(const tour *t, bool profile, const char *trace) {
-    const int64_t k3[2] = {3, 3}, one[2] = {1, 1}, k2[2] = {2, 2};
+    int rc = 0;
     char first[32];
     snprintf(first, sizeof first, "conv2d %lld->32", (long long)t->c_in);
     const char *const names[NLAYERS] = {first,  "relu",          "max_pool2d", "conv2d 32->64",
                                         "relu", "max_pool2d",    "flatten",    "linear 3136->128",
                                         "relu", "linear 128->10"};
-    mft_module *l[NLAYERS] = {mft_nn_conv2d(t->c_in, 32, k3, one, one, one, 1, true, 1),
-                             mft_nn_relu(),
-                             mft_nn_max_pool2d(k2, k2),
-                             mft_nn_conv2d(32, 64, k3, one, one, one, 1, true, 2),
-                             mft_nn_relu(),
-                             mft_nn_max_pool2d(k2, k2),
-                             mft_nn_flatten(1, 3),
-                             mft_nn_linear(3136, 128, true, 3),
-                             mft_nn_relu(),
-                             mft_nn_linear(128, 10, true, 4)};
-    mft_module *model = mft_nn_sequential(NLAYERS, l); /* owns the layers */
-    if (!model) {
-        fprintf(stderr, "format_tour: %s\n", mft_last_error_message());
-        return 1;
-    }
-    if (t->model_fmt == MFT_CHANNELS_LAST) MFT_AT(mft_module_to_format(model, MFT_CHANNELS_LAST));
+    /* The model: mft_nn_fashion_cnn (mft/nn.h) with this tour's input
+     * channels and seed 0 (the layers get seeds 1..4), made in the tour's
+     * model format. l[] receives its NLAYERS layers (borrowed: the model
+     * owns them), which the step below runs one by one. */
+    mft_module *l[MFT_FASHION_CNN_MAX_LAYERS];
+    const mft_fashion_cnn_config cfg = {
+        .in_channels = t->c_in,
+        .format = t->model_fmt,
+        .layers = l,
+    };
+    mft_module *model = MFT_AT(mft_nn_fashion_cnn(&cfg));
+    if (!model) return tour_fail();
     printf("\n== %s: model %s, input %s ==\n", t->name, mft_format_name(t->model_fmt),
            mft_format_name(t->input_fmt));
-    int rc = 0;
     mft_scope_begin();
     const int64_t xs[4] = {BATCH, t->c_in, 28, 28}, ys[1] = {BATCH};
     mft_tensor *x = MFT_AT(mft_rand(4, xs, MFT_F32, t->input_fmt, 7));

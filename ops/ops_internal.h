@@ -41,7 +41,7 @@ typedef struct mft__ew_op {
     bool scalar_wraps;
 } mft__ew_op;
 
-/* Runs op on inputs and returns the new result, allocated by the SPEC §4
+/* Runs op on inputs and returns the new result, allocated by the docs/spec.md §4
  * rule; NULL on error with the message set (naming op->name). */
 mft_tensor *mft__ew_run(const mft__ew_op *op, const mft_tensor *const *inputs,
                         const double *params);
@@ -50,7 +50,7 @@ mft_tensor *mft__ew_run(const mft__ew_op *op, const mft_tensor *const *inputs,
 mft_status mft__ew_run_into(const mft__ew_op *op, const char *fn, mft_tensor *out,
                             const mft_tensor *const *inputs, const double *params);
 
-/* Layout of a fresh elementwise result (SPEC §4): strides for `shape` given
+/* Layout of a fresh elementwise result (docs/spec.md §4): strides for `shape` given
  * the inputs (fast setup or stride-order reorder). */
 void mft__ew_result_strides(int nin, const mft_tensor *const *inputs, bool scalar_operand,
                             int ndim, const int64_t *shape, int64_t *strides);

@@ -43,7 +43,7 @@ typedef struct mft_storage {
     void (*deleter)(void *data, void *ctx); /* NULL: owned by the allocator hook */
     void *deleter_ctx;
     bool owns_data;          /* data lives in the same allocation as this header */
-    atomic_llong version;    /* bumped by in-place writes (SPEC §5) */
+    atomic_llong version;    /* bumped by in-place writes (docs/spec.md §5) */
 } mft_storage;
 
 mft_storage *mft__storage_new(const char *fn, size_t nbytes);
@@ -134,7 +134,7 @@ mft_tensor *mft__tensor_alloc_strided(const char *fn, int ndim, const int64_t *s
 /* Recomputes the cached flags from sizes and strides (and numel). */
 void mft__tensor_refresh(mft_tensor *t);
 /* Sets the tag from strides; when both formats fit, uses source_tag with
- * origin INHERITED (SPEC §3). */
+ * origin INHERITED (docs/spec.md §3). */
 void mft__tensor_set_tag_from(mft_tensor *t, mft_format source_tag);
 void mft__tensor_declare(mft_tensor *t, mft_format fmt);
 static inline size_t mft__elem_size(mft_dtype dt) {
@@ -456,7 +456,7 @@ const mft_op_info *mft__op_find_n(const char *name, size_t n);
 typedef struct mft__decision {
     mft__rule_id rule;
     const char *op;          /* static op name for the provenance ("conv2d") */
-    mft_format tag;          /* the tag the rule gives (before SPEC §3 reads the strides) */
+    mft_format tag;          /* the tag the rule gives (before docs/spec.md §3 reads the strides) */
     int operand;             /* the operand that decided, -1 */
     mft_format operand_tag;  /* its tag */
     const mft_tensor *from;  /* that operand (borrowed; must outlive mft__rule_apply) */
@@ -469,13 +469,13 @@ typedef struct mft__decision {
 mft__decision mft__rule_decide(mft__rule_id rule, const char *op, int n,
                                const mft_tensor *const *operands, mft_format declared,
                                unsigned flags);
-/* Gives a fresh result t its tag from the decision (SPEC §3: unambiguous
+/* Gives a fresh result t its tag from the decision (docs/spec.md §3: unambiguous
  * strides decide, else the row's ambiguity clause) and records its
  * provenance. DESTINATION and IDENTITY rows leave t alone. */
 void mft__rule_apply(mft_tensor *t, const mft__decision *d);
 /* Shortcut: decide + apply for a one-operand row. */
 void mft__rule_apply1(mft_tensor *t, mft__rule_id rule, const char *op, const mft_tensor *x);
-/* The format a gradient must have for an input of this tag and rank (SPEC
+/* The format a gradient must have for an input of this tag and rank (docs/spec.md
  * §5, the rows' INPUT_FORMAT backward clause). */
 mft_format mft__rule_grad_format(mft_format input_tag, int ndim);
 /* Releases t's provenance (mft_tensor_release). */

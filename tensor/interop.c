@@ -1,7 +1,7 @@
 /* tensor/interop.c — layout descriptions of other systems <-> strides:
  * XLA's minor_to_major permutation, dimension-letter strings ("NCHW",
  * "NHWC", "NWC", "NDHWC"), named-format strides, and the minimum buffer size
- * of (sizes, strides) (SPEC §1). */
+ * of (sizes, strides) (docs/spec.md §1). */
 #include <string.h>
 #include "internal.h"
 

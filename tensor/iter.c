@@ -2,7 +2,7 @@
  * iteration] in internal.h): broadcast shape, per-operand strides, reorder by
  * stride with PyTorch's tie rules, coalescing, and the parallel 2-D loop
  * driver. Each step is a separate function with its own unit tests
- * (tests/test_iter.c). Copies, format conversion and (later) every pointwise op
+ * (tests/tensor/test_iter.c). Copies, format conversion and (later) every pointwise op
  * run through it, which is how format propagation falls out of one rule. */
 #include <string.h>
 #include "internal.h"

@@ -1,4 +1,4 @@
-/* tensor/layout.c — the layout model of SPEC §2-3 on raw (sizes, strides)
+/* tensor/layout.c — the layout model of docs/spec.md §2-3 on raw (sizes, strides)
  * arrays: contiguity in both formats, density, PyTorch's channels-last stride
  * test, dim-order fitting, format orders, packed and inferred-dense strides,
  * and the cached-flag refresh + tag inference of a tensor header.
@@ -112,7 +112,7 @@ bool mft__layout_strides_like_cl(int ndim, const int64_t *sizes, const int64_t *
     return true;
 }
 
-/* SPEC §3: the strides' dim order fits a format when, ignoring size-1 and
+/* docs/spec.md §3: the strides' dim order fits a format when, ignoring size-1 and
  * stride-0 dims, strides never decrease walking the format fastest to
  * slowest. An empty tensor has no order and fits both. */
 bool mft__layout_order_fits(int ndim, const int64_t *sizes, const int64_t *strides,

@@ -35,7 +35,7 @@ void mft_set_num_threads(int n) {
 #endif
 }
 
-int mft_get_num_threads(void) {
+int mft_num_threads(void) {
     int n = atomic_load(&g_threads);
     if (n <= 0) {
         mft_set_num_threads(0);
@@ -48,7 +48,7 @@ void mft__parallel_for(int64_t begin, int64_t end, int64_t grain, mft__range_fn 
     int64_t n = end - begin;
     if (n <= 0) return;
 #ifdef MFT_HAVE_OPENMP
-    int nt = mft_get_num_threads();
+    int nt = mft_num_threads();
     if (grain < 1) grain = 1;
     int64_t max_chunks = (n + grain - 1) / grain;
     if (max_chunks < nt) nt = (int)max_chunks;
@@ -76,7 +76,7 @@ void mft__parallel_for_dynamic(int64_t begin, int64_t end, int64_t chunk, mft__r
     if (n <= 0) return;
     if (chunk < 1) chunk = 1;
 #ifdef MFT_HAVE_OPENMP
-    int nt = mft_get_num_threads();
+    int nt = mft_num_threads();
     const int64_t chunks = (n + chunk - 1) / chunk;
     if (chunks < nt) nt = (int)chunks;
     if (nt > 1 && !omp_in_parallel()) {

@@ -7,7 +7,7 @@
  * Note [Provenance]
  * Each result made through mft__rule_apply gets a small reference-counted
  * record: op, row, deciding operand, the tag the rule gave, the tag and
- * origin SPEC §3 settled on, what the strides allowed, the MFT_AT call site,
+ * origin docs/spec.md §3 settled on, what the strides allowed, the MFT_AT call site,
  * and a reference to the deciding operand's record. Records outlive their
  * tensors as long as a descendant needs them; a chain is cut after
  * PROV_MAX_DEPTH links so a loop `x = f(x)` keeps a bounded history. A record
@@ -464,10 +464,10 @@ size_t mft_rules_markdown(char *buf, size_t len) {
                   "itself reads to give every result its tag (`mft__rule_decide`). Do not edit: "
                   "`test_rules` fails when this file and the code differ.\n\n"
                   "Every result's layout is decided in two steps: its row's *output* rule gives "
-                  "the strides and a tag (SPEC §4); then SPEC §3 reads the strides: when they "
+                  "the strides and a tag (docs/spec.md §4); then docs/spec.md §3 reads the strides: when they "
                   "fit exactly one format that format is the tag (INFERRED), when they fit both "
                   "the row's *ambiguity* clause decides (INHERITED), when they fit neither the "
-                  "tag is CONTIGUOUS. Gradients follow the *backward* clause (SPEC §5). "
+                  "tag is CONTIGUOUS. Gradients follow the *backward* clause (docs/spec.md §5). "
                   "Deviation numbers point into `docs/deviations.md`.\n\n");
     rb_printf(&b, "| rule | class | output | ambiguous strides | backward | operands | note | ops "
                   "| deviation (PyTorch 1.13) |\n|---|---|---|---|---|---|---|---|---|\n");

@@ -1,6 +1,6 @@
 /* tensor/thread_exit.c — per-thread cleanup when a thread exits. Scopes
  * (tensor/tensor.c), the tape (autograd/tape.c) and the profiler's event
- * buffer (tensor/profile.c) keep heap state per thread; a thread that returns
+ * buffer (tensor/events.c) keep heap state per thread; a thread that returns
  * with a scope or a tape still open, or with recorded events, would leak it. Each arms its slot while it holds such state, and one C11 thread-
  * specific-storage destructor runs the armed hooks at thread exit, the tape
  * first (its nodes hold references to tensors a scope may also hold). The

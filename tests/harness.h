@@ -4,7 +4,12 @@
  * on; CHECK_EQ_I / CHECK_NEAR print both values. TEST_MAIN_END() asserts that no
  * tensor or storage is still alive (the zero-leak rule), prints
  * "N passed, M failed" and returns the exit code. Each test file defines
- * static void test_x(void) functions and runs them with RUN(test_x). */
+ * static void test_x(void) functions and runs them with RUN(test_x).
+ *
+ * SKIP(...) inside a test says why it cannot run here (a missing dataset) and
+ * returns from it; a program that skipped anything and failed nothing exits
+ * with 77, which CTest reports as "Skipped" (SKIP_RETURN_CODE in
+ * tests/CMakeLists.txt), so a missing prerequisite never reads as a pass. */
 #ifndef MFT_TEST_HARNESS_H
 #define MFT_TEST_HARNESS_H
 
@@ -19,6 +24,18 @@ static int harness_checks_failed_ = 0;
 static int harness_checks_passed_ = 0;
 static int harness_tests_failed_ = 0;
 static int harness_tests_run_ = 0;
+static int harness_tests_skipped_ = 0;
+
+#define HARNESS_SKIP_CODE 77
+
+#define SKIP(...)                                                                     \
+    do {                                                                              \
+        harness_tests_skipped_++;                                                     \
+        printf("SKIP: ");                                                             \
+        printf(__VA_ARGS__);                                                          \
+        printf("\n");                                                                 \
+        return;                                                                       \
+    } while (0)
 
 #define CHECK(cond)                                                                   \
     do {                                                                              \
@@ -82,9 +99,13 @@ static int harness_tests_run_ = 0;
         CHECK_EQ_I(mft_live_storages(), 0);                                           \
         printf("%d checks passed, %d checks failed\n", harness_checks_passed_,       \
                harness_checks_failed_);                                               \
-        printf("%d passed, %d failed\n", harness_tests_run_ - harness_tests_failed_,  \
-               harness_tests_failed_ + (harness_checks_failed_ && !harness_tests_failed_)); \
-        return harness_checks_failed_ ? 1 : 0;                                        \
+        printf("%d passed, %d failed, %d skipped\n",                                  \
+               harness_tests_run_ - harness_tests_failed_ - harness_tests_skipped_,    \
+               harness_tests_failed_ + (harness_checks_failed_ && !harness_tests_failed_), \
+               harness_tests_skipped_);                                               \
+        return harness_checks_failed_    ? 1                                          \
+               : harness_tests_skipped_ ? HARNESS_SKIP_CODE                           \
+                                         : 0;                                         \
     } while (0)
 
 #endif

@@ -1,4 +1,4 @@
-/* mft/autograd.h — the autograd tape (DESIGN §8, SPEC §5): requires_grad
+/* mft/autograd.h — the autograd tape (docs/architecture.md §8, docs/spec.md §5): requires_grad
  * flags, explicit recording, backward, leaf gradients, no-grad mode and
  * gradcheck.
  *
@@ -10,7 +10,7 @@
  * and dtype, a copy of the op's parameters) and marks its output as
  * requiring grad. mft_backward(loss, ...) walks the nodes in reverse (the tape
  * is already in topological order), runs each op's backward function, turns
- * each input's gradient into that input's format (SPEC §5: an NHWC
+ * each input's gradient into that input's format (docs/spec.md §5: an NHWC
  * activation gets an NHWC gradient, an NCHW weight an NCHW one) and
  * accumulates. Leaf gradients are committed only when the whole walk
  * succeeded: a failing backward leaves every .grad as it was.
@@ -50,7 +50,7 @@ MFT_API bool mft_tensor_requires_grad(const mft_tensor *t);
 MFT_API bool mft_tensor_is_leaf(const mft_tensor *t);
 
 /* ------------------------------------------------------------------ leaf grads
- * .grad of a leaf follows PyTorch's layout contract (SPEC §5): the leaf's
+ * .grad of a leaf follows PyTorch's layout contract (docs/spec.md §5): the leaf's
  * strides when the leaf is dense, else contiguous; later backward calls
  * accumulate into it in place. */
 /* Borrowed; NULL if no gradient has been accumulated yet. */
@@ -111,7 +111,7 @@ MFT_API mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output)
  * thread since the last reset (0 when every backward kernel already writes
  * the input's layout, the goal in channels_last). */
 MFT_API int64_t mft_autograd_conversions(void);
-MFT_API void mft_autograd_reset_conversions(void);
+MFT_API void mft_autograd_conversions_reset(void);
 
 /* ------------------------------------------------------------------ gradcheck */
 /* fn computes one output from inputs (new reference, NULL on error); ctx is

@@ -1,7 +1,7 @@
 /* mft/cnn.h — the CNN operators, one header per family, all dispatched by
  * (op, format, dtype) through mft/dispatch.h (except cat/stack/split and
  * dropout, built on copies, views and elementwise loops). Output formats
- * follow SPEC §4, input gradients SPEC §5. Ownership and NULL propagation
+ * follow docs/spec.md §4, input gradients docs/spec.md §5. Ownership and NULL propagation
  * as in mft/tensor.h. */
 #ifndef MFT_CNN_H
 #define MFT_CNN_H

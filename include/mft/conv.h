@@ -10,7 +10,7 @@
  *   out = (in + 2*pad - dilation*(k-1) - 1) / stride + 1          (conv)
  *   out = (in-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1
  *                                                                  (transposed)
- * Output format (SPEC §4): CHANNELS_LAST (CHANNELS_LAST_3D for 3-D) if x's
+ * Output format (docs/spec.md §4): CHANNELS_LAST (CHANNELS_LAST_3D for 3-D) if x's
  * or w's tag is channels-last, else CONTIGUOUS; 1-D convs run as 2-D convs
  * with H = 1 and keep x's tag. Errors name the values: non-positive stride
  * or dilation, negative padding, output_padding >= stride and >= dilation,
@@ -56,7 +56,7 @@ typedef struct mft_conv_params {
                                and backward_input only */
 } mft_conv_params;
 
-/* Winograd F(4x4, 3x3) (ops/conv_wino.c): the fast F32 conv2d kernels use it
+/* Winograd F(4x4, 3x3) (ops/conv/winograd.c): the fast F32 conv2d kernels use it
  * for 3x3 convolutions with stride 1, dilation 1 and groups 1 (forward and
  * backward_input, NHWC and NCHW) when the channels and the image are large
  * enough for it to pay; it needs 4x fewer multiplications than the direct
@@ -67,7 +67,7 @@ typedef struct mft_conv_params {
  * Process-wide; may be changed from any thread (a convolution running at that
  * moment uses either setting). */
 MFT_API void mft_conv_set_winograd(bool enabled);
-MFT_API bool mft_conv_winograd_enabled(void);
+MFT_API bool mft_conv_winograd(void);
 
 MFT_API mft_tensor *mft_conv1d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                                const int64_t stride[1], const int64_t padding[1],
@@ -88,7 +88,7 @@ MFT_API mft_tensor *mft_conv_transpose2d(const mft_tensor *x, const mft_tensor *
 /* Backward functions: given grad_out (the forward result's sizes, any
  * layout) and the forward's inputs and parameters, compute the requested
  * gradients (an out pointer that is NULL is not computed): grad_x in x's
- * format, grad_w in w's format, grad_b (C_out) packed (SPEC §5). On error
+ * format, grad_w in w's format, grad_b (C_out) packed (docs/spec.md §5). On error
  * every requested pointer is set to NULL and nothing is allocated. */
 MFT_API mft_status mft_conv1d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                        const mft_tensor *w, const int64_t stride[1],

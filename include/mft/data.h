@@ -4,7 +4,7 @@
  * uint8 -> float "gather + normalise + pack in NCHW or NHWC" step that feeds a
  * training loop.
  *
- * Ownership as everywhere in mft (DESIGN §3): functions returning
+ * Ownership as everywhere in mft (docs/architecture.md §3): functions returning
  * mft_tensor * return a NEW reference or NULL with the thread-local error set;
  * tensor arguments are borrowed. */
 #ifndef MFT_DATA_H

@@ -1,8 +1,8 @@
-/* mft/dispatch.h — format-aware kernel dispatch (DESIGN §7).
+/* mft/dispatch.h — format-aware kernel dispatch (docs/architecture.md §7).
  *
  * Every dispatched op (conv2d, max_pool2d, ...) has a table of kernels keyed
  * by (op, format, dtype). The op's entry point validates its arguments,
- * decides the result's format by SPEC §4, then asks the dispatcher for a
+ * decides the result's format by docs/spec.md §4, then asks the dispatcher for a
  * kernel. Lookup order:
  *   1. a kernel registered by the user with mft_dispatch_register for
  *      exactly (op, format, dtype);
@@ -67,7 +67,7 @@ MFT_API mft_status mft_dispatch_unregister(const char *op, mft_format fmt, mft_d
 typedef struct mft_dispatch_info {
     const char *op;            /* "max_pool2d" ("" before any dispatch) */
     const char *kernel;        /* the kernel's name */
-    mft_format format;         /* the format the op asked for (SPEC §4) */
+    mft_format format;         /* the format the op asked for (docs/spec.md §4) */
     mft_format kernel_format;  /* the format the kernel ran in */
     mft_dtype dtype;
     int conversions;           /* tensors converted to or from kernel_format */
@@ -78,7 +78,7 @@ typedef struct mft_dispatch_info {
 MFT_API const mft_dispatch_info *mft_dispatch_last(void);
 /* Conversions done by fallbacks on this thread since the last reset. */
 MFT_API int64_t mft_dispatch_conversions(void);
-MFT_API void mft_dispatch_reset_conversions(void);
+MFT_API void mft_dispatch_conversions_reset(void);
 
 /* Kernel usage on this thread since the last reset, as text: one line per
  * (op, kernel) that ran, "op kernel N calls M conversions", most-called

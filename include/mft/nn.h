@@ -1,8 +1,9 @@
 /* mft/nn.h — the nn toolkit: modules (PyTorch's nn.Module: a layer with its
  * parameters, or a sequence of them) made by the mft_nn_* constructors
  * (conv2d, linear, batch/group/layer norm, relu, max_pool2d, flatten,
- * dropout, sequential) with PyTorch's default initialisation and used
- * through the mft_module_* functions (forward, training mode, fusion,
+ * dropout, sequential) with PyTorch's default initialisation, and a
+ * ready-made model built from them (mft_nn_fashion_cnn), all used through
+ * the mft_module_* functions (forward, training mode, fusion,
  * parameter/buffer listing, moving a model to a memory format); and the
  * optimisers SGD, Adam, AdamW with a step learning-rate schedule.
  *
@@ -68,7 +69,7 @@ MFT_API mft_module *mft_nn_dropout(double p, uint64_t seed);
 MFT_API mft_module *mft_nn_sequential(int n, mft_module *const *modules);
 
 /* Forward pass: the layer's op(s) applied to x, so it is recorded on an open
- * tape like the ops themselves. Output format: that of the ops (SPEC §4).
+ * tape like the ops themselves. Output format: that of the ops (docs/spec.md §4).
  * Returns a NEW reference (owned by the innermost scope if one is open);
  * intermediates of a sequential are released inside. NULL x propagates;
  * errors are those of the ops (the message names the failing op). */
@@ -108,6 +109,62 @@ MFT_API size_t mft_module_describe(const mft_module *l, char *buf, size_t len);
 /* Frees the layer, its children and its parameters (tensors still retained
  * elsewhere stay alive). NULL is a no-op. */
 MFT_API void mft_module_free(mft_module *l);
+
+/* ------------------------------------------------------------------ models */
+/* The most layers mft_nn_fashion_cnn makes (with batch_norm). */
+#define MFT_FASHION_CNN_MAX_LAYERS 12
+
+/* Configuration of mft_nn_fashion_cnn. Zero-initialise it
+ * (mft_fashion_cnn_config c = {0};) and set what differs: every field's 0
+ * means its default. */
+typedef struct mft_fashion_cnn_config {
+    int64_t in_channels; /* input channels C; 0 means 1 (grey images) */
+    int64_t image_size;  /* input height = width S; 0 means 28; else >= 4 */
+    int64_t width;       /* channels W of the first conv; 0 means 32 */
+    bool batch_norm;     /* a batch_norm2d (eps 1e-5, momentum 0.1) after each conv */
+    mft_format format;   /* CONTIGUOUS (0) or CHANNELS_LAST: the model is moved
+                          * there (mft_module_to_format) before it is returned */
+    uint64_t seed;       /* the four affine layers get seed + 1 .. seed + 4 */
+    /* Optional output: when non-NULL, on success layers[0..n) receive the
+     * model's n layers in order (BORROWED: owned by the model, valid until it
+     * is freed; to run or inspect them one by one) and layers[n..
+     * MFT_FASHION_CNN_MAX_LAYERS) NULL. Untouched on failure. */
+    mft_module **layers;
+} mft_fashion_cnn_config;
+
+/* The small Fashion-MNIST CNN of examples/fashion_mnist.c (PyTorch anchor:
+ * bench/fashion_mnist_torch.py) as one mft_nn_sequential, in this order
+ * (Q = floor(S / 4)):
+ *   conv2d(C, W, 3x3, stride 1, padding 1, bias; seed + 1)
+ *   [batch_norm2d(W)]
+ *   relu, max_pool2d(2x2, stride 2)
+ *   conv2d(W, 2W, 3x3, stride 1, padding 1, bias; seed + 2)
+ *   [batch_norm2d(2W)]
+ *   relu, max_pool2d(2x2, stride 2)
+ *   flatten(1, 3)
+ *   linear(2W*Q*Q, 4W, bias; seed + 3), relu
+ *   linear(4W, 10, bias; seed + 4)
+ * 10 layers, 12 with batch_norm (the [bracketed] ones), numbered in this
+ * order: parameters "0.weight", "0.bias", "3.weight"... ("4.weight" for
+ * conv2 with batch_norm). With the defaults, an (N, 1, 28, 28) input gives
+ * (N, 32, 28, 28) after conv1, (N, 32, 14, 14) after the first pool,
+ * (N, 64, 14, 14) after conv2, (N, 64, 7, 7) after the second pool,
+ * (N, 3136) after flatten, (N, 128) after linear1 and (N, 10) logits.
+ * Parameters: conv1 9CW + W, conv2 18W^2 + 2W, linear1 8W^2*Q^2 + 4W,
+ * linear2 40W + 10, with batch_norm 2W + 4W more: 421,642 with the
+ * defaults (320 + 18,496 + 401,536 + 1,290), 421,834 with batch_norm.
+ * Same initialisation as the constructors (so the same cfg gives the same
+ * parameters, whatever else runs). Fusion is on (mft_module_set_fusion);
+ * training mode. The activations follow the ops' format rules (docs/spec.md §4): a
+ * CHANNELS_LAST input, or CHANNELS_LAST weights, give CHANNELS_LAST conv,
+ * relu and pool activations.
+ * Errors (NULL returned, nothing leaked, the message names
+ * mft_nn_fashion_cnn): NULL cfg (MFT_ERR_NULL); format neither CONTIGUOUS
+ * nor CHANNELS_LAST (MFT_ERR_FORMAT); negative in_channels or width,
+ * image_size in 1..3 or negative, a feature count overflowing int64
+ * (MFT_ERR_INVALID); those of the layer constructors, mft_nn_sequential
+ * and mft_module_to_format (e.g. MFT_ERR_NOMEM). */
+MFT_API mft_module *mft_nn_fashion_cnn(const mft_fashion_cnn_config *cfg);
 
 /* ------------------------------------------------------------------ optimisers
  * Semantics of torch.optim 1.13 (single-tensor path), per parameter p with

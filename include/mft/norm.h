@@ -65,7 +65,7 @@ MFT_API mft_tensor *mft_group_norm_ex(const mft_tensor *x, int64_t groups,
                                       const mft_tensor *weight, const mft_tensor *bias,
                                       double eps, mft_tensor **mean, mft_tensor **rstd);
 
-/* Backward functions. grad_x is packed in x's tag (SPEC §5); grad_weight /
+/* Backward functions. grad_x is packed in x's tag (docs/spec.md §5); grad_weight /
  * grad_bias are 1-D (batch/group/instance norm: C) or of normalized_shape
  * (layer_norm), packed. Each out pointer may be NULL (not computed); weight
  * may be NULL (= 1). The statistics are those the _ex forward returned

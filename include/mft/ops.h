@@ -4,9 +4,9 @@
  * Shapes: binary and ternary ops broadcast as NumPy/PyTorch (right-aligned,
  * size-1 dims stretch). Ownership: functions returning mft_tensor * return a
  * NEW reference or NULL with the thread-local error set; inputs are borrowed;
- * a NULL input yields NULL and keeps the first error (DESIGN §3).
+ * a NULL input yields NULL and keeps the first error (docs/architecture.md §3).
  *
- * Output layout of a fresh result (SPEC §4, as PyTorch's TensorIterator):
+ * Output layout of a fresh result (docs/spec.md §4, as PyTorch's TensorIterator):
  *   - if all tensor operands have the same sizes and are all contiguous, all
  *     channels-last contiguous, or all dense with identical strides: that
  *     layout. The scalar forms of binary ops (x + s, x < s, ...) count s as
@@ -161,7 +161,7 @@ MFT_API mft_status mft_zero_(mft_tensor *t);
 /* ------------------------------------------------------------------ reductions
  * dims: ndims entries (negative allowed, no repeats); ndims == 0 reduces over
  * every dim. keepdim keeps reduced dims as size 1: the result is then packed
- * in the input's tag (SPEC §4; deviation: PyTorch 1.13 returns contiguous);
+ * in the input's tag (docs/spec.md §4; deviation: PyTorch 1.13 returns contiguous);
  * without keepdim it is contiguous. Reducing a size-0 dim: sum 0, mean NaN,
  * amax/amin/argmax error. Parallel reductions combine per-thread partials in
  * chunk order: results are reproducible for a given thread count.

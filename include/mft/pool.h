@@ -1,7 +1,7 @@
 /* mft/pool.h — pooling: max / avg pools in 1-D, 2-D and 3-D, adaptive
  * pools, and their backward functions; dispatched by (op, format, dtype)
  * (mft/dispatch.h). Results and input gradients are packed in the input's
- * tag (SPEC §4, §5). Ownership and NULL propagation as in mft/tensor.h. */
+ * tag (docs/spec.md §4, §5). Ownership and NULL propagation as in mft/tensor.h. */
 #ifndef MFT_POOL_H
 #define MFT_POOL_H
 
@@ -75,7 +75,7 @@ MFT_API mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2],
  * adaptive): grad_x[n, c, i] = sum of grad_out over the windows whose
  * maximum was at flat spatial index i (indices as returned by the
  * *_with_indices forward; an index outside the plane is ignored). x gives
- * the input's sizes, dtype and format; grad_x is packed in x's tag (SPEC
+ * the input's sizes, dtype and format; grad_x is packed in x's tag (docs/spec.md
  * §5) whatever grad_out's layout. grad_out (x's dtype and rank, x's batch
  * and channels, spatial sizes >= 1) and indices (I64, grad_out's sizes)
  * stand for the forward result. Deterministic: the result does not depend

@@ -1,4 +1,4 @@
-/* mft/profile.h — seeing where time and copies go (issue 6): conversion
+/* mft/profile.h — seeing where time and copies go: conversion
  * counters with causes, the profiler (dispatch and conversion events, a
  * key_averages-style table, a Chrome trace), call-site tagging and reorder
  * budgets.
@@ -13,10 +13,10 @@
  *             copy (flatten / reshape of an NHWC tensor to rank 2, and the
  *             same copy in its backward): the values' order is the op's
  *             semantics, so no layout choice avoids it;
- *   FALLBACK  dispatch found no kernel for the format SPEC §4 asked for and
+ *   FALLBACK  dispatch found no kernel for the format docs/spec.md §4 asked for and
  *             converted inputs / the output around another format's kernel;
  *   GRADIENT  backward produced an input's gradient in another layout and
- *             converted it to that input's format (SPEC §5);
+ *             converted it to that input's format (docs/spec.md §5);
  *   OPERAND   an op copied an operand into the layout its kernel needs
  *             (e.g. a non-packed operand of a matmul).
  * FALLBACK, GRADIENT and OPERAND are "hidden": the user's code does not show

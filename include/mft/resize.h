@@ -1,7 +1,7 @@
 /* mft/resize.h — interpolation (upsampling / downsampling to a given size)
  * and dropout, forward and backward. interpolate is dispatched by (op,
  * format, dtype) (mft/dispatch.h); results and input gradients are packed in
- * the input's tag (SPEC §4, §5). */
+ * the input's tag (docs/spec.md §4, §5). */
 #ifndef MFT_RESIZE_H
 #define MFT_RESIZE_H
 
@@ -35,7 +35,7 @@ typedef struct mft_interp_params {
     mft_interp_mode mode;
     bool align_corners;
 } mft_interp_params;
-/* Result: (N, C, out_size...), x's dtype, packed in x's tag (SPEC §4; rank-3
+/* Result: (N, C, out_size...), x's dtype, packed in x's tag (docs/spec.md §4; rank-3
  * CHANNELS_LAST is N, L, C, an mft extension). Kernels: interpolate.nchw.f32 /
  * interpolate.nhwc.f32 (rank-4 nearest, nearest-exact, bilinear, bicubic by
  * separable gather tables; other ranks through the reference on packed
@@ -57,15 +57,15 @@ MFT_API mft_tensor *mft_interpolate(const mft_tensor *x, const int64_t *out_size
 MFT_API mft_tensor *mft_interpolate_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                              mft_interp_mode mode, bool align_corners);
 
-/* Dropout (training; ops/dropout.c): each element is kept with probability
+/* Dropout (training; ops/dropout/dropout.c): each element is kept with probability
  * 1 - p and scaled by 1/(1-p), else zeroed; dropout2d zeroes whole channels (one
  * draw per (n, c) of an (N, C, ...) tensor). The draw is a pure function of
  * (seed, logical index of the element / channel), so the mask does not
  * depend on the layout or thread count, and the backward regenerates it
  * from the seed: grad_x = dropout(grad_out) with the same seed. 0 <= p <= 1
  * (p = 1 zeroes everything). p = 0 or training = false: x itself (a new
- * reference, SPEC §4). Result packed in x's tag.
- * The draw (Note [Dropout draws] in ops/dropout.c): a 32-bit hash h of
+ * reference, docs/spec.md §4). Result packed in x's tag.
+ * The draw (Note [Dropout draws] in ops/dropout/dropout.c): a 32-bit hash h of
  * (seed, key); keep iff h / 2^32 >= p. Deviations from PyTorch: the masks
  * cannot equal PyTorch's (different RNG; only the statistics match), and a
  * dropped element is 0 even when x is inf or NaN (PyTorch multiplies by a

@@ -1,8 +1,8 @@
 /* mft/rules.h — the format rules as data, and asking why a tensor has its
- * format (issue 6).
+ * format.
  *
- * Every op's format behaviour (SPEC §4 output layout, SPEC §3 ambiguity,
- * SPEC §5 gradient layout, the deviation from PyTorch 1.13 if any) is one row
+ * Every op's format behaviour (docs/spec.md §4 output layout, docs/spec.md §3 ambiguity,
+ * docs/spec.md §5 gradient layout, the deviation from PyTorch 1.13 if any) is one row
  * of a table compiled into the library (tensor/rules.def). The code that
  * gives a result its tag reads that row: ops ask the table to decide
  * (tensor/rules.c), so the table cannot drift from the behaviour.
@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-/* How a fresh result's layout (strides, then tag) is chosen (SPEC §4). */
+/* How a fresh result's layout (strides, then tag) is chosen (docs/spec.md §4). */
 typedef enum mft_rule_output {
     MFT_RULE_ITERATOR,    /* TensorIterator: operands' stride order, first operand first */
     MFT_RULE_DESTINATION, /* in-place / _out: the destination keeps its strides and tag */
@@ -46,7 +46,7 @@ typedef enum mft_rule_output {
     MFT_RULE_OUTPUT_COUNT
 } mft_rule_output;
 
-/* What happens when the result's strides fit both formats (SPEC §3). */
+/* What happens when the result's strides fit both formats (docs/spec.md §3). */
 typedef enum mft_rule_ambiguity {
     MFT_AMBIG_FIRST_OPERAND, /* the first tensor operand's tag (INHERITED) */
     MFT_AMBIG_RULE,          /* the tag the rule decided (INHERITED) */
@@ -56,7 +56,7 @@ typedef enum mft_rule_ambiguity {
     MFT_AMBIG_COUNT
 } mft_rule_ambiguity;
 
-/* The layout of the gradients backward produces (SPEC §5). */
+/* The layout of the gradients backward produces (docs/spec.md §5). */
 typedef enum mft_rule_backward {
     MFT_BACKWARD_INPUT_FORMAT, /* each input's gradient packed in that input's tag */
     MFT_BACKWARD_INVERSE_VIEW, /* the inverse view of grad_output, converted to the input's tag when it does not fit */
@@ -69,7 +69,7 @@ typedef enum mft_rule_backward {
 /* One row of the table. Strings are static. */
 typedef struct mft_format_rule {
     const char *name;      /* row name, e.g. "conv2d" */
-    const char *op_class;  /* SPEC §4 family, e.g. "conv" */
+    const char *op_class;  /* docs/spec.md §4 family, e.g. "conv" */
     mft_rule_output output;
     mft_rule_ambiguity ambiguity;
     mft_rule_backward backward;
@@ -99,7 +99,7 @@ MFT_API size_t mft_rules_markdown(char *buf, size_t len);
  * For DECLARED rows pass the requested format as declared (else ignored).
  * Fills *out; text reads like "CHANNELS_LAST: rule ANY_CL (conv2d): operand
  * 1 (weight) is CHANNELS_LAST". The tag a real result gets may still be
- * INFERRED from its strides (SPEC §3): the provenance of the result says.
+ * INFERRED from its strides (docs/spec.md §3): the provenance of the result says.
  * Errors: NULL op/out/inputs (MFT_ERR_NULL), unknown op (MFT_ERR_INVALID),
  * too few inputs for the row (MFT_ERR_INVALID). */
 typedef struct mft_format_explanation {
@@ -117,7 +117,7 @@ typedef struct mft_provenance {
     const mft_format_rule *rule; /* its row, NULL for tensors from outside any row */
     mft_format tag;              /* the tag it got */
     mft_origin origin;           /* DECLARED / INFERRED / INHERITED */
-    mft_format rule_tag;         /* the tag the rule decided (before SPEC §3 looked at strides) */
+    mft_format rule_tag;         /* the tag the rule decided (before docs/spec.md §3 looked at strides) */
     int operand;                 /* the operand whose provenance continues the chain, -1 */
     bool fits_contiguous, fits_channels_last; /* what the strides allowed */
     const char *file;            /* call site (MFT_AT), NULL when unknown */

@@ -18,7 +18,7 @@ extern "C" {
  * pads: npad entries, pairs (before, after) for the LAST dims first, as
  * PyTorch's F.pad: {w_before, w_after, h_before, h_after, ...}; npad even
  * and <= 2*ndim. Negative pads crop (constant mode). reflect needs pad <
- * size, replicate needs size > 0. Result packed in x's tag (SPEC §4). */
+ * size, replicate needs size > 0. Result packed in x's tag (docs/spec.md §4). */
 typedef enum mft_pad_mode {
     MFT_PAD_CONSTANT,
     MFT_PAD_REFLECT,
@@ -36,7 +36,7 @@ MFT_API mft_tensor *mft_pad(const mft_tensor *x, int npad, const int64_t *pads, 
                             double value);
 /* Concatenation along dim of n tensors with equal other sizes (promoted
  * dtype); result: the common tag of all inputs if they share one, else
- * CONTIGUOUS (SPEC §4). stack inserts a new dim first. */
+ * CONTIGUOUS (docs/spec.md §4). stack inserts a new dim first. */
 MFT_API mft_tensor *mft_cat(int n, const mft_tensor *const *ts, int dim);
 MFT_API mft_tensor *mft_stack(int n, const mft_tensor *const *ts, int dim);
 /* Views of x in chunks of split_size along dim (the last may be smaller);

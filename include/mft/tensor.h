@@ -2,7 +2,7 @@
  * the soft memory-format tag, views, conversions, layout interop, hashing,
  * description, scopes and the allocator hook.
  *
- * Ownership (DESIGN §3): a function returning mft_tensor * returns a NEW
+ * Ownership (docs/architecture.md §3): a function returning mft_tensor * returns a NEW
  * reference (release it with mft_tensor_release) or NULL with the thread-local
  * error set (mft_last_error / mft_last_error_message). Tensor arguments are
  * borrowed. A NULL tensor argument makes the call fail with MFT_ERR_NULL but
@@ -104,7 +104,7 @@ MFT_API double mft_tensor_get(const mft_tensor *t, const int64_t *index);
  * (writing through a broadcast). */
 MFT_API mft_status mft_tensor_set(mft_tensor *t, const int64_t *index, double value);
 
-/* ------------------------------------------------------------------ layout (SPEC §2-3)
+/* ------------------------------------------------------------------ layout (docs/spec.md §2-3)
  * Predicates are cached on the tensor, so every query is O(1). */
 /* fmt CONTIGUOUS or CHANNELS_LAST; anything else (or NULL t) is false. */
 MFT_API bool mft_tensor_is_contiguous(const mft_tensor *t, mft_format fmt);
@@ -118,7 +118,7 @@ MFT_API mft_format mft_tensor_suggest_format(const mft_tensor *t);
 MFT_API mft_format mft_tensor_format(const mft_tensor *t);
 MFT_API mft_origin mft_tensor_format_origin(const mft_tensor *t);
 /* True when the strides' dim order (size-1 and stride-0 dims ignored) fits
- * fmt: the test behind the tag (SPEC §3). Both formats fit => ambiguous. */
+ * fmt: the test behind the tag (docs/spec.md §3). Both formats fit => ambiguous. */
 MFT_API bool mft_tensor_order_fits(const mft_tensor *t, mft_format fmt);
 
 /* ------------------------------------------------------------------ views (never copy) */
@@ -266,7 +266,7 @@ MFT_API size_t mft_alloc_cache_bytes(void);
 /* Threads used by parallel kernels (<= 0 restores the default: OpenMP's, or
  * MFT_NUM_THREADS from the environment). Always 1 without OpenMP. */
 MFT_API void mft_set_num_threads(int n);
-MFT_API int mft_get_num_threads(void);
+MFT_API int mft_num_threads(void);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,7 @@ typedef enum mft_format {
     MFT_FORMAT_COUNT
 } mft_format;
 
-/* Where a tensor's soft format tag came from (SPEC §3). */
+/* Where a tensor's soft format tag came from (docs/spec.md §3). */
 typedef enum mft_origin {
     MFT_DECLARED,  /* a user asked for it (factory, to_format, contiguous, clone) */
     MFT_INFERRED,  /* read from unambiguous strides */

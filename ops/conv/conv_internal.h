@@ -48,7 +48,7 @@ static inline int cf_mode(void) { return mft__conv_fast_mode; }
  * chunks per thread (measured here: with two busy cores one ran 15% slower
  * than the other, and even halves waited for it). */
 static inline int64_t cf_chunk(int64_t n) {
-    const int64_t c = n / (8 * (int64_t)mft_get_num_threads());
+    const int64_t c = n / (8 * (int64_t)mft_num_threads());
     return c > 0 ? c : 1;
 }
 

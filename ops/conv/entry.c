@@ -1,6 +1,6 @@
 /* ops/conv/entry.c — convolutions (mft/conv.h): the entry points mft_conv1d/2d/3d,
  * mft_conv_transpose2d and their backward functions (validate -> decide the
- * format (SPEC §4) -> allocate -> mft__dispatch), and the autograd node.
+ * format (docs/spec.md §4) -> allocate -> mft__dispatch), and the autograd node.
  * The kernels they dispatch to: the fast F32 kernels' table in chains.c
  * (searched first), the naive reference kernels of the six dispatched ops
  * (conv2d, conv3d and their _backward_input / _backward_weight ops), which
@@ -314,7 +314,7 @@ static mft_tensor *conv_from_kernel(mft_tensor *t, int nsp, bool batched, mft_fo
     return c;
 }
 
-/* The conv format (SPEC §4): the row of tensor/rules.def for this conv,
+/* The conv format (docs/spec.md §4): the row of tensor/rules.def for this conv,
  * applied to the batched x view and w. */
 static mft__decision conv_decide(const conv_req *r, const mft_tensor *xb) {
     static const mft__rule_id rows[4] = {MFT__RULE_CONV2D, MFT__RULE_CONV1D, MFT__RULE_CONV2D,
@@ -360,7 +360,7 @@ static mft_tensor *conv_run(const char *fn, mft__op_id op, mft_format fmt, int k
  * backward function asking only for the gradients whose inputs need grad, so
  * the first layer of a network (x a constant image batch) never dispatches a
  * convNd_backward_input op. Those functions already produce grad_x in x's
- * format, grad_w in w's and grad_b packed (SPEC §5): the engine converts
+ * format, grad_w in w's and grad_b packed (docs/spec.md §5): the engine converts
  * nothing. */
 typedef struct conv_ag_params {
     int nsp;          /* 1, 2 or 3 */

@@ -67,7 +67,7 @@ void mft__conv_wino_set_mode(int mode) { wg_mode = mode; }
 
 void mft_conv_set_winograd(bool enabled) { atomic_store(&wg_enabled, enabled ? 1 : 0); }
 
-bool mft_conv_winograd_enabled(void) {
+bool mft_conv_winograd(void) {
     int v = atomic_load(&wg_enabled);
     if (v < 0) {
         const char *e = getenv("MFT_CONV_WINOGRAD");
@@ -408,7 +408,7 @@ static int64_t wg_block_tiles(const mft__wino_geom *g) {
 }
 
 bool mft__conv_wino_applies(const mft__wino_geom *g) {
-    if (wg_mode == 2 || !mft_conv_winograd_enabled()) return false;
+    if (wg_mode == 2 || !mft_conv_winograd()) return false;
     if (g->N < 1 || g->C < 1 || g->K < 1 || g->OH < 1 || g->OW < 1) return false;
     if (wg_mode == 1) return true;
     if (!WG_AVX512 || g->C < 16 || g->K < 16) return false;

@@ -150,7 +150,7 @@ static _Thread_local int64_t tl_conversions = 0;
 static atomic_bool g_strict = false;
 const mft_dispatch_info *mft_dispatch_last(void) { return &tl_last; }
 int64_t mft_dispatch_conversions(void) { return tl_conversions; }
-void mft_dispatch_reset_conversions(void) { tl_conversions = 0; }
+void mft_dispatch_conversions_reset(void) { tl_conversions = 0; }
 void mft_dispatch_set_strict(bool strict) { atomic_store(&g_strict, strict); }
 bool mft_dispatch_strict(void) { return atomic_load(&g_strict); }
 

@@ -337,7 +337,7 @@ static mft_status dropout_node_backward(const mft__ag_node *n, mft_tensor *const
     return gin[0] ? MFT_OK : mft_last_error();
 }
 
-/* Forward plus recording (softmax_entry in ops/softmax.c explains the
+/* Forward plus recording (softmax_entry in ops/softmax/softmax.c explains the
  * pattern). */
 static mft_tensor *dropout_entry(const char *fn, const mft_tensor *x, double p, bool training,
                                  uint64_t seed, bool channels) {

@@ -1,6 +1,6 @@
 /* ops/elementwise/engine.c — the elementwise driver shared by unary, binary and
  * ternary ops: argument checks, PyTorch's type promotion (result_type with
- * dim / 0-dim / scalar priority groups), the result layout rule of SPEC §4
+ * dim / 0-dim / scalar priority groups), the result layout rule of docs/spec.md §4
  * (fast setup or stride-order reorder, then the first operand's tag for
  * ambiguous strides), destination checks for in-place and _out variants, and
  * the run through the iterator. Kernels live in unary.c, binary.c, ternary.c.
@@ -167,7 +167,7 @@ static bool ew_plan_make(const char *fn, const mft__ew_op *op, const mft_tensor 
     return mft__check_geometry(fn, p->ndim, p->shape, NULL, p->result) == MFT_OK;
 }
 
-/* Destination checks for in-place / _out (SPEC §4 row 2, §6). */
+/* Destination checks for in-place / _out (docs/spec.md §4 row 2, §6). */
 static bool ew_check_dest(const char *fn, const mft__ew_op *op, const mft_tensor *out,
                           const mft_tensor *const *in, const ew_plan *p) {
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];

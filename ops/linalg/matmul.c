@@ -1,5 +1,5 @@
 /* ops/linalg/matmul.c — matrix multiplication (mft_matmul, mft_linear), dispatched as
- * op "matmul" (DESIGN §7, mft/cnn.h): the argument checks and the entry
+ * op "matmul" (docs/architecture.md §7, mft/cnn.h): the argument checks and the entry
  * points, their autograd nodes, and their backward (mft_matmul_backward,
  * mft_linear_backward, built on the dispatched matmul). The kernels live in
  * gemm.c (the packed fast kernels and the kernel table) and reference.c (the
@@ -10,7 +10,7 @@
  *   transpose when params.transpose_a; inputs[1] B: (batch..., K, N), or
  *   (batch..., N, K) used as its transpose when params.transpose_b;
  *   outputs[0] C: (batch..., M, N) packed CONTIGUOUS (the result's format,
- *   SPEC §4).
+ *   docs/spec.md §4).
  * Layout choice: the kernels are registered under CONTIGUOUS and the op
  * passes convert = {true, true}, so every kernel (also a user's) gets packed
  * inputs as dispatch.h promises. The op avoids the copies where a packed
@@ -250,7 +250,7 @@ static mft_tensor *linear_impl(const mft_tensor *x, const mft_tensor *w, const m
  * Nodes "matmul" (inputs {a, b}, saved {a, b}) and "linear" (inputs {x, w,
  * b}, saved {x, w}; b may be NULL) (Note [Tape] in mft/autograd.h). Their
  * backward asks the public backward functions only for the gradients whose
- * inputs need grad; those come packed in the input's format (SPEC §5). Under
+ * inputs need grad; those come packed in the input's format (docs/spec.md §5). Under
  * a recording tape the forward runs with grad mode off, so its internal
  * calls record nothing; if the node cannot be recorded the result is taken
  * back (gemm_ag_drop) and the call fails. */
@@ -308,7 +308,7 @@ mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tenso
 }
 
 /* ---------------------------------------------------------------- backward
- * Built on the dispatched matmul (PyTorch's formulas, DESIGN §7):
+ * Built on the dispatched matmul (PyTorch's formulas, docs/architecture.md §7):
  *   matmul: grad_a = grad_out @ b^T, grad_b = a^T @ grad_out, with 1-D
  *   operands promoted as the forward does (a: (1, K), b: (K, 1)) and
  *   batch dims that were broadcast summed away (gemm_sum_to below).
@@ -407,7 +407,7 @@ static mft_tensor *gemm_sum_to(const char *fn, const mft_tensor *x, int nd, cons
 }
 
 /* g (internal reference, consumed) viewed as sizes of t, packed in t's tag
- * for ranks 3-5, else CONTIGUOUS (SPEC §5); NULL on error. */
+ * for ranks 3-5, else CONTIGUOUS (docs/spec.md §5); NULL on error. */
 static mft_tensor *gemm_grad_like(mft_tensor *g, const mft_tensor *t) {
     if (!g) return NULL;
     mft_tensor *v = mft_reshape(g, t->ndim, t->sizes);

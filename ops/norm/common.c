@@ -4,14 +4,14 @@
  * backward (mft__normb_run), the autograd node and its recording skeleton
  * (mft__norm_entry), and the two kernel tables.
  *
- * Through the kernel dispatcher (DESIGN §7): results are packed in the
- * input's tag for rank 3-5, else contiguous (SPEC §4; instance_norm and
+ * Through the kernel dispatcher (docs/architecture.md §7): results are packed in the
+ * input's tag for rank 3-5, else contiguous (docs/spec.md §4; instance_norm and
  * layer_norm deviate from PyTorch 1.13, which returns contiguous strides);
- * grad_x is packed in x's tag for rank 3-5, else contiguous (SPEC §5),
+ * grad_x is packed in x's tag for rank 3-5, else contiguous (docs/spec.md §5),
  * grad_weight / grad_bias packed 1-D (C) or of normalized_shape. The kernel
  * interfaces are in ops/norm/norm_internal.h.
  *
- * Autograd (DESIGN §8): every entry point, _ex included, records one node
+ * Autograd (docs/architecture.md §8): every entry point, _ex included, records one node
  * when x, weight or bias requires grad under a recording tape: inputs {x,
  * weight, bias} (NULL weight / bias take no part), saved {x, weight, mean,
  * rstd} (the _ex statistics: batch_norm training the batch ones, eval

@@ -7,7 +7,7 @@
  * rank-generic forward pools, and the forward and backward helpers of the
  * windowed pools that several ranks use.
  *
- * Results and gradients are packed in the input's tag (SPEC §4, §5): a
+ * Results and gradients are packed in the input's tag (docs/spec.md §4, §5): a
  * batched input (N,C,...) gives its tag (rank-3 CHANNELS_LAST = N,L,C for
  * 1-D pools); an unbatched one (C,...) gives CONTIGUOUS.
  *

@@ -1,6 +1,6 @@
 /* ops/pool/pool2d.c — the entry points of 2-D max and average pooling and
  * the fused relu -> max pooling (mft/pool.h), forward and backward, each
- * dispatched by (op, format, dtype) (DESIGN §7): the forward's parameter
+ * dispatched by (op, format, dtype) (docs/architecture.md §7): the forward's parameter
  * checks, the rule for relu_max_pool2d's windows, its dispatched run and tape
  * node; the backward entry points run the machinery of common.c. The kernels:
  * max_nchw.c, max_nhwc.c, avg_nchw.c, avg_nhwc.c and reference.c (which
@@ -21,7 +21,7 @@
  *     divisor = divisor_override if non-zero, else pool_size when
  *     count_include_pad, else the clipped window's size.
  * Rank 3 (C,H,W) runs as N = 1 through an internal view. The result is
- * packed in x's tag (SPEC §4); rank 3 results are CONTIGUOUS like PyTorch's
+ * packed in x's tag (docs/spec.md §4); rank 3 results are CONTIGUOUS like PyTorch's
  * (mft's rank-3 CHANNELS_LAST means N,L,C, which is no pooling layout).
  * Under a recording tape the entry points also record a node whose backward
  * runs mft_max_pool2d_backward_windows / mft_avg_pool2d_backward (below). */
@@ -136,7 +136,7 @@ static bool pool_check(const char *fn, bool is_max, const mft_tensor *x, const p
  * Node "max_pool2d" / "avg_pool2d" (Note [Tape] in mft/autograd.h): input
  * {x}, saved {x} (its sizes, dtype and format) and, for max, the indices the
  * forward computes anyway; params: the resolved mft_pool2d_params. The
- * backward functions (below) write grad_x packed in x's tag (SPEC
+ * backward functions (below) write grad_x packed in x's tag (docs/spec.md
  * §5), so the engine converts nothing. */
 typedef struct pool_ag_params {
     bool is_max;

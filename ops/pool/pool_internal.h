@@ -256,7 +256,7 @@ typedef struct pm_req {
 
 /* Tape node of a rank-generic forward pool (1-D, 3-D, adaptive): input {x},
  * saved {x} (sizes, dtype, format) plus the indices for max pools; the
- * backward functions write grad_x packed in x's tag (SPEC §5), so the engine
+ * backward functions write grad_x packed in x's tag (docs/spec.md §5), so the engine
  * converts nothing. */
 typedef enum pm_ag_kind { PM_AG_MAX, PM_AG_AVG, PM_AG_ADAPT_MAX, PM_AG_ADAPT_AVG } pm_ag_kind;
 typedef struct pm_ag_params {

@@ -9,7 +9,7 @@
  * accumulator, and the copies are then combined in chunk order. The result
  * therefore depends only on the thread count, never on scheduling. Sums of
  * F32 accumulate in F64. Results with keepdim are packed in the input's tag
- * (SPEC §4), others contiguous.
+ * (docs/spec.md §4), others contiguous.
  *
  * Autograd: sum, mean, amax, amin, var, std and sum_to_size record a node
  * (backward formulas below the reductions); argmax is not differentiable. */
@@ -256,7 +256,7 @@ static bool reduce_run(const reduce_plan *p, mft_tensor *acc, int nextra, mft_te
     job.acc_bytes = acc->numel * (int64_t)mft__elem_size(acc->dtype);
     job.total = job.it.numel;
     job.acc = acc;
-    int nchunks = job.total >= 2 * MFT__EW_GRAIN ? mft_get_num_threads() : 1;
+    int nchunks = job.total >= 2 * MFT__EW_GRAIN ? mft_num_threads() : 1;
     if (nchunks < 1) nchunks = 1;
     job.chunk = (job.total + nchunks - 1) / nchunks;
     if (job.chunk == 0) job.chunk = 1;

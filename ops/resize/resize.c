@@ -1,5 +1,5 @@
 /* ops/resize/resize.c — interpolate (upsample / downsample to a given size) forward
- * and backward, dispatched by (op, format, dtype) (DESIGN §7, mft/resize.h).
+ * and backward, dispatched by (op, format, dtype) (docs/architecture.md §7, mft/resize.h).
  *
  * The file reads top to bottom: the per-dimension taps (which define the
  * semantics), argument checks and the entry points, the reference kernels,
@@ -23,7 +23,7 @@
  *     2-t, indices i-1 .. i+2 clamped to [0, in-1].
  * The backward gives each input element the sum of w * grad over the
  * outputs that read it (clamped duplicate taps add up).
- * Results (and grad_x) are packed in x's tag (SPEC §4, §5).
+ * Results (and grad_x) are packed in x's tag (docs/spec.md §4, §5).
  * Autograd: mft_interpolate records one node (x saved for its sizes, dtype
  * and tag; params mode, align_corners) whose backward is
  * mft_interpolate_backward. */
@@ -215,7 +215,7 @@ mft_tensor *mft_interpolate(const mft_tensor *x, const int64_t *out_size, mft_in
     if (!interp_check(fn, x, "input", out_size, mode, align_corners, ys)) return NULL;
     mft_interp_params p = {mode, align_corners};
     if (!mft__ag_wants(1, &x)) return interp_run(fn, MFT__OP_INTERPOLATE, x, x, ys, &p);
-    /* under a recording tape (softmax_entry in ops/softmax.c explains it) */
+    /* under a recording tape (softmax_entry in ops/softmax/softmax.c explains it) */
     mft__scope_suspend();
     const bool prev = mft_set_grad_enabled(false);
     mft_tensor *y = interp_run(fn, MFT__OP_INTERPOLATE, x, x, ys, &p);
@@ -1225,7 +1225,7 @@ static bool fast_run(const mft_kernel_args *a, bool backward, bool nhwc) {
     j.stream = false;
 #if RS_HAVE_STREAM
     j.stream = nhwc && j.DW * j.C <= RS_DROW && j.SW * j.C <= RS_TROW &&
-               dst->numel * (int64_t)sizeof(float) / mft_get_num_threads() >= RS_STREAM_MIN;
+               dst->numel * (int64_t)sizeof(float) / mft_num_threads() >= RS_STREAM_MIN;
 #endif
     j.wkind = 0;
 #if RS_HAVE_V8

@@ -7,7 +7,7 @@
  * size 0 take no part. The result's format is the CAT row's decision
  * (tensor/rules.def) over the tensors that take part.
  *
- * Autograd (DESIGN §8): mft_cat and mft_stack record one node each (the
+ * Autograd (docs/architecture.md §8): mft_cat and mft_stack record one node each (the
  * "autograd" section at the end). cat / stack save nothing, so a constant
  * input may still be changed in place before backward: each input's
  * gradient is the narrow (cat) / select (stack) of grad_out copied into a
@@ -203,7 +203,7 @@ static mft_tensor *stack_forward(const char *fn, int n, const mft_tensor *const 
 /* ---------------------------------------------------------------- cat / stack backward
  * grads[i] = the part of grad_out that came from ts[i] (a narrow for cat, a
  * select for stack), copied into a new tensor of ts[i]'s sizes and dtype,
- * packed in ts[i]'s tag for ranks 3-5, else CONTIGUOUS (SPEC §5). Inputs
+ * packed in ts[i]'s tag for ranks 3-5, else CONTIGUOUS (docs/spec.md §5). Inputs
  * the cat skipped (legacy 1-D empty) get an empty gradient. */
 static mft_status grads_finish(const char *fn, bool ok, int n, mft_tensor **tmp,
                                mft_tensor **grads) {
@@ -353,7 +353,7 @@ mft_status mft_stack_backward(const mft_tensor *grad_out, int n, const mft_tenso
 }
 
 /* ---------------------------------------------------------------- autograd */
-/* A tensor of input in's sizes and dtype, packed in its format (SPEC §5),
+/* A tensor of input in's sizes and dtype, packed in its format (docs/spec.md §5),
  * holding part (a view of a gradient with in's sizes), or NULL. */
 static mft_tensor *ag_grad_like_input(const mft__ag_input *in, const mft_tensor *part) {
     const mft_format fmt = mft__rule_grad_format(in->tag, in->ndim);

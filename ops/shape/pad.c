@@ -20,9 +20,9 @@
  *     -> 2*(size-1) - p; replicate: clamp to [0, size-1]. (This equals
  *     PyTorch's index arithmetic, negative pads included; pad_src in
  *     shape_internal.h.)
- * The result is packed in x's tag for rank 3-5, else CONTIGUOUS (SPEC §4).
+ * The result is packed in x's tag for rank 3-5, else CONTIGUOUS (docs/spec.md §4).
  *
- * Autograd (DESIGN §8): mft_pad records one node (the "autograd" section at
+ * Autograd (docs/architecture.md §8): mft_pad records one node (the "autograd" section at
  * the end). pad saves x (sizes, dtype, tag) and calls mft_pad_backward, whose
  * gradient is made in x's format: the engine converts nothing. */
 #include <string.h>

@@ -2,7 +2,7 @@
  * chunks are views, narrows of x along dim): the checks and the forward,
  * then the autograd node.
  *
- * Autograd (DESIGN §8): mft_split records one node with one output per
+ * Autograd (docs/architecture.md §8): mft_split records one node with one output per
  * chunk; x's gradient is the chunks' gradients (zeros for chunks nobody
  * used, from the engine) copied into one tensor in x's format: the engine
  * converts nothing. */

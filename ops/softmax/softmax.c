@@ -1,6 +1,6 @@
 /* ops/softmax/softmax.c — softmax and log_softmax along one dim (mft/cnn.h), through
- * the kernel dispatcher (DESIGN §7). Results are packed in the input's tag
- * for rank 3-5, else contiguous (SPEC §4; deviation: PyTorch 1.13 returns
+ * the kernel dispatcher (docs/architecture.md §7). Results are packed in the input's tag
+ * for rank 3-5, else contiguous (docs/spec.md §4; deviation: PyTorch 1.13 returns
  * contiguous strides).
  *
  * Kernels:
@@ -469,9 +469,9 @@ static mft_tensor *softmax_impl(const char *fn, mft__op_id op, const mft_tensor 
     return r;
 }
 
-/* Autograd (DESIGN §8): one node per call, the output saved (both
+/* Autograd (docs/architecture.md §8): one node per call, the output saved (both
  * backward formulas read only y / log y); grad_x comes packed in the
- * output's tag, which is the input's (SPEC §5, no conversion). */
+ * output's tag, which is the input's (docs/spec.md §5, no conversion). */
 typedef struct softmax_ag_params {
     int dim;
     bool log;

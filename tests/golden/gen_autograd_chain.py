@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generate tests/golden/autograd_chain_cases.txt: PyTorch-derived gradients
 of conv2d -> [batch_norm] -> relu -> max_pool2d chains, for
-tests/test_golden_autograd.c (mft's tape against PyTorch's autograd).
+tests/autograd/test_golden_autograd.c (mft's tape against PyTorch's autograd).
 
     /usr/bin/python3 tests/golden/gen_autograd_chain.py [output-path]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tests/golden/gen_autograd_ew.py — prints PyTorch's gradients at ties and
 kinks for the elementwise autograd tests: writes
-tests/golden/autograd_ew_cases.txt, read by tests/test_autograd_elementwise.c.
+tests/golden/autograd_ew_cases.txt, read by tests/autograd/test_autograd_elementwise.c.
 Run with /usr/bin/python3 (PyTorch 1.13). Each line:
     grad NAME INPUT N v0 ... v(N-1)
 the gradient of sum(f(inputs)) for input INPUT, flattened row-major."""

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tests/golden/gen_backward_misc.py -- golden gradients from PyTorch 1.13
-autograd for pad / cat / stack backward (read by tests/test_shape_backward.c).
+autograd for pad / cat / stack backward (read by tests/autograd/test_shape_backward.c).
 
 Run with /usr/bin/python3 (it has torch):  /usr/bin/python3 gen_backward_misc.py
 Writes backward_misc_cases.txt next to this file. One case per line:

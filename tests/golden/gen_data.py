@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Generate tests/golden/data_cases.txt: reference values for tests/test_data.c
+"""Generate tests/golden/data_cases.txt: reference values for tests/data/test_data.c
 (mft/data.h: the IDX reader and the seeded shuffle).
 
 Run with Debian's interpreter:

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generate tests/golden/elementwise_cases.txt: PyTorch-derived golden data for
 the OUTPUT LAYOUT (sizes, strides), dtype and values of mft's elementwise ops
-and reductions (SPEC section 4, include/mft/ops.h).
+and reductions (docs/spec.md §4, include/mft/ops.h).
 
 Run with Debian's interpreter, which has PyTorch 1.13:
 
@@ -54,7 +54,7 @@ mft's comparison dtype; the values are then 0/1).
     result DTYPE NDIM          followed by these lines, in this order:
     sizes LIST
     strides LIST               PyTorch's result strides. For KEEPDIM 1
-                               reductions mft deviates on purpose (SPEC 4:
+                               reductions mft deviates on purpose (docs/spec.md §4:
                                packed in the input's tag); the strides are
                                PyTorch's (contiguous) for information only.
     values N V1 .. VN          the whole result in logical (row-major) order
@@ -334,7 +334,7 @@ LAYOUTS = [
 
 
 def gen():
-    # --- A. the SPEC §4 row-1 cases, each for every binary op
+    # --- A. the docs/spec.md §4 row-1 cases, each for every binary op
     spec = [
         ("nhwc_vecc", NHWC, VEC_C),
         ("nhwc_c11", NHWC, T((3, 1, 1))),
@@ -535,7 +535,7 @@ def gen():
             add("un_%s_%s" % (op, dt), op, [T((2, 3, 2, 2), "cl", dt=dt,
                                               fill="p" if op == "sqrt" else "s")])
 
-    # --- J. dtype promotion matrix (SPEC: as PyTorch), NHWC tensors
+    # --- J. dtype promotion matrix (docs/spec.md: as PyTorch), NHWC tensors
     x4 = T((2, 3, 2, 2), "cl")
     for da, db in itertools.product(DTYPES, DTYPES):
         add("dt_tt_%s_%s" % (da, db), "add", [x4.with_(dt=da), T((2, 3, 2, 2), dt=db)])

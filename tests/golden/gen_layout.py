@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Generate tests/golden/layout_cases.txt: PyTorch-derived golden data for mft's
-layout predicates and views (SPEC sections 1-3).
+layout predicates and views (docs/spec.md §1-3).
 
 Run with Debian's interpreter, which has PyTorch 1.13:
 
@@ -287,7 +287,7 @@ def shape_tag(s):
 
 
 def gen():
-    # --- A. factories, every rank, the ambiguous shapes (SPEC §2)
+    # --- A. factories, every rank, the ambiguous shapes (docs/spec.md §2)
     for s in [(), (5,), (0,), (1,), (3, 4), (1, 4), (3, 1), (0, 4),
               (2, 3, 4), (2, 1, 4), (1, 1, 1), (2, 0, 4),
               (2, 3, 4, 5, 1, 2), (1, 1, 1, 1, 1, 1), (2, 0, 1, 3, 1, 2)]:

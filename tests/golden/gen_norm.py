@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generate tests/golden/norm_cases.txt: PyTorch-derived golden data for
 mft_batch_norm / mft_group_norm / mft_instance_norm / mft_layer_norm
-(include/mft/cnn.h, SPEC section 4).
+(include/mft/cnn.h, docs/spec.md §4).
 
 Run with Debian's interpreter, which has PyTorch 1.13:
 
@@ -31,7 +31,7 @@ lines and blank lines are comments). A list is its length then the values.
     rmean N ..., rvar N ...         batch_norm with HAS_RS: running stats after
     end
 
-Fill rules (identical in tests/test_norm.c), i = logical index:
+Fill rules (identical in tests/ops/test_norm.c), i = logical index:
     x:      ((37 * i + 11 * SEED) % 23 - 11) / 4
     weight: 0.5 + ((5 * i + 1) % 7) / 4
     bias:   ((3 * i + 2) % 5 - 2) / 4

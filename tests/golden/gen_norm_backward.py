@@ -22,7 +22,7 @@ lines and blank lines are comments). A list is its length then the values.
     grad_bias N ...                 (bias always present)
     end
 
-Fill rules (identical in tests/test_norm_backward.c), i = logical index:
+Fill rules (identical in tests/autograd/test_norm_backward.c), i = logical index:
     x:        ((37 * i + 11 * SEED) % 23 - 11) / 4
     grad_out: ((13 * i + 7 * SEED) % 17 - 8) / 8
     weight:   0.5 + ((5 * i + 1) % 7) / 4

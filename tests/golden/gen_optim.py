@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generate tests/golden/optim_cases.txt: PyTorch-derived golden trajectories
 of torch.optim.SGD / Adam / AdamW (1.13) for mft_optimizer_step
-(include/mft/nn.h, tests/test_nn_optim.c).
+(include/mft/nn.h, tests/nn/test_nn_optim.c).
 
 Run with Debian's interpreter, which has PyTorch 1.13:
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Generate tests/golden/pad_cases.txt: PyTorch-derived golden data for mft's
-mft_pad (F.pad: constant, reflect, replicate; mft/cnn.h, SPEC section 4).
+mft_pad (F.pad: constant, reflect, replicate; mft/cnn.h, docs/spec.md §4).
 
 Run with Debian's interpreter, which has PyTorch 1.13:
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Generate tests/golden/pool_cases.txt: PyTorch-derived golden data for mft's
-2-D max and average pooling (mft/cnn.h, SPEC section 4).
+2-D max and average pooling (mft/cnn.h, docs/spec.md §4).
 
 Run with Debian's interpreter, which has PyTorch 1.13:
 
@@ -38,7 +38,7 @@ list is written as its length followed by the values, e.g. "4 2 3 4 5".
     sizes LIST                         output sizes
     strides LIST|-                     output strides (PyTorch's); '-' for an empty
                                        channels_last result (PyTorch 1.13 returns
-                                       it contiguous, SPEC section 4 keeps the tag)
+                                       it contiguous, docs/spec.md §4 keeps the tag)
     tag contiguous|channels_last       the format the output is packed in
                                        (rank 3: contiguous)
     values N v0 ... v(N-1)             all output values in logical order
@@ -134,7 +134,7 @@ class Writer:
             L.append("sizes %s" % fmt_list(y.shape))
             if y.numel() == 0 and fmt == "channels_last":
                 # PyTorch 1.13 returns an empty channels_last input's result
-                # contiguous; SPEC section 4 keeps the tag: strides not compared
+                # contiguous; docs/spec.md §4 keeps the tag: strides not compared
                 L.append("strides -")
             else:
                 L.append("strides %s" % fmt_list(y.stride()))

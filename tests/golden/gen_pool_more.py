@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generate tests/golden/pool_more_cases.txt: PyTorch 1.13 golden data for
 mft's 1-D / 3-D / adaptive pools and the pooling backward functions
-(mft/pool.h, ops/pool_more.c).
+(mft/pool.h, ops/pool/).
 
     /usr/bin/python3 tests/golden/gen_pool_more.py [output-path]
 
@@ -41,7 +41,7 @@ separated by single spaces; an integer list is its length then the values.
     indices N ...         max ops: the indices
     gsizes LIST           grad_x sizes (= input sizes)
     gstrides LIST         (3-D adaptive cases) grad_x's strides: packed in
-                          the input's format (SPEC §5)
+                          the input's format (docs/spec.md §5)
     gvalues N ...         grad_x of the backward with grad_out packed in the
                           result's format, valued g(i) = ((i*13) % 17 - 8) / 8
                           at logical index i

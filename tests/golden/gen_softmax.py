@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Generate tests/golden/softmax_cases.txt: PyTorch-derived golden data for
-mft_softmax / mft_log_softmax (include/mft/cnn.h, SPEC section 4).
+mft_softmax / mft_log_softmax (include/mft/cnn.h, docs/spec.md §4).
 
 Run with Debian's interpreter, which has PyTorch 1.13:
 
@@ -33,7 +33,7 @@ list is written as its length followed by the values, e.g. "4 2 3 4 5".
     result DTYPE NDIM          followed by these lines, in this order:
     sizes LIST
     strides LIST               PyTorch's result strides (contiguous). mft
-                               deviates on purpose (SPEC 4): the result is
+                               deviates on purpose (docs/spec.md §4): the result is
                                packed in the input's tag for rank 3-5; the
                                strides are for information only.
     values N V1 .. VN          the whole result in logical (row-major) order

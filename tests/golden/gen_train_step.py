@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generate tests/golden/train_step_cases.txt: one training step of a tiny
 CNN in PyTorch 1.13 (loss, every parameter's gradient, and the parameters
-after one SGD step with momentum 0.9, lr 0.01), for tests/test_train.c.
+after one SGD step with momentum 0.9, lr 0.01), for tests/nn/test_train.c.
 
     /usr/bin/python3 tests/golden/gen_train_step.py [output-path]
 
