@@ -86,6 +86,7 @@ struct mft_tensor {
     unsigned flags; /* MFT__F_* cached by mft__tensor_refresh */
     struct mft__ag_meta *autograd; /* NULL unless grad is required (autograd/) */
     struct mft__prov *prov;        /* provenance of the tag (tensor/rules.c), may be NULL */
+    char *name;                    /* mft_tensor_set_name (tensor/naming.c), may be NULL */
 };
 
 /* Autograd state of a tensor, allocated on first need and freed (with its

@@ -226,6 +226,7 @@ void mft_tensor_release(mft_tensor *t) {
         mft__free(t->autograd);
     }
     mft__prov_release(t->prov);
+    mft__free(t->name);
     mft__storage_release(t->storage);
     mft__free(t);
     atomic_fetch_sub(&mft__live_tensor_count, 1);

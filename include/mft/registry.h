@@ -19,8 +19,8 @@
  *             NONE   a prototype of its own in its header;
  *   nin, nout the tensors it takes and returns (its kernel's, when
  *             dispatched; -1: any number);
- *   rule      the row of the format rules (tensor/rules.def,
- *             MFT_RULE_ROW_<rule> in mft/rules.h) that gives its results
+ *   rule      the row of the format rules (the first column of a row of
+ *             tensor/rules.def; mft_rule_for_op reads it) that gives its results
  *             their layout and its gradients theirs;
  *   kind      DIFF (differentiable: records a tape node while a tape
  *             records), PLAIN (not differentiable), BACKWARD (a public

@@ -262,6 +262,29 @@ MFT_API void mft_alloc_cache_set_limit(size_t bytes);
 MFT_API void mft_alloc_cache_clear(void);
 MFT_API size_t mft_alloc_cache_bytes(void);
 
+/* ------------------------------------------------------------------ names
+ * A tensor's name (a parameter's dotted path, "1.1.weight", set by nn/ when
+ * a model is built) is shown by the DOT picture, the profiler and errors; a
+ * copy of name is kept (NULL clears; at most 255 characters). Views and
+ * copies do not inherit it. mft_tensor_name's pointer is borrowed.
+ *
+ * The module path names the modules whose forward runs on this thread
+ * (Note [Module path] in tensor/naming.c): each module's forward pushes its
+ * name in its parent ("1", "body") and kind ("BatchNorm2d(16)") and pops
+ * after; mft_module_path() is the names joined by '.' ("1.4"; "" outside any
+ * module), mft_module_kind() the innermost kind. Errors, conversion events,
+ * profile rows and tape nodes record it. A failed push (NULL or empty name,
+ * more than 32 modules deep, a path over 511 characters) returns a status
+ * and leaves the path unchanged; its pop is still required and does nothing.
+ * Custom forward functions call these too. */
+MFT_API mft_status mft_tensor_set_name(mft_tensor *t, const char *name);
+MFT_API const char *mft_tensor_name(const mft_tensor *t);
+MFT_API mft_status mft_module_path_push(const char *name, const char *kind);
+MFT_API void mft_module_path_pop(void);
+MFT_API const char *mft_module_path(void);
+MFT_API const char *mft_module_kind(void);
+MFT_API int mft_module_depth(void);
+
 /* ------------------------------------------------------------------ threads */
 /* Threads used by parallel kernels (<= 0 restores the default: OpenMP's, or
  * MFT_NUM_THREADS from the environment). Always 1 without OpenMP. */
