@@ -104,7 +104,7 @@ static void test_factory_tags(void) {
     CHECK(mft_tensor_is_dense(a) && mft_tensor_is_dense(b));
     CHECK(mft_tensor_suggest_format(b) == MFT_CHANNELS_LAST);
     CHECK(mft_tensor_suggest_format(a) == MFT_CONTIGUOUS);
-    /* C == 1 declared channels_last keeps the declared tag (issue 82060) */
+    /* C == 1 declared channels_last keeps the declared tag (pytorch/pytorch#82060) */
     int64_t c1[4] = {2, 1, 4, 5};
     mft_tensor *c = mk(4, c1, MFT_CHANNELS_LAST);
     CHECK(mft_tensor_format(c) == MFT_CHANNELS_LAST);
