@@ -2,16 +2,22 @@
 # cmake/MftLibrary.cmake), run by CTest as `cmake -P`:
 #   1. symbols: every object file's undefined symbols that the library itself
 #      defines must come from the same layer or a lower one (and never from
-#      another of the four top layers nn, data, io, profile); each violation
-#      names the calling object, the defining object and the symbol;
+#      another of the three side-by-side layers data, io, profile, which sit
+#      below nn); each violation names the calling object, the defining
+#      object and the symbol;
 #   2. includes: no source of a layer includes a private header of a higher
 #      layer (internal.h, rules.def: tensor; autograd_internal.h: autograd;
 #      ops_internal.h and the families' *_internal.h: ops); each violation
 #      names file:line.
-# Arguments: -DNM=<nm> -DSRC=<source root> -DLAYERS="a|b|..." (lowest first)
-# and -DOBJS_<layer>="obj|obj|..." for each layer.
+# Arguments: -DNM=<nm> -DSRC=<source root> -DLAYERS="a|b|..." (lowest first:
+# which layer is above which comes from this order, MFT_LAYERS in
+# cmake/MftLibrary.cmake) and -DOBJS_<layer>="obj|obj|..." for each layer.
 string(REPLACE "|" ";" layers "${LAYERS}")
-set(top nn data io profile)
+# layers of equal height: listed one after the other in LAYERS, but none may
+# call another (Note [Layers])
+set(peers data io profile)
+# the layers whose sources are their folder (the others are listed below)
+set(folder_layers nn data io profile)
 set(failures 0)
 
 # ---- 1. symbols
@@ -48,7 +54,7 @@ endif()
 math(EXPR last "${nobj} - 1")
 foreach(i RANGE ${last})
   set(layer ${objlayer_${i}})
-  list(FIND top ${layer} from_top)
+  list(FIND peers ${layer} from_peer)
   foreach(sym ${objundef_${i}})
     if(NOT DEFINED def_${sym})
       continue()
@@ -57,9 +63,9 @@ foreach(i RANGE ${last})
     if(to STREQUAL layer)
       continue()
     endif()
-    list(FIND top ${to} to_top)
-    if(from_top GREATER -1 AND to_top GREATER -1)
-      message(SEND_ERROR "the top layers are independent: ${obj_${i}} (${layer}) uses ${sym} from ${deffile_${sym}} (${to})")
+    list(FIND peers ${to} to_peer)
+    if(from_peer GREATER -1 AND to_peer GREATER -1)
+      message(SEND_ERROR "the layers data, io, profile are independent: ${obj_${i}} (${layer}) uses ${sym} from ${deffile_${sym}} (${to})")
       math(EXPR failures "${failures} + 1")
     elseif(rank_${to} GREATER rank_${layer})
       message(SEND_ERROR "layer ${layer} calls up into ${to}: ${obj_${i}} uses ${sym} from ${deffile_${sym}}")
@@ -79,11 +85,12 @@ set(header_layer_pool_internal.h ops)
 set(header_layer_kernels_avx512.h ops)
 set(header_layer_shape_internal.h ops)
 set(header_layer_linalg_internal.h ops)
+set(header_layer_resize_internal.h ops)
 set(dirs_tensor tensor)
 set(dirs_autograd_record autograd/tape.c)
 set(dirs_ops ops)
 set(dirs_autograd_engine autograd/backward.c autograd/gradcheck.c autograd/dot.c)
-foreach(layer ${top})
+foreach(layer ${folder_layers})
   set(dirs_${layer} ${layer})
 endforeach()
 foreach(layer ${layers})
