@@ -7,6 +7,11 @@
  * element in each slot ("B01" = channel 1, h 0, w 1; ".." a padding gap, "*"
  * a slot shared through broadcast), and a "channel order" line in the spirit
  * of the RRRGGGBBB vs RGBRGBRGB figure (docs/memory-order.md explains it).
+ * Two more explanations run the library and live in explain_op.c: --to FMT
+ * (what mft_to_format / mft_contiguous return for the tensor) and --op OP
+ * --in SPEC... (an op's format rule on given inputs); both say whether
+ * PyTorch 1.13 agrees on those tensors (explain_pytorch.c). docs/tools.md
+ * documents the options with real output.
  *
  * The tool only parses arguments and builds the tensor through the public API;
  * every analysis comes from the library, except the picture, which maps slots
@@ -26,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <mft/mft.h>
+#include "explain.h"
 
-#define EXIT_BAD_ARGS  2
 #define GRID_MAX_SLOTS 96 /* slots the picture draws; the rest are counted */
 
 static const char *prog = "mft-explain";
@@ -36,7 +41,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: %s SIZES [--format FMT | --strides S | --layout LETTERS |\n"
             "                 --minor-to-major M] [--offset K] [--dtype DT]\n"
-            "                 [--grid | --no-grid] [--ascii]\n"
+            "                 [--grid | --no-grid] [--ascii] [--to FMT]\n"
+            "       %s --op OP --in SPEC [--in SPEC...] [--to FMT] [--dtype DT]\n"
             "\n"
             "Builds a tensor of logical SIZES (N,C,[D,]H,W order, comma-separated)\n"
             "and explains its memory layout: strides, the soft format tag and its\n"
@@ -47,8 +53,8 @@ static void usage(FILE *f) {
             "ABC ABC ABC ABC for NHWC); see docs/memory-order.md.\n"
             "\n"
             "  -f, --format FMT          packed in a named format, tag DECLARED:\n"
-            "                            contiguous | nchw | ncl | ncdhw  (channels first)\n"
-            "                            channels_last | cl | nhwc | nlc | nwc | ndhwc\n"
+            "      --from FMT              contiguous | nchw | ncl | ncdhw  (channels first)\n"
+            "                              channels_last | cl | nhwc | nlc | nwc | ndhwc\n"
             "  -s, --strides S           explicit strides in elements, one per dim;\n"
             "                            gaps (padding) and 0 (broadcast) are allowed\n"
             "  -l, --layout LETTERS      physical order as letters, slowest first\n"
@@ -60,8 +66,30 @@ static void usage(FILE *f) {
             "      --grid / --no-grid    draw / omit the memory-order picture (default:\n"
             "                            drawn; the last of the two wins)\n"
             "      --ascii               ASCII-only picture (the default; always ASCII)\n"
+            "  -t, --to FMT              instead of the analysis: what mft_to_format and\n"
+            "                            mft_contiguous(x, FMT) return for the tensor x\n"
+            "                            (sizes, strides, tag, provenance), whether they\n"
+            "                            copied and why, and whether PyTorch 1.13's\n"
+            "                            x.to() / x.contiguous() agree on x\n"
+            "  -O, --op OP               the format rule of op OP (a registry name, see\n"
+            "                            mft-rules) on the --in tensors: the rule row, the\n"
+            "                            input that decides, the op's result (run with\n"
+            "                            stride 1, no padding, 2-wide pool windows...) and\n"
+            "                            whether PyTorch 1.13 agrees on these inputs;\n"
+            "                            --to gives the format of to_format / contiguous /\n"
+            "                            clone\n"
+            "  -i, --in SPEC             one input of --op, in order (at most 8):\n"
+            "                            [FMT:]SIZES[@STRIDES][/STEP...], e.g.\n"
+            "                            nhwc:8,16,14,14  8,3,4,4@48,1,12,3\n"
+            "                            nchw:8,1,28,28/contiguous:nhwc\n"
+            "                            STEP: to_format:FMT contiguous:FMT select:D,I\n"
+            "                            unsqueeze:D squeeze:D transpose:A,B\n"
+            "                            permute:P0,P1,.. narrow:D,START,LEN\n"
+            "                            slice:D,START,END,STEP\n"
             "  -h, --help                this text\n"
-            "  -V, --version             the library version\n"
+            "  -V, --version             the library version\n",
+            prog, prog);
+    fprintf(f,
             "\n"
             "With none of --format/--strides/--layout/--minor-to-major the tensor is\n"
             "packed contiguous (mft_empty). Explicit layouts wrap a buffer of exactly\n"
@@ -74,6 +102,12 @@ static void usage(FILE *f) {
             "slot no element uses), '*' a slot shared by several elements (stride 0).\n"
             "At most %d slots are drawn; the legend under the grid spells it out.\n"
             "\n"
+            "PyTorch 1.13 lines: \"same\" when PyTorch would return the same strides\n"
+            "(and copy the same way) and its suggest_memory_format reads them as mft's\n"
+            "tag; else \"gives FORMAT here, because ...\" (docs/tools.md).\n",
+            GRID_MAX_SLOTS);
+    fprintf(f,
+            "\n"
             "examples:\n"
             "  %s 2,3,4,4                          NCHW, contiguous\n"
             "  %s 2,3,4,4 --format channels_last   the same tensor in NHWC\n"
@@ -84,18 +118,15 @@ static void usage(FILE *f) {
             "  %s 1,3,4,3 --strides 60,20,5,1      padded rows (pitch 5, 3 valid)\n"
             "  %s 2,3,4,4 --strides 0,1,0,0        a per-channel vector broadcast\n"
             "  %s 2,3,4,4 --strides 48,1,12,3 --offset 5 --dtype f64\n"
-            "  %s 1,3,2,2 --format nhwc --no-grid  the analysis without the picture\n",
-            prog, GRID_MAX_SLOTS, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+            "  %s 1,3,2,2 --format nhwc --no-grid  the analysis without the picture\n"
+            "  %s 8,1,28,28 --from nchw --to nhwc  what converting C == 1 returns\n"
+            "  %s --op conv2d --in nchw:8,16,14,14 --in nhwc:32,16,3,3\n"
+            "                                              why conv2d gives NHWC here\n",
+            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
-#if defined(__GNUC__) || defined(__clang__)
-#define EXPLAIN_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define EXPLAIN_PRINTF(f, a)
-#endif
-
 /* Reports a usage problem (printf-style) and exits 2. */
-EXPLAIN_PRINTF(1, 2) static _Noreturn void bad_args(const char *fmt, ...) {
+void explain_bad_args(const char *fmt, ...) {
     va_list ap;
     fprintf(stderr, "%s: ", prog);
     va_start(ap, fmt);
@@ -107,7 +138,7 @@ EXPLAIN_PRINTF(1, 2) static _Noreturn void bad_args(const char *fmt, ...) {
 
 /* Reports the library's last error and exits: 1 for out of memory (not the
  * user's fault), 2 for everything else (bad sizes, strides, format...). */
-static _Noreturn void lib_error(const char *what) {
+void explain_lib_error(const char *what) {
     mft_status s = mft_last_error();
     const char *msg = mft_last_error_message();
     if (msg && msg[0]) /* library messages already name the function */
@@ -118,7 +149,7 @@ static _Noreturn void lib_error(const char *what) {
 }
 
 /* Parses one decimal integer (optionally signed) filling all of [s, end). */
-static bool parse_i64(const char *s, const char *end, int64_t *out) {
+bool explain_parse_i64(const char *s, const char *end, int64_t *out) {
     char tmp[32];
     size_t n = (size_t)(end - s);
     if (n == 0 || n >= sizeof tmp) return false;
@@ -139,7 +170,7 @@ static bool parse_i64(const char *s, const char *end, int64_t *out) {
 /* Parses "a,b,c" into at most MFT_MAX_DIMS integers; returns the count, or -1
  * (with *bad set to the offending item) when an item is not an integer. The
  * empty string and "-" are rank 0 (a scalar). */
-static int parse_list(const char *s, int64_t *out, const char *what) {
+int explain_parse_list(const char *s, int64_t *out, const char *what) {
     if (s[0] == '\0' || strcmp(s, "-") == 0 || strcmp(s, "[]") == 0) return 0;
     if (s[0] == '[' || s[0] == '(') s++;
     size_t len = strlen(s);
@@ -150,9 +181,9 @@ static int parse_list(const char *s, int64_t *out, const char *what) {
     for (;;) {
         const char *q = p;
         while (q < end && *q != ',') q++;
-        if (n == MFT_MAX_DIMS) bad_args("too many %s (at most %d)", what, MFT_MAX_DIMS);
-        if (!parse_i64(p, q, &out[n]))
-            bad_args("%s: '%.*s' is not an integer", what, (int)(q - p), p);
+        if (n == MFT_MAX_DIMS) explain_bad_args("too many %s (at most %d)", what, MFT_MAX_DIMS);
+        if (!explain_parse_i64(p, q, &out[n]))
+            explain_bad_args("%s: '%.*s' is not an integer", what, (int)(q - p), p);
         n++;
         if (q == end) break;
         p = q + 1;
@@ -166,7 +197,7 @@ static int ieq(const char *a, const char *b) {
     return *a == *b;
 }
 
-static bool parse_format(const char *s, mft_format *out) {
+bool explain_parse_format(const char *s, mft_format *out) {
     static const char *const first[] = {"contiguous", "channels_first", "nchw", "ncl",
                                         "ncw",        "ncdhw",          "cf"};
     static const char *const last[] = {"channels_last", "cl", "nhwc", "nlc", "nwc", "ndhwc"};
@@ -187,7 +218,7 @@ static bool parse_dtype(const char *s, mft_dtype *out) {
 }
 
 /* Formats "[a,b,c]" for the header line. */
-static const char *fmt_dims(char *buf, size_t len, int n, const int64_t *v) {
+const char *explain_dims(char *buf, size_t len, int n, const int64_t *v) {
     size_t pos = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < n && pos < len; i++)
         pos += (size_t)snprintf(buf + pos, len - pos, i ? ",%lld" : "%lld", (long long)v[i]);
@@ -195,9 +226,51 @@ static const char *fmt_dims(char *buf, size_t len, int n, const int64_t *v) {
     return buf;
 }
 
+void explain_append(char *buf, size_t len, size_t *pos, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(*pos < len ? buf + *pos : NULL, *pos < len ? len - *pos : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) *pos += (size_t)n;
+}
+
+const char *explain_layout_name(int ndim, mft_format fmt) {
+    static const char *const names[3][2] = {{"NCL", "NLC"}, {"NCHW", "NHWC"}, {"NCDHW", "NDHWC"}};
+    bool cl = fmt == MFT_CHANNELS_LAST;
+    if (ndim >= 3 && ndim <= 5) return names[ndim - 3][cl];
+    return cl ? "?" : "contiguous";
+}
+
 static void free_buffer(void *data, void *ctx) {
     (void)ctx;
     free(data);
+}
+
+mft_tensor *explain_wrap_strided(int ndim, const int64_t *sizes, const int64_t *strides,
+                                 int64_t offset, mft_dtype dtype) {
+    int64_t need = 0;
+    if (mft_min_storage_numel(ndim, sizes, strides, &need) != MFT_OK)
+        explain_lib_error("mft_min_storage_numel");
+    size_t esize = mft_dtype_size(dtype);
+    if (need > INT64_MAX - offset || (uint64_t)(need + offset) > SIZE_MAX / esize) {
+        fprintf(stderr, "%s: a buffer of %lld + %lld elements does not fit in memory\n", prog,
+                (long long)need, (long long)offset);
+        exit(EXIT_BAD_ARGS);
+    }
+    size_t nbytes = (size_t)(need + offset) * esize;
+    /* calloc(0) may return NULL; keep one element so the pointer is real. */
+    void *buf = calloc(nbytes ? nbytes : 1, 1);
+    if (!buf) {
+        fprintf(stderr, "%s: cannot allocate %zu bytes\n", prog, nbytes);
+        exit(1);
+    }
+    mft_tensor *t =
+        mft_from_blob(buf, nbytes, ndim, sizes, strides, offset, dtype, free_buffer, NULL);
+    if (!t) {
+        free(buf); /* on failure the deleter is not called: still ours */
+        explain_lib_error("mft_from_blob");
+    }
+    return t;
 }
 
 /* ==================================================================== grid
@@ -500,20 +573,77 @@ static int print_grid(const mft_tensor *t) {
 }
 
 enum layout_kind { BY_DEFAULT, BY_FORMAT, BY_STRIDES, BY_LETTERS, BY_MINOR_TO_MAJOR };
-enum { OPT_OFFSET = BY_MINOR_TO_MAJOR + 1, OPT_DTYPE };
+enum { OPT_OFFSET = BY_MINOR_TO_MAJOR + 1, OPT_DTYPE, OPT_TO, OPT_OP, OPT_IN };
+#define MAX_INPUTS 8 /* --in given at most this often */
 
 /* Options taking a value; the layout ones use their enum layout_kind. */
 static const struct explain_option {
     const char *shortname, *longname, *alias;
     int kind;
 } options[] = {
-    {"-f", "--format", NULL, BY_FORMAT},
+    {"-f", "--format", "--from", BY_FORMAT},
     {"-s", "--strides", NULL, BY_STRIDES},
     {"-l", "--layout", "--letters", BY_LETTERS},
     {"-m", "--minor-to-major", "--minor_to_major", BY_MINOR_TO_MAJOR},
     {"-o", "--offset", NULL, OPT_OFFSET},
     {"-d", "--dtype", NULL, OPT_DTYPE},
+    {"-t", "--to", NULL, OPT_TO},
+    {"-O", "--op", NULL, OPT_OP},
+    {"-i", "--in", NULL, OPT_IN},
 };
+
+/* Note [What --format builds]
+ * --format FMT builds a fresh tensor packed in FMT (mft_empty). When C == 1 or
+ * every spatial size is 1, that is not what converting a tensor of the other
+ * format to FMT returns: mft_to_format / mft_contiguous keep the strides,
+ * which already fit both formats, and only record the tag. So next to a
+ * --format tensor the tool states what the conversions return, computed by
+ * running them, and points at the --to explanation. */
+static void note_conversions(const mft_tensor *t, const char *sizes_arg, mft_format fmt,
+                             mft_dtype dtype) {
+    int ndim = mft_tensor_ndim(t);
+    if (ndim < 3 || ndim > 5) return;
+    mft_format other = fmt == MFT_CHANNELS_LAST ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST;
+    mft_tensor *u = mft_empty(ndim, mft_tensor_sizes(t), dtype, other);
+    if (!u) explain_lib_error("mft_empty");
+    mft_tensor *v[2] = {mft_to_format(u, fmt), mft_contiguous(u, fmt)};
+    if (!v[0] || !v[1]) {
+        mft_tensor_release(v[0]);
+        mft_tensor_release(v[1]);
+        mft_tensor_release(u);
+        explain_lib_error(v[0] ? "mft_contiguous" : "mft_to_format");
+    }
+    static const char *const fns[2] = {"mft_to_format", "mft_contiguous"};
+    size_t bytes = (size_t)ndim * sizeof(int64_t);
+    bool differs[2], shared[2];
+    for (int k = 0; k < 2; k++) {
+        differs[k] = memcmp(mft_tensor_strides(v[k]), mft_tensor_strides(t), bytes) != 0;
+        shared[k] = mft_tensor_shares_storage(u, v[k]);
+    }
+    bool one_line = differs[0] && differs[1] && shared[0] == shared[1] &&
+                    !memcmp(mft_tensor_strides(v[0]), mft_tensor_strides(v[1]), bytes);
+    for (int k = 0; k < 2; k++) {
+        if (!differs[k] || (one_line && k == 1)) continue;
+        char sv[256];
+        explain_dims(sv, sizeof sv, ndim, mft_tensor_strides(v[k]));
+        printf("# note: %s%s(<%s tensor of these sizes>, %s) return%s strides %s, not these (%s)\n",
+               one_line ? "mft_to_format and " : "", one_line ? fns[1] : fns[k],
+               explain_layout_name(ndim, other), mft_format_name(fmt), one_line ? "" : "s", sv,
+               shared[k] ? "no copy: strides already fit both formats; tag recorded" : "a copy");
+    }
+    if (differs[0] || differs[1]) {
+        char from[8], to[8];
+        snprintf(from, sizeof from, "%s", explain_layout_name(ndim, other));
+        snprintf(to, sizeof to, "%s", explain_layout_name(ndim, fmt));
+        for (char *c = from; *c; c++) *c = (char)tolower((unsigned char)*c);
+        for (char *c = to; *c; c++) *c = (char)tolower((unsigned char)*c);
+        printf("#       `%s %s --from %s --to %s` explains the conversions\n", prog, sizes_arg,
+               from, to);
+    }
+    mft_tensor_release(v[0]);
+    mft_tensor_release(v[1]);
+    mft_tensor_release(u);
+}
 
 int main(int argc, char **argv) {
     const char *sizes_arg = NULL;
@@ -523,6 +653,9 @@ int main(int argc, char **argv) {
     const char *offset_arg = NULL;
     mft_dtype dtype = MFT_F32;
     bool grid = true; /* --grid / --no-grid: the last one wins */
+    const char *to_arg = NULL, *op_arg = NULL;
+    const char *in_args[MAX_INPUTS];
+    int nin = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -541,7 +674,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--ascii")) continue; /* the output is always ASCII */
         if (!(a[0] == '-' && a[1] != '\0' && !isdigit((unsigned char)a[1]))) {
             /* not an option (negative numbers and "-" are values): the sizes */
-            if (sizes_arg) bad_args("unexpected argument '%s' (sizes already given)", a);
+            if (sizes_arg) explain_bad_args("unexpected argument '%s' (sizes already given)", a);
             sizes_arg = a;
             continue;
         }
@@ -556,44 +689,73 @@ int main(int argc, char **argv) {
                  !strncmp(a, options[j].alias, n)))
                 opt = &options[j];
         }
-        if (!opt) bad_args("unknown option '%.*s'", (int)n, a);
+        if (!opt) explain_bad_args("unknown option '%.*s'", (int)n, a);
         const char *val = NULL;
         if (eq) {
             val = eq + 1;
         } else if (i + 1 < argc) {
             val = argv[++i];
         } else {
-            bad_args("option '%s' needs a value", a);
+            explain_bad_args("option '%s' needs a value", a);
         }
-        if (opt->kind == OPT_OFFSET) {
-            offset_arg = val;
+        switch (opt->kind) {
+        case OPT_OFFSET: offset_arg = val; continue;
+        case OPT_DTYPE:
+            if (!parse_dtype(val, &dtype))
+                explain_bad_args("unknown dtype '%s' (f32 f64 i32 i64 u8)", val);
             continue;
-        }
-        if (opt->kind == OPT_DTYPE) {
-            if (!parse_dtype(val, &dtype)) bad_args("unknown dtype '%s' (f32 f64 i32 i64 u8)", val);
+        case OPT_TO:
+            if (to_arg) explain_bad_args("--to given twice ('%s' and '%s')", to_arg, val);
+            to_arg = val;
             continue;
+        case OPT_OP:
+            if (op_arg) explain_bad_args("--op given twice ('%s' and '%s')", op_arg, val);
+            op_arg = val;
+            continue;
+        case OPT_IN:
+            if (nin == MAX_INPUTS) explain_bad_args("more than %d --in inputs", MAX_INPUTS);
+            in_args[nin++] = val;
+            continue;
+        default: break;
         }
         enum layout_kind k = (enum layout_kind)opt->kind;
         const char *name = opt->longname;
         if (kind != BY_DEFAULT)
-            bad_args("%s and %s both describe the layout; give only one", layout_opt, name);
+            explain_bad_args("%s and %s both describe the layout; give only one", layout_opt, name);
         kind = k;
         layout_arg = val;
         snprintf(layout_opt, sizeof layout_opt, "%s", name);
     }
+
+    mft_format to_fmt = MFT_CONTIGUOUS;
+    if (to_arg && !explain_parse_format(to_arg, &to_fmt))
+        explain_bad_args("unknown format '%s' for --to (contiguous/nchw or channels_last/nhwc)",
+                         to_arg);
+
+    /* ---- --op: the inputs come from --in, not from SIZES and the layout options */
+    if (op_arg) {
+        if (sizes_arg)
+            explain_bad_args("--op takes its inputs from --in, not from sizes ('%s')", sizes_arg);
+        if (kind != BY_DEFAULT || offset_arg)
+            explain_bad_args("--op takes its inputs from --in SPEC (FMT:SIZES[@STRIDES]), not "
+                             "from %s",
+                             kind != BY_DEFAULT ? layout_opt : "--offset");
+        return explain_op(op_arg, nin, in_args, to_fmt, to_arg != NULL, dtype);
+    }
+    if (nin > 0) explain_bad_args("--in needs --op (the op the inputs are for)");
     if (!sizes_arg) {
         usage(stderr);
         return EXIT_BAD_ARGS;
     }
 
     int64_t sizes[MFT_MAX_DIMS] = {0};
-    int ndim = parse_list(sizes_arg, sizes, "sizes");
+    int ndim = explain_parse_list(sizes_arg, sizes, "sizes");
 
     int64_t offset = 0;
     if (offset_arg) {
-        if (!parse_i64(offset_arg, offset_arg + strlen(offset_arg), &offset))
-            bad_args("offset: '%s' is not an integer", offset_arg);
-        if (offset < 0) bad_args("offset: %s is negative", offset_arg);
+        if (!explain_parse_i64(offset_arg, offset_arg + strlen(offset_arg), &offset))
+            explain_bad_args("offset: '%s' is not an integer", offset_arg);
+        if (offset < 0) explain_bad_args("offset: %s is negative", offset_arg);
     }
 
     /* ---- the layout: a named format, or strides from one of the descriptions */
@@ -601,95 +763,85 @@ int main(int argc, char **argv) {
     int64_t strides[MFT_MAX_DIMS] = {0};
     char how[1024];
     char dims[256];
-    fmt_dims(dims, sizeof dims, ndim, sizes);
+    explain_dims(dims, sizeof dims, ndim, sizes);
     switch (kind) {
     case BY_DEFAULT:
     case BY_FORMAT:
-        if (kind == BY_FORMAT && !parse_format(layout_arg, &fmt))
-            bad_args("unknown format '%s' (contiguous/nchw or channels_last/cl/nhwc)", layout_arg);
+        if (kind == BY_FORMAT && !explain_parse_format(layout_arg, &fmt))
+            explain_bad_args("unknown format '%s' (contiguous/nchw or channels_last/cl/nhwc)",
+                             layout_arg);
         break;
     case BY_STRIDES: {
-        int n = parse_list(layout_arg, strides, "strides");
+        int n = explain_parse_list(layout_arg, strides, "strides");
         if (n != ndim)
-            bad_args("%d stride%s given for %d size%s", n, n == 1 ? "" : "s", ndim,
-                     ndim == 1 ? "" : "s");
+            explain_bad_args("%d stride%s given for %d size%s", n, n == 1 ? "" : "s", ndim,
+                             ndim == 1 ? "" : "s");
         break;
     }
     case BY_LETTERS: {
         char letters[MFT_MAX_DIMS + 2];
         size_t n = strlen(layout_arg);
-        if (n >= sizeof letters) bad_args("layout '%s' is too long", layout_arg);
+        if (n >= sizeof letters) explain_bad_args("layout '%s' is too long", layout_arg);
         for (size_t i = 0; i <= n; i++) letters[i] = (char)toupper((unsigned char)layout_arg[i]);
         if (mft_strides_from_letters(ndim, sizes, letters, strides) != MFT_OK)
-            lib_error("mft_strides_from_letters");
+            explain_lib_error("mft_strides_from_letters");
         break;
     }
     case BY_MINOR_TO_MAJOR: {
         int64_t m64[MFT_MAX_DIMS];
         int m2m[MFT_MAX_DIMS];
-        int n = parse_list(layout_arg, m64, "minor-to-major");
+        int n = explain_parse_list(layout_arg, m64, "minor-to-major");
         if (n != ndim)
-            bad_args("minor-to-major has %d entr%s for %d dims", n, n == 1 ? "y" : "ies", ndim);
+            explain_bad_args("minor-to-major has %d entr%s for %d dims", n, n == 1 ? "y" : "ies",
+                             ndim);
         for (int i = 0; i < n; i++) {
             if (m64[i] < INT_MIN || m64[i] > INT_MAX)
-                bad_args("minor-to-major: %lld is out of range", (long long)m64[i]);
+                explain_bad_args("minor-to-major: %lld is out of range", (long long)m64[i]);
             m2m[i] = (int)m64[i];
         }
         if (mft_strides_from_minor_to_major(ndim, sizes, m2m, strides) != MFT_OK)
-            lib_error("mft_strides_from_minor_to_major");
+            explain_lib_error("mft_strides_from_minor_to_major");
         break;
     }
     }
 
-    /* ---- build the tensor */
+    /* ---- build the tensor (zeroed when it is converted: the copies read it) */
     mft_tensor *t = NULL;
     if ((kind == BY_DEFAULT || kind == BY_FORMAT) && offset == 0) {
-        t = mft_empty(ndim, sizes, dtype, fmt);
-        if (!t) lib_error("mft_empty");
-        snprintf(how, sizeof how, "mft_empty(sizes=%s, %s, %s)", dims, mft_dtype_name(dtype),
-                 mft_format_name(fmt));
+        t = to_arg ? mft_zeros(ndim, sizes, dtype, fmt) : mft_empty(ndim, sizes, dtype, fmt);
+        if (!t) explain_lib_error(to_arg ? "mft_zeros" : "mft_empty");
+        snprintf(how, sizeof how, "%s(sizes=%s, %s, %s)", to_arg ? "mft_zeros" : "mft_empty", dims,
+                 mft_dtype_name(dtype), mft_format_name(fmt));
     } else {
         if (kind == BY_DEFAULT || kind == BY_FORMAT) {
             /* A named format at an offset: wrap packed strides, then declare
              * the format with the no-copy mft_to_format. */
             if (mft_strides_for_format(ndim, sizes, fmt, strides) != MFT_OK)
-                lib_error("mft_strides_for_format");
+                explain_lib_error("mft_strides_for_format");
         }
-        int64_t need = 0;
-        if (mft_min_storage_numel(ndim, sizes, strides, &need) != MFT_OK)
-            lib_error("mft_min_storage_numel");
-        size_t esize = mft_dtype_size(dtype);
-        if (need > INT64_MAX - offset || (uint64_t)(need + offset) > SIZE_MAX / esize) {
-            fprintf(stderr, "%s: a buffer of %lld + %lld elements does not fit in memory\n", prog,
-                    (long long)need, (long long)offset);
-            return EXIT_BAD_ARGS;
-        }
-        size_t nbytes = (size_t)(need + offset) * esize;
-        /* calloc(0) may return NULL; keep one element so the pointer is real. */
-        void *buf = calloc(nbytes ? nbytes : 1, 1);
-        if (!buf) {
-            fprintf(stderr, "%s: cannot allocate %zu bytes\n", prog, nbytes);
-            return 1;
-        }
-        t = mft_from_blob(buf, nbytes, ndim, sizes, strides, offset, dtype, free_buffer, NULL);
-        if (!t) {
-            free(buf); /* on failure the deleter is not called: still ours */
-            lib_error("mft_from_blob");
-        }
+        t = explain_wrap_strided(ndim, sizes, strides, offset, dtype);
         char sdims[256];
-        fmt_dims(sdims, sizeof sdims, ndim, strides);
+        explain_dims(sdims, sizeof sdims, ndim, strides);
         snprintf(how, sizeof how,
                  "mft_from_blob(buffer of %lld %s elements, sizes=%s, strides=%s, offset=%lld)",
-                 (long long)(need + offset), mft_dtype_name(dtype), dims, sdims, (long long)offset);
+                 (long long)(mft_tensor_storage_numel(t)), mft_dtype_name(dtype), dims, sdims,
+                 (long long)offset);
         if (kind == BY_FORMAT) {
             mft_tensor *u = mft_to_format(t, fmt);
             mft_tensor_release(t);
-            if (!u) lib_error("mft_to_format");
+            if (!u) explain_lib_error("mft_to_format");
             t = u;
             size_t used = strlen(how);
             snprintf(how + used, sizeof how - used, " then mft_to_format(%s)",
                      mft_format_name(fmt));
         }
+    }
+
+    /* ---- --to: what the conversions return */
+    if (to_arg) {
+        int rc = explain_convert(t, how, to_fmt);
+        mft_tensor_release(t);
+        return rc;
     }
 
     /* ---- the library's analysis */
@@ -702,12 +854,13 @@ int main(int argc, char **argv) {
     }
     mft_tensor_describe(t, text, need + 1);
     printf("# built with %s\n", how);
+    if (kind == BY_FORMAT && offset == 0) note_conversions(t, sizes_arg, fmt, dtype);
     fputs(text, stdout);
     if (need == 0 || text[need - 1] != '\n') putchar('\n');
     free(text);
     if (grid && print_grid(t) != 0) {
         mft_tensor_release(t);
-        lib_error("mft_min_storage_numel");
+        explain_lib_error("mft_min_storage_numel");
     }
     mft_tensor_release(t);
     return 0;
