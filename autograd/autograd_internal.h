@@ -84,6 +84,9 @@ struct mft__ag_node {
     bool released;                /* saved tensors released (node ran) */
     const char *site_file;        /* the forward call site (MFT_AT), NULL: none */
     int site_line;
+    const char *module;           /* mft_module_path() at record time ("" outside
+                                     modules), a copy in the node's block */
+    const char *module_kind;      /* mft_module_kind() then, also a copy */
     mft__ag_events fwd, bwd;      /* kernels and conversions of forward / backward */
 };
 
@@ -128,6 +131,9 @@ mft_status mft__ag_record1(const char *fn, const char *name, mft__ag_backward_fn
  * count behind mft_autograd_conversions; restarting the forward event
  * marks after a backward walk. */
 int64_t mft__ag_producer(const mft_tensor *t);
+/* True when t was produced by an op recorded on a tape other than this
+ * thread's open one (a tape that has ended, or another thread's). */
+bool mft__ag_recorded_elsewhere(const mft_tensor *t);
 void mft__ag_node_release_saved(mft__ag_node *n);
 void mft__ag_note_kernels(mft__ag_events *e, int64_t from, int64_t to);
 void mft__ag_note_convs(mft__ag_events *e, const mft__ag_node *n, int64_t from, int64_t to,

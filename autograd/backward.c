@@ -8,6 +8,7 @@
  * gradients. The tape itself and the recording that ops do are in
  * autograd/tape.c. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include "autograd_internal.h"
 #include "mft/ops.h"
@@ -122,6 +123,25 @@ static mft_tensor *ag_leaf_grad_layout(const mft_tensor *leaf, mft_tensor *g) {
     return c;
 }
 
+/* Backward events carry the module path of the forward op (Note [Module
+ * path] in tensor/naming.c): the node's path is pushed while it runs (on top
+ * of the path at the mft_backward call, "" in a training loop). Returns
+ * whether a pop is owed; a push that fails (a path over the limits) is
+ * still popped, and leaves the thread's last error as it was. */
+static bool ag_module_enter(const mft__ag_node *n) {
+    if (!n->module || !n->module[0]) return false;
+    const mft_status before = mft_last_error();
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", mft_last_error_message());
+    if (mft_module_path_push(n->module, n->module_kind[0] ? n->module_kind : NULL) != MFT_OK) {
+        if (before == MFT_OK)
+            mft_clear_error();
+        else
+            mft__set_error(before, "%s", msg);
+    }
+    return true;
+}
+
 /* Runs node i: versions, backward function, conversion, accumulation. */
 static mft_status ag_run_node(mft__ag_node *const *nodes, int64_t i, ag_walk *w) {
     mft__ag_node *n = nodes[i];
@@ -155,6 +175,7 @@ static mft_status ag_run_node(mft__ag_node *const *nodes, int64_t i, ag_walk *w)
     /* backward events point at the forward call that recorded the node */
     if (n->site_file) mft_profile_site(n->site_file, n->site_line);
     else mft_profile_site(w->site_file, w->site_line);
+    const bool module_pushed = ag_module_enter(n);
     const int64_t kmark = mft__kernel_seq();
     int64_t cmark = mft__conv_seq();
     if (n->nout > 16 || n->nin > 64) {
@@ -219,6 +240,7 @@ static mft_status ag_run_node(mft__ag_node *const *nodes, int64_t i, ag_walk *w)
 done:
     mft__ag_note_kernels(&n->bwd, kmark, mft__kernel_seq());
     mft__ag_note_convs(&n->bwd, n, cmark, mft__conv_seq(), -1, true);
+    if (module_pushed) mft_module_path_pop();
     for (int j = 0; gout_p && j < n->nout; j++) mft_tensor_release(gout_p[j]);
     for (int k = 0; gin_p && k < n->nin; k++) mft_tensor_release(gin_p[k]);
     if (gout_p != gout) mft__free(gout_p);
@@ -263,10 +285,23 @@ mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output) {
     int64_t len = 0;
     const bool open = mft__ag_tape_view(&nodes, &len);
     int64_t root = mft__ag_producer(loss);
+    if (open && root < 0 && !mft_tensor_requires_grad(loss) && !mft__ag_recorded_elsewhere(loss)) {
+        /* nothing recorded it: none of its ops had an input requiring grad */
+        mft__set_error(MFT_ERR_INVALID,
+                       "%s: the loss does not require grad: no input of the ops that produced it "
+                       "requires grad (mark parameters with mft_tensor_set_requires_grad)%s",
+                       fn, mft_grad_enabled() ? "" : "; grad mode is off on this thread");
+        return MFT_ERR_INVALID;
+    }
     if (!open || root < 0) {
         mft__set_error(MFT_ERR_INVALID,
                        "%s: loss was not produced by an op recorded on this thread's open tape%s",
-                       fn, open ? "" : " (no tape is open: call mft_tape_begin before the forward)");
+                       fn,
+                       !open ? " (no tape is open: call mft_tape_begin before the forward)"
+                       : mft__ag_recorded_elsewhere(loss)
+                           ? " (it was recorded on another tape: one that has ended, or another "
+                             "thread's)"
+                           : " (it is a leaf)");
         return MFT_ERR_INVALID;
     }
     mft_tensor *seed = NULL;

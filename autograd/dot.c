@@ -1,9 +1,10 @@
 /* autograd/dot.c — mft_tape_to_dot (mft/autograd.h): this thread's open
  * tape as a Graphviz DOT graph, drawn only from what tape.c recorded in the
- * nodes (autograd_internal.h): forward ops with their kernels, layouts and
- * call sites; leaves and constant inputs; after backward, the backward ops
- * with their kernels and gradient layouts; every conversion a red node on
- * the edge where it happened.
+ * nodes (autograd_internal.h): forward ops with their kernels, layouts,
+ * module paths and call sites; leaves (by their tensor names when set) and
+ * constant inputs; after backward, the backward ops with their kernels and
+ * gradient layouts; every conversion a red node on the edge where it
+ * happened.
  *
  * Node ids: f<i> forward op i, b<i> its backward, l<i>_<k> the leaf first
  * seen as input k of op i, c<i>_<k> a constant input, xf<i>_<j> / xb<i>_<j>
@@ -118,6 +119,17 @@ static void lbl_sizes(dot_label *b, int ndim, const int64_t *sizes, mft_dtype dt
     lbl_addf(b, "%s %s", mft__fmt_dims(d, sizeof d, ndim, sizes), mft_dtype_name(dt));
 }
 
+/* "module 1.4 (BatchNorm2d(16))": the module whose forward recorded n
+ * (Note [Module path] in tensor/naming.c); nothing outside modules. */
+static void lbl_module(dot_label *b, const mft__ag_node *n) {
+    if (!n->module || !n->module[0]) return;
+    lbl_line(b);
+    if (n->module_kind && n->module_kind[0])
+        lbl_addf(b, "module %s (%s)", n->module, n->module_kind);
+    else
+        lbl_addf(b, "module %s", n->module);
+}
+
 /* ------------------------------------------------------------------ nodes */
 typedef struct dot_tape {
     mft__ag_node *const *nodes;
@@ -192,6 +204,7 @@ static void dot_forward_node(dot_w *w, const mft__ag_node *n, int64_t i) {
     lbl_kernels(&b, &n->fwd, in0, out0);
     lbl_line(&b);
     lbl_addf(&b, "%s -> %s", in0, out0);
+    lbl_module(&b, n);
     if (n->site_file) lbl_line(&b), lbl_addf(&b, "%s:%d", dot_basename(n->site_file), n->site_line);
     dot_printf(w,
                "    f%lld [shape=box, style=\"rounded,filled\", fillcolor=\"#eef3ff\", "
@@ -204,6 +217,7 @@ static void dot_backward_node(dot_w *w, const mft__ag_node *n, int64_t i) {
     dot_label b = {{0}, 0};
     lbl_addf(&b, "%s backward", n->name);
     lbl_kernels(&b, &n->bwd, NULL, NULL);
+    lbl_module(&b, n);
     lbl_line(&b);
     lbl_add(&b, "grads:");
     bool any = false;
@@ -231,7 +245,8 @@ static void dot_input_nodes(dot_w *w, const dot_tape *tp, int64_t i) {
         if (in->leaf) dot_leaf_first(tp, in->leaf, &fi, &fk);
         if (fi != i || fk != k) continue;
         dot_label b = {{0}, 0};
-        lbl_add(&b, in->leaf ? "leaf" : "input");
+        const char *name = in->leaf ? mft_tensor_name(in->leaf) : NULL;
+        lbl_add(&b, name ? name : in->leaf ? "leaf" : "input");
         lbl_line(&b);
         lbl_sizes(&b, in->ndim, in->sizes, in->dtype);
         lbl_line(&b);

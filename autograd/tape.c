@@ -2,7 +2,8 @@
  * mft/autograd.h): requires_grad flags and leaf gradients, per-thread
  * recording and grad mode, tape begin / end, and the record call. Each node
  * also keeps what ran for it forward and backward (kernels, conversions,
- * layouts, the call site) for the DOT picture (autograd/dot.c). This is the
+ * layouts, the call site and module path of its forward) for the backward
+ * walk's events and the DOT picture (autograd/dot.c). This is the
  * layer just above the tensor core: it calls no op. The backward walk is
  * autograd/backward.c; each node's backward function sits beside its
  * forward in ops/. */
@@ -41,6 +42,11 @@ int64_t mft__ag_producer(const mft_tensor *t) {
     const mft__ag_meta *m = t ? t->autograd : NULL;
     if (!m || !tl_tape || m->tape_id != tl_tape->id) return -1;
     return m->node;
+}
+
+bool mft__ag_recorded_elsewhere(const mft_tensor *t) {
+    const mft__ag_meta *m = t ? t->autograd : NULL;
+    return m && m->tape_id != 0 && (!tl_tape || m->tape_id != tl_tape->id);
 }
 
 static bool ag_is_marked_leaf(const mft_tensor *t) {
@@ -329,7 +335,10 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
     size_t off_saved = off_out + ag_align((size_t)nout * sizeof(mft__ag_output));
     size_t off_ver = off_saved + ag_align((size_t)nsaved * sizeof(mft_tensor *));
     size_t off_par = off_ver + ag_align((size_t)nsaved * sizeof(int64_t));
-    size_t total = off_par + ag_align(params_size);
+    const char *path = mft_module_path(), *kind = mft_module_kind();
+    const size_t path_len = strlen(path), kind_len = strlen(kind);
+    size_t off_path = off_par + ag_align(params_size);
+    size_t total = off_path + path_len + 1 + kind_len + 1;
     char *blk = mft__alloc_or_err(fn, total, 16);
     if (!blk) return MFT_ERR_NOMEM;
     memset(blk, 0, total);
@@ -346,6 +355,10 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
     if (params_size) memcpy(blk + off_par, params, params_size);
     n->params = params_size ? blk + off_par : NULL;
     n->params_size = params_size;
+    memcpy(blk + off_path, path, path_len + 1);
+    memcpy(blk + off_path + path_len + 1, kind, kind_len + 1);
+    n->module = blk + off_path;
+    n->module_kind = blk + off_path + path_len + 1;
     for (int k = 0; k < nin; k++) {
         const mft_tensor *x = inputs[k];
         mft__ag_input *in = &n->in[k];

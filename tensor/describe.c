@@ -1,7 +1,8 @@
 /* tensor/describe.c — mft_tensor_describe: the human-readable analysis of a
- * tensor's layout that tools/mft-explain prints: geometry, tag and origin,
- * every predicate, the physical order as letters and minor_to_major, and a
- * map from the first storage slots of the view to logical coordinates. */
+ * tensor's layout that tools/mft-explain prints: geometry (sizes with their
+ * dims named in logical order), tag and origin, every predicate, the
+ * physical order as letters and minor_to_major, and a map from the first
+ * storage slots of the view to logical coordinates. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,11 +27,14 @@ static void desc_printf(desc_buf *b, const char *fmt, ...) {
     if (n > 0) b->pos += (size_t)n;
 }
 
+/* The names of the dims in logical order (sizes and indices are always
+ * given in it, whatever the layout: docs/spec.md §1), spelled with commas so
+ * that nobody reads them as a physical order like "NCHW". */
 static const char *desc_dim_names(int ndim) {
     switch (ndim) {
-    case 3: return "NCL";
-    case 4: return "NCHW";
-    case 5: return "NCDHW";
+    case 3: return "N,C,L";
+    case 4: return "N,C,H,W";
+    case 5: return "N,C,D,H,W";
     default: return NULL;
     }
 }
@@ -67,8 +71,8 @@ static void desc_map(desc_buf *b, const mft_tensor *t) {
         }
     }
     const char *names = desc_dim_names(t->ndim);
-    desc_printf(b, "storage map (slot after offset -> logical index%s%s%s):\n", names ? " " : "",
-                names ? names : "", names ? "" : "");
+    desc_printf(b, "storage map (slot after offset -> logical index%s%s%s):\n",
+                names ? " (" : "", names ? names : "", names ? ")" : "");
     for (int64_t s = 0; s < slots; s++) {
         desc_printf(b, "  %3lld: ", (long long)s);
         if (count[s] == 0) {
@@ -95,7 +99,7 @@ size_t mft_tensor_describe(const mft_tensor *t, char *buf, size_t len) {
     char s1[MFT__DIMS_BUF], s2[MFT__DIMS_BUF];
     const char *names = desc_dim_names(t->ndim);
     desc_printf(&b, "sizes    %s%s%s%s\n", mft__fmt_dims(s1, sizeof s1, t->ndim, t->sizes),
-                names ? "  (" : "", names ? names : "", names ? ")" : "");
+                names ? "  (logical " : "", names ? names : "", names ? ")" : "");
     desc_printf(&b, "strides  %s  (elements)\n", mft__fmt_dims(s2, sizeof s2, t->ndim, t->strides));
     int64_t need = 0;
     mft_min_storage_numel(t->ndim, t->sizes, t->strides, &need);

@@ -1,11 +1,12 @@
 /* tensor/events.c — what every op reports whether or not anyone listens:
- * conversion counters with causes and the call site (Note [Conversions and
- * their causes] in mft/profile.h), the rings of recent conversion and kernel
- * events, the kernel-event hook every kernel run calls, the reorder budget,
- * the MFT_VERBOSE log, and the sink through which the profiler (profile/, a
- * layer above) receives events while it records. Counters, rings and the
- * budget are per thread: conversions are started by the thread that called
- * the op. */
+ * conversion counters with causes, the newest conversion with its call site,
+ * module path and copy time (Note [Conversions and their causes] in
+ * mft/profile.h), the call site and MFT_AT's stack of them, the rings of
+ * recent conversion and kernel events, the kernel-event hook every kernel
+ * run calls, the reorder budget, the MFT_VERBOSE log, and the sink through
+ * which the profiler (profile/, a layer above) receives events while it
+ * records. Counters, rings, sites and the budget are per thread: conversions
+ * are started by the thread that called the op. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,42 @@ static _Thread_local events_cause tl_cause[EVENTS_CAUSE_DEPTH];
 static _Thread_local int tl_ncause = 0;
 static _Thread_local const char *tl_site_file = NULL;
 static _Thread_local int tl_site_line = 0;
+
+/* Note [Conversion copy time]
+ * A conversion is noted right after the copy that made it (mft__copy_kernel
+ * into the new tensor, then mft__note_conversion with the same source and
+ * copy), and the copy reports itself as a kernel event first. So the
+ * conversion's wall time is the duration of the newest kernel event when
+ * that event is a "copy" from src into dst: the kernel hook keeps the
+ * newest event's operands and times (tl_copy), the conversion pairs with it
+ * when both pointers match and no kernel event came in between, and then
+ * clears it (a copy pays for one conversion). A copy that was not timed
+ * (profiler and verbose log off) or did not run (no element) leaves the
+ * conversion's time 0; so does a clock that is off when the conversion is
+ * noted (an untimed copy reports no event, so the kept one may be older and
+ * its tensors' addresses reused since). The profiler pairs its own copy
+ * event the same way (profile/profile.c): with both, a copy inside an op
+ * that is not a conversion (a cast, a repack into a result) stays an
+ * "internal copy". */
+typedef struct events_copy {
+    const mft_tensor *dst, *src; /* NULL dst: the newest kernel event is no timed copy */
+    uint64_t t0, t1;
+    int64_t seq; /* its kernel sequence number */
+} events_copy;
+static _Thread_local events_copy tl_copy;
+
+/* The newest conversion (mft_conversion_last); its module strings are
+ * copies, the path can change before anyone reads them. */
+static _Thread_local mft_conversion_info tl_last_conv;
+static _Thread_local char tl_last_module[512], tl_last_kind[96];
+
+const mft_conversion_info *mft_conversion_last(void) {
+    if (!tl_last_conv.module) { /* before the first conversion */
+        tl_last_conv.module = tl_last_conv.module_kind = "";
+        tl_last_conv.op = tl_last_conv.from = tl_last_conv.to = "";
+    }
+    return &tl_last_conv;
+}
 
 mft_conversion_counts mft_conversion_counts_get(void) { return tl_counts; }
 void mft_conversion_counts_reset(void) { memset(&tl_counts, 0, sizeof tl_counts); }
@@ -94,6 +131,7 @@ bool mft__kernel_get(int64_t seq, mft__kernel_rec *r) {
 static _Thread_local bool tl_budget_open = false;
 static _Thread_local int64_t tl_budget_max = 0, tl_budget_seen = 0;
 static _Thread_local mft__conv_rec tl_budget_first; /* first conversion over the limit */
+static _Thread_local char tl_budget_module[512];      /* its module path and kind */
 
 mft_status mft_reorder_budget_begin(int64_t max) {
     static const char fn[] = "mft_reorder_budget_begin";
@@ -127,14 +165,26 @@ mft_status mft_reorder_budget_end(void) {
     if (r->site_file) snprintf(site, sizeof site, "at %s:%d", r->site_file, r->site_line);
     mft__set_error(MFT_ERR_BUDGET,
                    "%s: %lld hidden conversions, the budget allows %lld; the first over the "
-                   "limit: %s conversion by %s (%s -> %s, %lld bytes) %s",
+                   "limit: %s conversion by %s (%s -> %s, %lld bytes) %s%s%s",
                    fn, (long long)tl_budget_seen, (long long)tl_budget_max,
                    mft_conversion_cause_name(r->cause), r->op ? r->op : "?", r->from, r->to,
-                   (long long)r->bytes, site);
+                   (long long)r->bytes, site, tl_budget_module[0] ? " in module " : "",
+                   tl_budget_module);
     return MFT_ERR_BUDGET;
 }
 
 /* ---------------------------------------------------------------- conversions */
+/* "path" or "path (kind)" of the current module, "" outside modules. */
+static void events_module_text(char *buf, size_t len) {
+    const char *path = mft_module_path(), *kind = mft_module_kind();
+    if (!path[0])
+        buf[0] = '\0';
+    else if (kind[0])
+        snprintf(buf, len, "%s (%s)", path, kind);
+    else
+        snprintf(buf, len, "%s", path);
+}
+
 void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_tensor *src,
                              const mft_tensor *dst) {
     if ((unsigned)c >= MFT_CAUSE_COUNT) c = MFT_CAUSE_EXPLICIT;
@@ -144,19 +194,46 @@ void mft__note_conversion_as(mft_conversion_cause c, const char *op, const mft_t
     tl_counts.total++;
     bool hidden = mft_conversion_cause_hidden(c);
     if (hidden) tl_counts.hidden++;
+    /* Note [Conversion copy time] */
+    int64_t ns = 0;
+    if (dst && tl_copy.dst == dst && tl_copy.src == src && tl_copy.seq == tl_kernel_seq &&
+        (mft__tl_profiling || mft__verbose_on()))
+        ns = tl_copy.t1 > tl_copy.t0 ? (int64_t)(tl_copy.t1 - tl_copy.t0) : 1; /* timed: >= 1 */
+    tl_copy.dst = NULL;
     mft__conv_rec r = {
         c, op, mft__layout_label(src), mft__layout_label(dst), bytes, tl_site_file, tl_site_line};
     tl_conv_ring[++tl_conv_seq % MFT__EVENT_RING] = r;
-    if (hidden && tl_budget_open && ++tl_budget_seen == tl_budget_max + 1) tl_budget_first = r;
+    snprintf(tl_last_module, sizeof tl_last_module, "%s", mft_module_path());
+    snprintf(tl_last_kind, sizeof tl_last_kind, "%s", mft_module_kind());
+    tl_last_conv = (mft_conversion_info){.seq = tl_conv_seq,
+                                         .cause = c,
+                                         .op = op ? op : "?",
+                                         .from = r.from,
+                                         .to = r.to,
+                                         .bytes = bytes,
+                                         .ns = ns,
+                                         .site_file = r.site_file,
+                                         .site_line = r.site_line,
+                                         .module = tl_last_module,
+                                         .module_kind = tl_last_kind};
+    if (hidden && tl_budget_open && ++tl_budget_seen == tl_budget_max + 1) {
+        tl_budget_first = r;
+        events_module_text(tl_budget_module, sizeof tl_budget_module);
+    }
     const mft__profile_sink *sink = atomic_load(&g_sink);
     if (mft__tl_profiling && sink) sink->conversion(&r);
     if (mft__verbose_on()) {
-        char line[320];
+        char line[1024];
         int n = snprintf(line, sizeof line, "mft_verbose,conversion,%s,%s,%s->%s,bytes=%lld%s",
                          mft_conversion_cause_name(c), op ? op : "?", r.from, r.to,
                          (long long)bytes, hidden ? ",hidden" : "");
         if (r.site_file && n > 0 && (size_t)n < sizeof line)
-            snprintf(line + n, sizeof line - (size_t)n, ",site=%s:%d", r.site_file, r.site_line);
+            n += snprintf(line + n, sizeof line - (size_t)n, ",site=%s:%d", r.site_file,
+                          r.site_line);
+        if (tl_last_module[0] && n > 0 && (size_t)n < sizeof line)
+            n += snprintf(line + n, sizeof line - (size_t)n, ",module=%s", tl_last_module);
+        if (ns > 0 && n > 0 && (size_t)n < sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, ",time_ms=%.4f", (double)ns * 1e-6);
         mft__verbose_line(line);
     }
 }
@@ -224,8 +301,11 @@ void mft__kernel_end_slow(uint64_t t0, const mft__kernel_info *k) {
     const char *out = k->nout > 0 ? mft__layout_label(k->out[0]) : "-";
     tl_kernel_ring[++tl_kernel_seq % MFT__EVENT_RING] =
         (mft__kernel_rec){k->op, k->kernel, in, out};
+    tl_copy.dst = NULL;
     if (!t0) return; /* neither profiling nor verbose when the kernel started */
     uint64_t t1 = mft__now_ns();
+    if (k->nin > 0 && k->nout > 0 && k->op && strcmp(k->op, "copy") == 0)
+        tl_copy = (events_copy){k->out[0], k->in[0], t0, t1, tl_kernel_seq};
     int64_t bytes = 0;
     for (int i = 0; i < k->nin; i++)
         if (k->in[i]) bytes += k->in[i]->numel * (int64_t)mft_dtype_size(k->in[i]->dtype);
@@ -234,7 +314,7 @@ void mft__kernel_end_slow(uint64_t t0, const mft__kernel_info *k) {
     const mft__profile_sink *sink = atomic_load(&g_sink);
     if (mft__tl_profiling && sink) sink->kernel(t0, t1, k, bytes);
     if (mft__verbose_on()) {
-        char line[320];
+        char line[1024];
         int n =
             snprintf(line, sizeof line, "mft_verbose,%s,%s,%s,%s,%s,%s,%s->%s,conversions=%d,",
                      k->asked == MFT_FORMAT_COUNT ? "exec" : "dispatch", k->op, k->kernel,
@@ -245,7 +325,11 @@ void mft__kernel_end_slow(uint64_t t0, const mft__kernel_info *k) {
             n += snprintf(line + n, sizeof line - (size_t)n, "time_ms=%.4f,bytes=%lld%s",
                           (double)(t1 - t0) * 1e-6, (long long)bytes, k->user ? ",user" : "");
         if (tl_site_file && n > 0 && (size_t)n < sizeof line)
-            snprintf(line + n, sizeof line - (size_t)n, ",site=%s:%d", tl_site_file, tl_site_line);
+            n += snprintf(line + n, sizeof line - (size_t)n, ",site=%s:%d", tl_site_file,
+                          tl_site_line);
+        const char *path = mft_module_path();
+        if (path[0] && n > 0 && (size_t)n < sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, ",module=%s", path);
         mft__verbose_line(line);
     }
 }
@@ -259,9 +343,33 @@ void mft__note_conversion(const char *op, const mft_tensor *src, const mft_tenso
         mft__note_conversion_as(MFT_CAUSE_EXPLICIT, op, src, dst);
 }
 
+/* ---------------------------------------------------------------- call sites
+ * mft_profile_site sets the site; MFT_AT and MFT_AT_BEGIN push (saving the
+ * site they replace) and their end pops (mft/profile.h). */
+#define EVENTS_SITE_DEPTH 32
+static _Thread_local const char *tl_at_file[EVENTS_SITE_DEPTH];
+static _Thread_local int tl_at_line[EVENTS_SITE_DEPTH];
+static _Thread_local int tl_at_depth = 0;
+
 void mft_profile_site(const char *file, int line) {
     tl_site_file = file;
     tl_site_line = file ? line : 0;
+}
+
+void mft__at_push(const char *file, int line) {
+    if (tl_at_depth < EVENTS_SITE_DEPTH) {
+        tl_at_file[tl_at_depth] = tl_site_file;
+        tl_at_line[tl_at_depth] = tl_site_line;
+    }
+    tl_at_depth++;
+    mft_profile_site(file, line);
+}
+
+void mft__at_pop(void) {
+    if (tl_at_depth == 0) return; /* an END without its BEGIN */
+    tl_at_depth--;
+    if (tl_at_depth < EVENTS_SITE_DEPTH)
+        mft_profile_site(tl_at_file[tl_at_depth], tl_at_line[tl_at_depth]);
 }
 
 void mft__site_get(const char **file, int *line) {

@@ -80,11 +80,12 @@ MFT_API int64_t mft_tape_size(void);
 
 /* Writes this thread's open tape to f as a Graphviz DOT graph (render with
  * `dot -Tpng`): one box per recorded op (op, the kernels that ran for it,
- * layout of input 0 -> output 0, call site), one ellipse per leaf (sizes,
- * dtype, layout) and per constant input, edges in data order; after
- * mft_backward, a second cluster with one box per op whose backward ran (its
- * kernels, the layouts of the gradients it produced) and edges in gradient
- * order. Every conversion (mft/profile.h) made while an op ran is a separate
+ * layout of input 0 -> output 0, the module path and kind it was recorded
+ * in, call site), one ellipse per leaf (its tensor name when set, else
+ * "leaf"; sizes, dtype, layout) and per constant input, edges in data order;
+ * after mft_backward, a second cluster with one box per op whose backward
+ * ran (its kernels, its module, the layouts of the gradients it produced)
+ * and edges in gradient order. Every conversion (mft/profile.h) made while an op ran is a separate
  * red node (cause, layouts from -> to, bytes) on the edge where it
  * happened. Kernels and conversions are read from the thread's recent-event
  * rings when each node is recorded / runs backward: per op at most 4 distinct
@@ -100,11 +101,17 @@ MFT_API bool mft_grad_enabled(void);
 
 /* Backpropagates from loss through this thread's tape. grad_output has
  * loss's sizes and dtype (NULL means 1 for a one-element loss; a larger loss
- * without grad_output is MFT_ERR_SHAPE, another dtype MFT_ERR_DTYPE). Nodes run once: their saved tensors are
- * released as they run, so a second backward over the same nodes is
- * MFT_ERR_STALE. Errors: loss NULL or not produced on the open tape, stale
- * saved tensors, a backward kernel's failure (naming the op). On any error
- * no leaf gradient changes. */
+ * without grad_output is MFT_ERR_SHAPE, another dtype MFT_ERR_DTYPE). Nodes
+ * run once: their saved tensors are released as they run, so a second
+ * backward over the same nodes is MFT_ERR_STALE. Each node's backward runs
+ * with its forward's call site and module path (mft/profile.h), so its
+ * events are attributed to the forward. Errors: loss NULL (MFT_ERR_NULL);
+ * MFT_ERR_INVALID when loss has no node on the open tape, saying why: no
+ * tape is open, the loss does not require grad (no input of the ops that
+ * produced it required grad, so nothing was recorded), it was recorded on
+ * another tape (ended, or another thread's), or it is a leaf; stale saved
+ * tensors; a backward kernel's failure (naming the op). On any error no
+ * leaf gradient changes. */
 MFT_API mft_status mft_backward(mft_tensor *loss, const mft_tensor *grad_output);
 
 /* Gradients that backward had to convert into their input's format on this

@@ -12,6 +12,10 @@
  *   - a leaf used twice is one node; more than 4 conversions in one op's
  *     stretch: 4 drawn + a "+N more" node; labels escaped (quotes,
  *     backslashes in the call site);
+ *   - names: a leaf with a tensor name (mft_tensor_set_name) is labelled
+ *     with it, one without keeps "leaf"; an op recorded inside a module
+ *     (mft_module_path_push) shows its path and kind in its forward and
+ *     backward boxes, one outside shows none;
  *   - errors: no tape (SCOPE), NULL f (NULL), a stream that cannot be
  *     written (IO);
  *   - `dot -Tsvg` accepts every picture (skipped with a note when Graphviz
@@ -284,6 +288,49 @@ static void test_leaves_overflow_escaping(void) {
     mft_tensor_release(w);
 }
 
+/* w named "0.weight" (with a quote, escaped), b unnamed; conv2d recorded
+ * in module "0" (Conv2d(3, 2)), relu in "1" with no kind, sum outside. */
+static void test_names_and_modules(void) {
+    const int64_t xs[4] = {1, 3, 4, 4}, ws[4] = {2, 3, 3, 3}, bs[1] = {2}, one[2] = {1, 1};
+    mft_tensor *w = mft_randn(4, ws, MFT_F32, MFT_CONTIGUOUS, 7);
+    mft_tensor *b = mft_zeros(1, bs, MFT_F32, MFT_CONTIGUOUS);
+    CHECK(mft_tensor_set_requires_grad(w, true) == MFT_OK);
+    CHECK(mft_tensor_set_requires_grad(b, true) == MFT_OK);
+    CHECK(mft_tensor_set_name(w, "0.we\"ight") == MFT_OK);
+    mft_scope_begin();
+    mft_tensor *x = mft_rand(4, xs, MFT_F32, MFT_CONTIGUOUS, 8);
+    CHECK(mft_tape_begin() == MFT_OK);
+    CHECK(mft_module_path_push("0", "Conv2d(3, 2)") == MFT_OK);
+    mft_tensor *h = mft_conv2d(x, w, b, one, one, one, 1);
+    mft_module_path_pop();
+    CHECK(mft_module_path_push("1", NULL) == MFT_OK);
+    h = mft_relu(h);
+    mft_module_path_pop();
+    mft_tensor *loss = mft_sum(h, 0, NULL, false);
+    CHECK(loss && mft_backward(loss, NULL) == MFT_OK);
+    dot_file d = {{0}, NULL};
+    CHECK(dot_capture(&d) == MFT_OK && d.text);
+    if (d.text) {
+        const char *t = d.text;
+        CHECK_MSG(count_lines(t, "  l0_1", "label=\"0.we\\\"ight\\n[2,3,3,3] f32") == 1, "%s", t);
+        CHECK_MSG(count_lines(t, "  l0_2", "label=\"leaf\\n[2] f32") == 1, "%s", t);
+        /* no call site here: the module is the forward box's last line */
+        CHECK_MSG(count_lines(t, "    f0 ", "\\nmodule 0 (Conv2d(3, 2))\"]") == 1, "%s", t);
+        CHECK_MSG(count_lines(t, "    f1 ", "\\nmodule 1\"]") == 1, "%s", t);
+        CHECK_MSG(count_lines(t, "    b0 ", "\\nmodule 0 (Conv2d(3, 2))\\n") == 1, "%s", t);
+        CHECK_MSG(count_lines(t, "    b1 ", "\\nmodule 1\\n") == 1, "%s", t);
+        CHECK_EQ_I(count_lines(t, "    f2 ", "module"), 0);
+        CHECK_EQ_I(count_lines(t, "    b2 ", "module"), 0);
+        CHECK_EQ_I(count_str(t, "module "), 4);
+        check_dot_accepts(d.path);
+    }
+    dot_drop(&d);
+    CHECK(mft_tape_end() == MFT_OK);
+    mft_scope_end();
+    mft_tensor_release(w);
+    mft_tensor_release(b);
+}
+
 static void test_errors(void) {
     CHECK_EQ_I(mft_tape_to_dot(stdout), MFT_ERR_SCOPE);
     CHECK_ERR(MFT_ERR_SCOPE, "mft_tape_to_dot: no tape is open");
@@ -313,5 +360,6 @@ int main(void) {
     RUN(test_nhwc_step);
     RUN(test_mixed_step);
     RUN(test_leaves_overflow_escaping);
+    RUN(test_names_and_modules);
     TEST_MAIN_END();
 }

@@ -164,6 +164,10 @@ static void test_describe(void) {
     CHECK(need < sizeof buf && strlen(buf) == need);
     CHECK(strstr(buf, "tag      CHANNELS_LAST (declared)") != NULL);
     CHECK(strstr(buf, "order    NHWC") != NULL);
+    /* sizes are in logical order whatever the layout: said so, not "(NCHW)" */
+    CHECK_MSG(strncmp(buf, "sizes    [1,3,1,2]  (logical N,C,H,W)\n", 38) == 0, "%s", buf);
+    CHECK(strstr(buf, "(NCHW)") == NULL);
+    CHECK(strstr(buf, "storage map (slot after offset -> logical index (N,C,H,W)):\n") != NULL);
     CHECK(strstr(buf, "is_contiguous(CHANNELS_LAST)  true") != NULL);
     /* NHWC storage: slot 1 holds channel 1 of pixel 0, slot 3 channel 0 of pixel 1 */
     CHECK(strstr(buf, "    1: (0,1,0,0)") != NULL && strstr(buf, "    3: (0,0,0,1)") != NULL);
