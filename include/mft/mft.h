@@ -36,6 +36,7 @@
 #include "mft/tensor.h"
 #include "mft/ops.h"
 #include "mft/dispatch.h"
+#include "mft/parallel.h"
 #include "mft/cnn.h"
 #include "mft/autograd.h"
 #include "mft/loss.h"
