@@ -13,12 +13,18 @@
 #   autograd_record  the tape and the recording ops do (autograd/tape.c)
 #   ops              the operators, one folder per family (ops/<family>/)
 #   autograd_engine  the backward walk, gradcheck, the DOT picture
-#   nn, data, io, profile   layers, losses and optimisers; IDX and batching
-#                    (the only zlib user); checkpoints; the profiler
-# The layering test (tests/layers/, CTest) also reads every object's symbol
-# table and fails on a call from a layer to a higher one (or between the
-# four top layers), naming both files and the symbol, and greps the sources
-# for includes of a higher layer's private headers, naming the line.
+#   data, io, profile   three independent services side by side: IDX and
+#                    batching (the only zlib user); checkpoints; the profiler
+#   nn               layers, losses, optimisers, models, and model
+#                    checkpoints (nn/state.c, which writes and reads through
+#                    io's checkpoint files)
+# nn sits above data, io and profile so that a model can be saved with one
+# call (mft_module_save) without io knowing what a module is; the three
+# services never call nn nor each other. The layering test (tests/layers/,
+# CTest) also reads every object's symbol table and fails on a call from a
+# layer to a higher one (or between data, io and profile), naming both files
+# and the symbol, and greps the sources for includes of a higher layer's
+# private headers, naming the line.
 #
 # zlib (Debian zlib1g-dev) reads the gzip-compressed IDX datasets
 # (data/idx.c): a PRIVATE dependency of both libraries; libmft.a's consumers
@@ -26,7 +32,8 @@
 # find_dependency(ZLIB) in mftConfig.cmake and Requires.private: zlib in mft.pc).
 find_package(ZLIB REQUIRED)
 
-set(MFT_LAYERS tensor autograd_record ops autograd_engine nn data io profile)
+# lowest first: the layering test (tests/CMakeLists.txt) takes the order from here
+set(MFT_LAYERS tensor autograd_record ops autograd_engine data io profile nn)
 
 # mft_add_layer(NAME SOURCES globs... SEES folders...): the object library
 # mft_layer_NAME from the globbed sources, privately including the folders
@@ -60,11 +67,11 @@ mft_add_layer(autograd_record SOURCES autograd/tape.c SEES tensor autograd)
 mft_add_layer(ops SOURCES ops/*.c SEES tensor autograd ops)
 mft_add_layer(autograd_engine SOURCES autograd/backward.c autograd/gradcheck.c autograd/dot.c
   SEES tensor autograd ops)
-mft_add_layer(nn SOURCES nn/*.c SEES tensor autograd ops nn)
 mft_add_layer(data SOURCES data/*.c SEES tensor data)
 target_link_libraries(mft_layer_data PRIVATE ZLIB::ZLIB)
 mft_add_layer(io SOURCES io/*.c SEES tensor io)
 mft_add_layer(profile SOURCES profile/*.c SEES tensor profile)
+mft_add_layer(nn SOURCES nn/*.c SEES tensor autograd ops data io profile nn)
 
 # every autograd/*.c belongs to one of the two autograd layers
 file(GLOB MFT_AUTOGRAD_SOURCES ${PROJECT_SOURCE_DIR}/autograd/*.c)

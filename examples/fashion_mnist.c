@@ -7,6 +7,8 @@
  *   build/examples/fashion_mnist --epochs 2 --format nchw --threads 2
  *   build/examples/fashion_mnist --batchnorm --optimizer adam --save ck.mft
  *   build/examples/fashion_mnist --load ck.mft --epochs 0   # evaluate only
+ *   build/examples/fashion_mnist --epochs 1 --save ck.mft   # stop after epoch 1 ...
+ *   build/examples/fashion_mnist --load ck.mft --start-epoch 2 --epochs 1   # ... and resume
  *   build/examples/fashion_mnist --epochs 6 --lr-step 2 --lr-gamma 0.5
  *   build/examples/fashion_mnist --steps 1 --dot tape.dot   # dot -Tpng tape.dot > tape.png
  *
@@ -14,6 +16,10 @@
  * conv 32->64 3x3 p1, relu, maxpool 2, flatten, linear 3136->128, relu,
  * linear 128->10 (--batchnorm adds batch_norm after each conv); SGD momentum
  * 0.9, lr 0.01, batch 64.
+ * Checkpoints (--save / --load) hold the model and the optimiser state in one
+ * file (mft_module_save / mft_module_load, mft/state.h); resuming with
+ * --start-epoch at the next epoch reproduces an uninterrupted run exactly
+ * (same shuffles, learning rate and optimiser state).
  * Prints one line per epoch (a progress bar when stderr is a terminal),
  * writes a TSV of per-epoch metrics, and ends with which kernels ran and how
  * many format conversions a training step needed, per cause (mft/profile.h).
@@ -27,14 +33,25 @@
 #include <time.h>
 #include <unistd.h>
 #include <mft/mft.h>
+#include <mft/state.h>
 
-#define MEAN 0.2860
-#define STD 0.3530
-#define MAX_STATE 256
+/* The dataset: Debian's dataset-fashion-mnist, IDX files read by mft_mnist_load. */
+#define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define FMNIST_IMAGE_SIZE 28     /* images are 28 x 28 grey pixels */
+#define FMNIST_CLASSES 10        /* labels 0..9 */
+#define FMNIST_TRAIN_IMAGES 60000
+#define FMNIST_TEST_IMAGES 10000
+/* Per-pixel normalisation (x / 255 - MEAN) / STD: the training set's mean and
+ * standard deviation, as bench/fashion_mnist_torch.py uses. */
+#define FMNIST_MEAN 0.2860
+#define FMNIST_STD 0.3530
+
+#define MAX_PARAMS 64   /* parameters of the model, at most */
+#define EVAL_BATCH 1000 /* images per evaluation forward */
 
 typedef struct options {
     const char *data_dir, *format, *optimizer, *save, *load, *metrics, *dot;
-    int epochs, threads, batch;
+    int epochs, start_epoch, threads, batch;
     int64_t limit, test_limit, steps;
     double lr, lr_gamma;
     int64_t lr_step;
@@ -59,10 +76,17 @@ static void usage(FILE *to) {
             "usage: fashion_mnist [--format nhwc|nchw] [--epochs N] [--threads T] [--batch B]\n"
             "                     [--batchnorm] [--optimizer sgd|adam] [--lr LR] [--seed S]\n"
             "                     [--lr-step EPOCHS [--lr-gamma G]]   (StepLR schedule)\n"
-            "                     [--save FILE] [--load FILE] [--metrics FILE.tsv]\n"
+            "                     [--save FILE] [--load FILE [--start-epoch E]]\n"
+            "                     [--metrics FILE.tsv]\n"
             "                     [--data DIR] [--limit N] [--test-limit N] [--steps N] [--quiet]\n"
             "                     [--dot FILE.dot] [--profile] [--no-fuse] [--help]\n"
             "  --steps N      at most N training steps per epoch\n"
+            "  --save FILE    after training, write the model, the optimiser state and\n"
+            "                 the learning rate to FILE (one checkpoint, mft_module_save)\n"
+            "  --load FILE    start from FILE's model (and, when training, its optimiser\n"
+            "                 state and learning rate)\n"
+            "  --start-epoch E  number the first epoch E (default 1): the epoch after the\n"
+            "                 checkpoint's, so shuffles and the schedule continue exactly\n"
             "  --profile      time every kernel of the first epoch's training steps\n"
             "                 after the first (op, kernel, formats, calls, ms, MB)\n"
             "  --no-fuse      run relu and max_pool2d as two ops (default: one fused\n"
@@ -74,14 +98,15 @@ static void usage(FILE *to) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){"/usr/share/datasets/fashion-mnist", "nhwc", "sgd", NULL, NULL,
-                   "fashion_mnist_metrics.tsv", NULL, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, false, false, 1};
+    *o = (options){FMNIST_DIR, "nhwc", "sgd", NULL, NULL, "fashion_mnist_metrics.tsv", NULL,
+                   1, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, false, false, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (strcmp(a, name) == 0 && v && (i++, 1))
         if (OPT("--format")) o->format = v;
         else if (OPT("--epochs")) o->epochs = atoi(v);
+        else if (OPT("--start-epoch")) o->start_epoch = atoi(v);
         else if (OPT("--threads")) o->threads = atoi(v);
         else if (OPT("--batch")) o->batch = atoi(v);
         else if (OPT("--optimizer")) o->optimizer = v;
@@ -112,6 +137,7 @@ static int parse(int argc, char **argv, options *o) {
     }
     if ((strcmp(o->format, "nhwc") && strcmp(o->format, "nchw")) ||
         (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "adam")) || o->epochs < 0 ||
+        o->start_epoch < 1 ||
         o->batch <= 0 || o->threads < 0 || o->lr_step < 0) {
         usage(stderr);
         return 2;
@@ -120,34 +146,20 @@ static int parse(int argc, char **argv, options *o) {
     return 0;
 }
 
-/* Everything a checkpoint holds: "model.<param/buffer>" and "optim.<state>". */
-typedef struct state_list {
-    int n;
-    mft_tensor *t[MAX_STATE];
-    char names[MAX_STATE][64];
-    const char *ptrs[MAX_STATE];
-} state_list;
-
-static void state_collect(const mft_module *m, const mft_optimizer *opt, state_list *s) {
-    mft_tensor *t[MAX_STATE];
-    const char *nm[MAX_STATE];
-    s->n = 0;
-    int np = mft_module_parameters(m, t, nm, MAX_STATE);
-    for (int i = 0; i < np && s->n < MAX_STATE; i++, s->n++) {
-        snprintf(s->names[s->n], 64, "model.%s", nm[i]);
-        s->t[s->n] = t[i];
-    }
-    int nb = mft_module_buffers(m, t, nm, MAX_STATE);
-    for (int i = 0; i < nb && s->n < MAX_STATE; i++, s->n++) {
-        snprintf(s->names[s->n], 64, "model.%s", nm[i]);
-        s->t[s->n] = t[i];
-    }
-    int no = mft_optimizer_state(opt, t, nm, MAX_STATE);
-    for (int i = 0; i < no && s->n < MAX_STATE; i++, s->n++) {
-        snprintf(s->names[s->n], 64, "optim.%s", nm[i]);
-        s->t[s->n] = t[i];
-    }
-    for (int i = 0; i < s->n; i++) s->ptrs[i] = s->names[i];
+/* ------------------------------------------------------------------ dataset */
+/* Is (images, labels) one split of Fashion-MNIST: n images of
+ * FMNIST_IMAGE_SIZE^2 pixels (U8, N x H x W) and n labels (I64) in
+ * 0..FMNIST_CLASSES-1? */
+static bool split_ok(const mft_tensor *images, const mft_tensor *labels, int64_t n) {
+    const int64_t *s = mft_tensor_sizes(images);
+    if (mft_tensor_ndim(images) != 3 || s[0] != n || s[1] != FMNIST_IMAGE_SIZE ||
+        s[2] != FMNIST_IMAGE_SIZE || mft_tensor_ndim(labels) != 1 ||
+        mft_tensor_sizes(labels)[0] != n || mft_tensor_dtype(labels) != MFT_I64)
+        return false;
+    const int64_t *y = mft_tensor_data(labels);
+    for (int64_t i = 0; i < n; i++)
+        if (y[i] < 0 || y[i] >= FMNIST_CLASSES) return false;
+    return true;
 }
 
 /* ------------------------------------------------------------------ progress */
@@ -168,23 +180,21 @@ static int evaluate(mft_module *model, const mft_tensor *images, const mft_tenso
                     int64_t n, mft_format fmt, double *acc) {
     mft_module_set_training(model, false);
     bool prev = mft_set_grad_enabled(false);
-    int64_t correct = 0, bs = 1000;
-    int64_t *idx = malloc((size_t)bs * sizeof *idx);
+    int64_t correct = 0;
+    int64_t *idx = malloc((size_t)EVAL_BATCH * sizeof *idx);
     int rc = 0;
-    for (int64_t s = 0; s < n && !rc; s += bs) {
-        int64_t cnt = n - s < bs ? n - s : bs;
+    for (int64_t s = 0; s < n && !rc; s += EVAL_BATCH) {
+        int64_t cnt = n - s < EVAL_BATCH ? n - s : EVAL_BATCH;
         for (int64_t i = 0; i < cnt; i++) idx[i] = s + i;
         mft_scope_begin();
-        mft_tensor *x = mft_images_to_batch(images, idx, cnt, 1.0 / 255.0, MEAN, STD, fmt, MFT_F32);
-        mft_tensor *logits = mft_module_forward(model, x);
-        mft_tensor *pred = mft_argmax(logits, 1, false);
-        if (!pred) {
+        mft_tensor *x = mft_images_to_batch(images, idx, cnt, 1.0 / 255.0, FMNIST_MEAN,
+                                            FMNIST_STD, fmt, MFT_F32);
+        mft_tensor *y = mft_gather_rows(labels, idx, cnt);
+        mft_tensor *hits = mft_accuracy_count(mft_module_forward(model, x), y);
+        if (!hits)
             rc = fail("evaluate");
-        } else {
-            const int64_t *p = mft_tensor_data(pred);
-            const int64_t *y = (const int64_t *)mft_tensor_data(labels) + s;
-            for (int64_t i = 0; i < cnt; i++) correct += p[i] == y[i];
-        }
+        else
+            correct += (int64_t)mft_tensor_get(hits, NULL);
         mft_scope_end();
     }
     free(idx);
@@ -261,19 +271,28 @@ int main(int argc, char **argv) {
         mft_tensor_release(tr_x), mft_tensor_release(tr_y);
         return 1;
     }
-    int64_t ntrain = mft_tensor_sizes(tr_x)[0], ntest = mft_tensor_sizes(te_x)[0];
+    if (!split_ok(tr_x, tr_y, FMNIST_TRAIN_IMAGES) || !split_ok(te_x, te_y, FMNIST_TEST_IMAGES)) {
+        fprintf(stderr,
+                "fashion_mnist: %s does not hold Fashion-MNIST (%d + %d images of %dx%d, "
+                "labels 0..%d)\n",
+                o.data_dir, FMNIST_TRAIN_IMAGES, FMNIST_TEST_IMAGES, FMNIST_IMAGE_SIZE,
+                FMNIST_IMAGE_SIZE, FMNIST_CLASSES - 1);
+        rc = 1;
+        goto out_data;
+    }
+    int64_t ntrain = FMNIST_TRAIN_IMAGES, ntest = FMNIST_TEST_IMAGES;
     if (o.limit > 0 && o.limit < ntrain) ntrain = o.limit;
     if (o.test_limit > 0 && o.test_limit < ntest) ntest = o.test_limit;
 
-    mft_module *model = mft_nn_fashion_cnn(
-        &(mft_fashion_cnn_config){.batch_norm = o.batchnorm, .format = fmt, .seed = o.seed});
+    mft_module *model = mft_nn_fashion_cnn(&(mft_fashion_cnn_config){
+        .image_size = FMNIST_IMAGE_SIZE, .batch_norm = o.batchnorm, .format = fmt, .seed = o.seed});
     if (!model) {
         rc = fail("building the model");
         goto out_data;
     }
     mft_module_set_fusion(model, !o.no_fuse);
-    mft_tensor *params[MAX_STATE];
-    int nparams = mft_module_parameters(model, params, NULL, MAX_STATE);
+    mft_tensor *params[MAX_PARAMS];
+    int nparams = mft_module_parameters(model, params, NULL, MAX_PARAMS);
     mft_optimizer *opt =
         strcmp(o.optimizer, "sgd") == 0
             ? mft_sgd_new(nparams, params, &(mft_sgd_opts){o.lr, 0.9, 0.0, 0.0, false})
@@ -282,19 +301,17 @@ int main(int argc, char **argv) {
         rc = fail("creating the optimiser");
         goto out_model;
     }
-    state_list st;
-    state_collect(model, opt, &st);
-    if (o.load) {
-        if (mft_load_tensors_into(o.load, st.n, st.ptrs, st.t) != MFT_OK) {
+    if (o.load) { /* evaluation only needs the model */
+        if (mft_module_load(o.load, model, o.epochs > 0 ? opt : NULL) != MFT_OK) {
             rc = fail("loading the checkpoint");
             goto out_opt;
         }
-        printf("loaded %d tensors from %s\n", st.n, o.load);
+        printf("loaded the model%s from %s\n", o.epochs > 0 ? " and the optimiser" : "", o.load);
     }
     printf("fashion_mnist: %s, %d thread(s), %lld train / %lld test images, batch %d, %s lr %g%s, "
            "%lld parameters\n",
            o.format, mft_num_threads(), (long long)ntrain, (long long)ntest, o.batch,
-           o.optimizer, o.lr, o.batchnorm ? ", batchnorm" : "",
+           o.optimizer, mft_optimizer_lr(opt), o.batchnorm ? ", batchnorm" : "",
            (long long)mft_module_num_parameters(model));
     FILE *tsv = o.epochs > 0 && o.metrics ? fopen(o.metrics, "w") : NULL;
     if (tsv) fprintf(tsv, "epoch\ttrain_loss\ttest_acc\tepoch_seconds\timages_per_second\tms_per_step\n");
@@ -303,7 +320,7 @@ int main(int argc, char **argv) {
     int64_t total_steps = 0;
     mft_conversion_counts train_conv = {{0}, {0}, 0, 0}; /* training steps only */
     mft_dispatch_stats_reset();
-    for (int epoch = 1; epoch <= o.epochs && !rc; epoch++) {
+    for (int epoch = o.start_epoch; epoch < o.start_epoch + o.epochs && !rc; epoch++) {
         if (o.lr_step > 0) mft_optimizer_set_lr(opt, mft_step_lr(o.lr, o.lr_step, o.lr_gamma, epoch - 1));
         mft_shuffle_indices(idx, ntrain, o.seed * 1000003u + (uint64_t)epoch);
         int64_t nsteps = (ntrain + o.batch - 1) / o.batch;
@@ -315,7 +332,8 @@ int main(int argc, char **argv) {
             int64_t cnt = ntrain - s * o.batch < o.batch ? ntrain - s * o.batch : o.batch;
             const int64_t *bi = idx + s * o.batch;
             mft_scope_begin();
-            mft_tensor *x = mft_images_to_batch(tr_x, bi, cnt, 1.0 / 255.0, MEAN, STD, fmt, MFT_F32);
+            mft_tensor *x = mft_images_to_batch(tr_x, bi, cnt, 1.0 / 255.0, FMNIST_MEAN,
+                                                FMNIST_STD, fmt, MFT_F32);
             mft_tensor *y = mft_gather_rows(tr_y, bi, cnt);
             mft_tape_begin();
             mft_tensor *logits = MFT_AT(mft_module_forward(model, x));
@@ -379,10 +397,10 @@ int main(int argc, char **argv) {
         print_conversions(&train_conv, total_steps);
     }
     if (!rc && o.save) {
-        if (mft_save_tensors(o.save, st.n, st.ptrs, (const mft_tensor *const *)st.t) != MFT_OK)
+        if (mft_module_save(o.save, model, opt) != MFT_OK)
             rc = fail("saving the checkpoint");
         else
-            printf("saved %d tensors to %s\n", st.n, o.save);
+            printf("saved the model and the optimiser to %s\n", o.save);
     }
     free(idx);
 out_opt:

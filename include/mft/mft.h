@@ -41,6 +41,7 @@
 #include "mft/autograd.h"
 #include "mft/loss.h"
 #include "mft/nn.h"
+#include "mft/state.h"
 #include "mft/data.h"
 #include "mft/io.h"
 #include "mft/profile.h"
