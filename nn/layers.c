@@ -1,81 +1,34 @@
-/* nn/layers.c — the nn layers of mft/nn.h: construction with PyTorch's
- * default initialisation (seeded), forward through the public ops (so the
- * tape records them), training/eval mode, parameter and buffer listing with
- * dotted names, counting, description, and model.to(memory_format) done in
- * place on the existing parameter tensors (layer_swap_layout). A sequential
- * runs a relu followed by a max_pool2d as one mft_relu_max_pool2d unless
- * fusion is turned off. */
+/* nn/layers.c — the modules of mft/nn.h that apply one op (conv2d, linear,
+ * batch/group/layer norm, relu, max_pool2d, flatten, dropout,
+ * adaptive_avg_pool2d): construction with PyTorch's default initialisation
+ * (seeded) and their forward through the public ops (so the tape records
+ * them); and what every module shares, leaf or container: the forward entry
+ * point (all or nothing for the state layers keep: layer_undo), freeing,
+ * training/eval mode, fusion, parameter and buffer listing under dotted
+ * names, counting, description, and model.to(memory_format) /
+ * model.to(dtype) done in place on the existing tensors (layer_swap).
+ * The containers (sequential, residual, custom), the names of a tree and the
+ * module path while a forward runs live in nn/compose.c. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "internal.h"
-#include "mft/nn.h"
-
-#define NN_NAME_LEN 64
-
-typedef enum {
-    L_CONV2D,
-    L_LINEAR,
-    L_BATCH_NORM,
-    L_GROUP_NORM,
-    L_LAYER_NORM,
-    L_RELU,
-    L_MAX_POOL2D,
-    L_FLATTEN,
-    L_DROPOUT,
-    L_SEQUENTIAL
-} layer_kind;
-
-struct mft_module {
-    layer_kind kind;
-    bool training;
-    bool adopted; /* owned by a container */
-    /* parameters (weight, bias) and buffers (running_mean, running_var,
-     * num_batches_tracked); NULL when absent */
-    mft_tensor *param[2];
-    mft_tensor *buf[3];
-    char pname[2][NN_NAME_LEN];
-    char bname[3][NN_NAME_LEN];
-    /* conv / pool / linear geometry */
-    int64_t in, out, kernel[2], stride[2], padding[2], dilation[2], groups;
-    /* norms */
-    double eps, momentum;
-    int nnorm;
-    int64_t nshape[MFT_MAX_DIMS];
-    /* flatten */
-    int start_dim, end_dim;
-    /* dropout */
-    double p;
-    uint64_t seed, forwards;
-    /* sequential */
-    int n;
-    mft_module **child;
-    bool no_fuse; /* mft_module_set_fusion(l, false) */
-    /* error path of mft_nn_sequential (layer_free_unowned) */
-    bool doomed;
-    mft_module *next_doomed;
-};
+#include "module_internal.h"
 
 static const char *const k_pbase[2] = {"weight", "bias"};
 static const char *const k_bbase[3] = {"running_mean", "running_var", "num_batches_tracked"};
 
-static void layer_set_prefix(mft_module *l, const char *prefix) {
-    for (int i = 0; i < 2; i++) snprintf(l->pname[i], NN_NAME_LEN, "%s%s", prefix, k_pbase[i]);
-    for (int i = 0; i < 3; i++) snprintf(l->bname[i], NN_NAME_LEN, "%s%s", prefix, k_bbase[i]);
-    for (int i = 0; i < l->n; i++) {
-        char p[NN_NAME_LEN];
-        snprintf(p, sizeof p, "%s%d.", prefix, i);
-        layer_set_prefix(l->child[i], p);
-    }
-}
-
-static mft_module *layer_new(const char *fn, layer_kind kind) {
+mft_module *mft__nn_new(const char *fn, mft__nn_kind kind, const char *label_fmt, ...) {
     mft_module *l = mft__alloc_or_err(fn, sizeof *l, 16);
     if (!l) return NULL;
     memset(l, 0, sizeof *l);
     l->kind = kind;
     l->training = true;
-    layer_set_prefix(l, "");
+    va_list ap;
+    va_start(ap, label_fmt);
+    vsnprintf(l->label, sizeof l->label, label_fmt, ap);
+    va_end(ap);
+    for (int i = 0; i < 2; i++) snprintf(l->pname[i], sizeof l->pname[i], "%s", k_pbase[i]);
+    for (int i = 0; i < 3; i++) snprintf(l->bname[i], sizeof l->bname[i], "%s", k_bbase[i]);
     return l;
 }
 
@@ -85,7 +38,18 @@ void mft_module_free(mft_module *l) {
     for (int i = 0; i < 3; i++) mft_tensor_release(l->buf[i]);
     for (int i = 0; i < l->n; i++) mft_module_free(l->child[i]);
     mft__free(l->child);
+    if (l->ctx_free) l->ctx_free(l->ctx);
     mft__free(l);
+}
+
+/* A new leaf's tensors get their names ("weight", "running_mean"); on
+ * failure l is freed and the error names fn. */
+static mft_module *layer_named(const char *fn, mft_module *l) {
+    if (mft__nn_set_names(fn, l, "") != MFT_OK) {
+        mft_module_free(l);
+        return NULL;
+    }
+    return l;
 }
 
 static uint64_t nn_mix(uint64_t x) { /* splitmix64 finaliser */
@@ -115,14 +79,14 @@ static mft_status nn_mark(mft_module *l) {
  * fan_in is the product of wsizes[1..]. Both shapes are validated before
  * anything is allocated: absurd sizes fail at once, naming fn, instead of
  * allocating (and filling) the bias first. */
-static mft_module *nn_affine(const char *fn, layer_kind kind, int wnd, const int64_t *wsizes,
-                            int64_t bsize, bool bias, uint64_t seed) {
+static mft_module *nn_affine(const char *fn, mft__nn_kind kind, const char *label, int wnd,
+                             const int64_t *wsizes, int64_t bsize, bool bias, uint64_t seed) {
     if (mft__check_geometry(fn, wnd, wsizes, NULL, MFT_F32) != MFT_OK ||
         (bias && mft__check_geometry(fn, 1, &bsize, NULL, MFT_F32) != MFT_OK))
         return NULL;
     int64_t fan_in = 1; /* cannot overflow: the weight's element count fits */
     for (int d = 1; d < wnd; d++) fan_in *= wsizes[d];
-    mft_module *l = layer_new(fn, kind);
+    mft_module *l = mft__nn_new(fn, kind, "%s", label);
     if (!l) return NULL;
     double bound = fan_in > 0 ? 1.0 / sqrt((double)fan_in) : 0.0;
     mft__scope_suspend();
@@ -134,7 +98,7 @@ static mft_module *nn_affine(const char *fn, layer_kind kind, int wnd, const int
         mft_module_free(l);
         return NULL;
     }
-    return l;
+    return layer_named(fn, l);
 }
 
 mft_module *mft_nn_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[2],
@@ -162,9 +126,15 @@ mft_module *mft_nn_conv2d(int64_t in_ch, int64_t out_ch, const int64_t kernel[2]
                        (long long)pd[1], (long long)dl[0], (long long)dl[1], (long long)groups);
         return NULL;
     }
+    /* the kind label: PyTorch's repr, short ("Conv2d(16, 32, 3x3, stride 2x2)") */
+    char label[256], strides[64] = "";
+    if (st[0] != 1 || st[1] != 1)
+        snprintf(strides, sizeof strides, ", stride %lldx%lld", (long long)st[0],
+                 (long long)st[1]);
+    snprintf(label, sizeof label, "Conv2d(%lld, %lld, %lldx%lld%s)", (long long)in_ch,
+             (long long)out_ch, (long long)kernel[0], (long long)kernel[1], strides);
     int64_t ws[4] = {out_ch, in_ch / groups, kernel[0], kernel[1]};
-    mft_module *l =
-        nn_affine(fn, L_CONV2D, 4, ws, out_ch, bias, seed);
+    mft_module *l = nn_affine(fn, MFT__NN_CONV2D, label, 4, ws, out_ch, bias, seed);
     if (!l) return NULL;
     l->in = in_ch;
     l->out = out_ch;
@@ -185,17 +155,21 @@ mft_module *mft_nn_linear(int64_t in_features, int64_t out_features, bool bias, 
                        (long long)in_features, (long long)out_features);
         return NULL;
     }
+    char label[MFT__NN_LABEL_LEN];
+    snprintf(label, sizeof label, "Linear(%lld, %lld)", (long long)in_features,
+             (long long)out_features);
     int64_t ws[2] = {out_features, in_features};
-    mft_module *l = nn_affine(fn, L_LINEAR, 2, ws, out_features, bias, seed);
+    mft_module *l = nn_affine(fn, MFT__NN_LINEAR, label, 2, ws, out_features, bias, seed);
     if (!l) return NULL;
     l->in = in_features;
     l->out = out_features;
     return l;
 }
 
-/* weight 1 / bias 0 of (nd, sizes); marks them. */
-static mft_module *nn_norm(const char *fn, layer_kind kind, int nd, const int64_t *sizes) {
-    mft_module *l = layer_new(fn, kind);
+/* weight 1 / bias 0 of (nd, sizes); marks them. Not yet named. */
+static mft_module *nn_norm(const char *fn, mft__nn_kind kind, const char *label, int nd,
+                           const int64_t *sizes) {
+    mft_module *l = mft__nn_new(fn, kind, "%s", label);
     if (!l) return NULL;
     mft__scope_suspend();
     l->param[0] = mft_ones(nd, sizes, MFT_F32, MFT_CONTIGUOUS);
@@ -216,7 +190,9 @@ mft_module *mft_nn_batch_norm2d(int64_t channels, double eps, double momentum) {
                        (long long)channels, eps, momentum);
         return NULL;
     }
-    mft_module *l = nn_norm(fn, L_BATCH_NORM, 1, &channels);
+    char label[MFT__NN_LABEL_LEN];
+    snprintf(label, sizeof label, "BatchNorm2d(%lld)", (long long)channels);
+    mft_module *l = nn_norm(fn, MFT__NN_BATCH_NORM, label, 1, &channels);
     if (!l) return NULL;
     l->in = l->out = channels;
     l->eps = eps;
@@ -232,7 +208,7 @@ mft_module *mft_nn_batch_norm2d(int64_t channels, double eps, double momentum) {
         mft_module_free(l);
         return NULL;
     }
-    return l;
+    return layer_named(fn, l);
 }
 
 mft_module *mft_nn_group_norm(int64_t groups, int64_t channels, double eps) {
@@ -242,12 +218,15 @@ mft_module *mft_nn_group_norm(int64_t groups, int64_t channels, double eps) {
                        (long long)groups, (long long)channels, eps);
         return NULL;
     }
-    mft_module *l = nn_norm(fn, L_GROUP_NORM, 1, &channels);
+    char label[MFT__NN_LABEL_LEN];
+    snprintf(label, sizeof label, "GroupNorm(%lld, %lld)", (long long)groups,
+             (long long)channels);
+    mft_module *l = nn_norm(fn, MFT__NN_GROUP_NORM, label, 1, &channels);
     if (!l) return NULL;
     l->groups = groups;
     l->in = l->out = channels;
     l->eps = eps;
-    return l;
+    return layer_named(fn, l);
 }
 
 mft_module *mft_nn_layer_norm(int nnorm, const int64_t *normalized_shape, double eps) {
@@ -264,15 +243,18 @@ mft_module *mft_nn_layer_norm(int nnorm, const int64_t *normalized_shape, double
                            fn, i, (long long)normalized_shape[i]);
             return NULL;
         }
-    mft_module *l = nn_norm(fn, L_LAYER_NORM, nnorm, normalized_shape);
+    char label[MFT__NN_LABEL_LEN], dims[MFT__DIMS_BUF];
+    snprintf(label, sizeof label, "LayerNorm(%s)",
+             mft__fmt_dims(dims, sizeof dims, nnorm, normalized_shape));
+    mft_module *l = nn_norm(fn, MFT__NN_LAYER_NORM, label, nnorm, normalized_shape);
     if (!l) return NULL;
     l->nnorm = nnorm;
     memcpy(l->nshape, normalized_shape, (size_t)nnorm * sizeof(int64_t));
     l->eps = eps;
-    return l;
+    return layer_named(fn, l);
 }
 
-mft_module *mft_nn_relu(void) { return layer_new("mft_nn_relu", L_RELU); }
+mft_module *mft_nn_relu(void) { return mft__nn_new("mft_nn_relu", MFT__NN_RELU, "ReLU"); }
 
 mft_module *mft_nn_max_pool2d(const int64_t kernel[2], const int64_t stride[2]) {
     static const char fn[] = "mft_nn_max_pool2d";
@@ -287,7 +269,12 @@ mft_module *mft_nn_max_pool2d(const int64_t kernel[2], const int64_t stride[2]) 
                        (long long)st[1]);
         return NULL;
     }
-    mft_module *l = layer_new(fn, L_MAX_POOL2D);
+    char strides[64] = "";
+    if (st[0] != kernel[0] || st[1] != kernel[1])
+        snprintf(strides, sizeof strides, ", stride %lldx%lld", (long long)st[0],
+                 (long long)st[1]);
+    mft_module *l = mft__nn_new(fn, MFT__NN_MAX_POOL2D, "MaxPool2d(%lldx%lld%s)",
+                                (long long)kernel[0], (long long)kernel[1], strides);
     if (!l) return NULL;
     for (int i = 0; i < 2; i++) {
         l->kernel[i] = kernel[i];
@@ -296,8 +283,30 @@ mft_module *mft_nn_max_pool2d(const int64_t kernel[2], const int64_t stride[2]) 
     return l;
 }
 
+mft_module *mft_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w) {
+    static const char fn[] = "mft_nn_adaptive_avg_pool2d";
+    if (out_h <= 0 || out_w <= 0) {
+        mft__set_error(MFT_ERR_INVALID, "%s: invalid output size %lldx%lld (both must be >= 1)",
+                       fn, (long long)out_h, (long long)out_w);
+        return NULL;
+    }
+    mft_module *l = mft__nn_new(fn, MFT__NN_ADAPTIVE_AVG_POOL2D, "AdaptiveAvgPool2d(%lldx%lld)",
+                                (long long)out_h, (long long)out_w);
+    if (!l) return NULL;
+    l->kernel[0] = out_h;
+    l->kernel[1] = out_w;
+    return l;
+}
+
+mft_module *mft_nn_global_avg_pool2d(void) {
+    mft_module *l = mft_nn_adaptive_avg_pool2d(1, 1);
+    if (!l) mft__relabel_error("mft_nn_global_avg_pool2d");
+    return l;
+}
+
 mft_module *mft_nn_flatten(int start_dim, int end_dim) {
-    mft_module *l = layer_new("mft_nn_flatten", L_FLATTEN);
+    mft_module *l =
+        mft__nn_new("mft_nn_flatten", MFT__NN_FLATTEN, "Flatten(%d, %d)", start_dim, end_dim);
     if (!l) return NULL;
     l->start_dim = start_dim;
     l->end_dim = end_dim;
@@ -310,87 +319,22 @@ mft_module *mft_nn_dropout(double p, uint64_t seed) {
         mft__set_error(MFT_ERR_INVALID, "%s: p = %g must be in [0, 1]", fn, p);
         return NULL;
     }
-    mft_module *l = layer_new(fn, L_DROPOUT);
+    mft_module *l = mft__nn_new(fn, MFT__NN_DROPOUT, "Dropout(%g)", p);
     if (!l) return NULL;
     l->p = p;
     l->seed = seed;
     return l;
 }
 
-/* The error path of mft_nn_sequential, which owns its arguments whether
- * it succeeds or not: frees each distinct layer of layers[0..n) that no
- * container owns. What to free is decided before anything is freed: a freed
- * container frees its children, and layers[i] may be such a child, so looking
- * at it after a free would read freed memory. The chosen layers are linked
- * through `next_doomed` while all are alive; a layer no container owns is
- * nobody's child, so freeing one chosen layer never frees another. */
-static void layer_free_unowned(int n, mft_module *const *layers) {
-    mft_module *doomed = NULL;
-    for (int i = 0; layers && i < n; i++) {
-        mft_module *l = layers[i];
-        if (!l || l->adopted || l->doomed) continue; /* owned elsewhere, or a duplicate */
-        l->doomed = true;
-        l->next_doomed = doomed;
-        doomed = l;
-    }
-    while (doomed) {
-        mft_module *next = doomed->next_doomed;
-        mft_module_free(doomed);
-        doomed = next;
-    }
-}
-
-mft_module *mft_nn_sequential(int n, mft_module *const *layers) {
-    static const char fn[] = "mft_nn_sequential";
-    mft_module *l = NULL;
-    if (n < 0 || (n > 0 && !layers)) {
-        mft__set_error(n < 0 ? MFT_ERR_INVALID : MFT_ERR_NULL, "%s: invalid n=%d / layers %s",
-                       fn, n, layers ? "given" : "NULL");
-        goto fail;
-    }
-    for (int i = 0; i < n; i++)
-        if (!layers[i] || layers[i]->adopted) {
-            if (!layers[i] && mft_last_error() != MFT_OK) goto fail; /* NULL propagation */
-            mft__set_error(layers[i] ? MFT_ERR_INVALID : MFT_ERR_NULL,
-                           "%s: layers[%d] is %s", fn, i,
-                           layers[i] ? "already owned by a container" : "NULL");
-            goto fail;
-        }
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++)
-            if (layers[i] == layers[j]) {
-                mft__set_error(MFT_ERR_INVALID, "%s: layers[%d] and layers[%d] are the same layer",
-                               fn, j, i);
-                goto fail;
-            }
-    l = layer_new(fn, L_SEQUENTIAL);
-    if (!l) goto fail;
-    if (n > 0) {
-        l->child = mft__alloc_or_err(fn, (size_t)n * sizeof *l->child, 16);
-        if (!l->child) goto fail;
-    }
-    for (int i = 0; i < n; i++) {
-        l->child[i] = layers[i];
-        layers[i]->adopted = true;
-    }
-    l->n = n;
-    layer_set_prefix(l, "");
-    return l;
-fail:
-    mft_module_free(l); /* adopted nothing yet */
-    layer_free_unowned(n, layers);
-    return NULL;
-}
-
 /* ------------------------------------------------------------------ forward */
-/* Runs l on x with the scope suspended: returns a plain new reference. */
+/* Runs a leaf on x with the scope suspended: returns a plain new reference. */
 static mft_tensor *layer_forward_impl(mft_module *l, const mft_tensor *x) {
     switch (l->kind) {
-    case L_CONV2D:
+    case MFT__NN_CONV2D:
         return mft_conv2d(x, l->param[0], l->param[1], l->stride, l->padding, l->dilation,
                           l->groups);
-    case L_LINEAR: return mft_linear(x, l->param[0], l->param[1]);
-    case L_BATCH_NORM: {
+    case MFT__NN_LINEAR: return mft_linear(x, l->param[0], l->param[1]);
+    case MFT__NN_BATCH_NORM: {
         mft_tensor *y = mft_batch_norm(x, l->buf[0], l->buf[1], l->param[0], l->param[1],
                                        l->training, l->momentum, l->eps);
         if (y && l->training) {
@@ -400,39 +344,50 @@ static mft_tensor *layer_forward_impl(mft_module *l, const mft_tensor *x) {
         }
         return y;
     }
-    case L_GROUP_NORM: return mft_group_norm(x, l->groups, l->param[0], l->param[1], l->eps);
-    case L_LAYER_NORM:
+    case MFT__NN_GROUP_NORM:
+        return mft_group_norm(x, l->groups, l->param[0], l->param[1], l->eps);
+    case MFT__NN_LAYER_NORM:
         return mft_layer_norm(x, l->nnorm, l->nshape, l->param[0], l->param[1], l->eps);
-    case L_RELU: return mft_relu(x);
-    case L_MAX_POOL2D: return mft_max_pool2d(x, l->kernel, l->stride, NULL, NULL, false);
-    case L_FLATTEN: return mft_flatten(x, l->start_dim, l->end_dim);
-    case L_DROPOUT: {
+    case MFT__NN_RELU: return mft_relu(x);
+    case MFT__NN_MAX_POOL2D: return mft_max_pool2d(x, l->kernel, l->stride, NULL, NULL, false);
+    case MFT__NN_ADAPTIVE_AVG_POOL2D: return mft_adaptive_avg_pool2d(x, l->kernel);
+    case MFT__NN_FLATTEN: return mft_flatten(x, l->start_dim, l->end_dim);
+    case MFT__NN_DROPOUT: {
         mft_tensor *y = mft_dropout(x, l->p, l->training, l->seed + l->forwards);
         if (y && l->training) l->forwards++;
         return y;
     }
-    case L_SEQUENTIAL: {
-        if (l->n == 0) return mft_tensor_retain((mft_tensor *)x);
-        mft_tensor *cur = NULL;
-        for (int i = 0; i < l->n; i++) {
-            const mft_tensor *in = i == 0 ? x : cur;
-            mft_tensor *nx;
-            const mft_module *nxt = i + 1 < l->n ? l->child[i + 1] : NULL;
-            if (!l->no_fuse && l->child[i]->kind == L_RELU && nxt && nxt->kind == L_MAX_POOL2D) {
-                /* relu -> max_pool2d: one pass, same values and gradients */
-                nx = mft_relu_max_pool2d(in, nxt->kernel, nxt->stride, NULL, NULL, false);
-                i++;
-            } else {
-                nx = layer_forward_impl(l->child[i], in);
-            }
-            mft_tensor_release(cur);
-            cur = nx;
-            if (!cur) return NULL;
-        }
-        return cur;
-    }
+    case MFT__NN_SEQUENTIAL:
+    case MFT__NN_RESIDUAL:
+    case MFT__NN_CUSTOM: return mft__nn_container_forward(l, x);
     }
     return NULL;
+}
+
+/* The modules whose forward runs on this thread, innermost first: one frame
+ * per running module, on the C stack of mft__nn_run. A custom forward that
+ * calls mft_module_forward on its own child is recognised by it (its parent
+ * runs innermost), and so is a forward that would call itself. */
+typedef struct nn_frame {
+    mft_module *m;
+    struct nn_frame *up;
+} nn_frame;
+static _Thread_local nn_frame *tl_frames = NULL;
+
+mft_module *mft__nn_running(void) { return tl_frames ? tl_frames->m : NULL; }
+
+static bool nn_is_running(const mft_module *l) {
+    for (const nn_frame *f = tl_frames; f; f = f->up)
+        if (f->m == l) return true;
+    return false;
+}
+
+mft_tensor *mft__nn_run(mft_module *l, const mft_tensor *x) {
+    nn_frame f = {l, tl_frames};
+    tl_frames = &f;
+    mft_tensor *y = layer_forward_impl(l, x);
+    tl_frames = f.up;
+    return y;
 }
 
 /* A forward is all or nothing for the state layers keep: a training batch
@@ -451,19 +406,23 @@ typedef struct layer_undo {
     int n, cap;
 } layer_undo;
 
+static bool undo_kept(const mft_module *l) {
+    return l->training && (l->kind == MFT__NN_BATCH_NORM || l->kind == MFT__NN_DROPOUT);
+}
+
 static int undo_count(const mft_module *l) {
-    int n = l->training && (l->kind == L_BATCH_NORM || l->kind == L_DROPOUT);
+    int n = undo_kept(l);
     for (int i = 0; i < l->n; i++) n += undo_count(l->child[i]);
     return n;
 }
 
 static bool undo_record(const char *fn, layer_undo *u, mft_module *l) {
-    if (l->training && (l->kind == L_BATCH_NORM || l->kind == L_DROPOUT)) {
+    if (undo_kept(l)) {
         undo_item *it = &u->items[u->n++];
         memset(it, 0, sizeof *it);
         it->l = l;
         it->forwards = l->forwards;
-        if (l->kind == L_BATCH_NORM) {
+        if (l->kind == MFT__NN_BATCH_NORM) {
             for (int k = 0; k < 2; k++) {
                 it->copy[k] = mft__tensor_alloc(fn, l->buf[k]->ndim, l->buf[k]->sizes,
                                                 l->buf[k]->dtype, MFT_CONTIGUOUS);
@@ -504,7 +463,7 @@ static void undo_restore(layer_undo *u) {
         undo_item *it = &u->items[i];
         mft_module *l = it->l;
         l->forwards = it->forwards;
-        if (l->kind != L_BATCH_NORM) continue;
+        if (l->kind != MFT__NN_BATCH_NORM) continue;
         for (int k = 0; k < 2; k++) {
             /* 1-D buffers (C): put back what changed, and say so */
             mft_tensor *b = l->buf[k];
@@ -528,16 +487,36 @@ static void undo_restore(layer_undo *u) {
 mft_tensor *mft_module_forward(mft_module *l, const mft_tensor *x) {
     static const char fn[] = "mft_module_forward";
     if (!l) {
-        mft__set_error(MFT_ERR_NULL, "%s: argument 'l' is NULL", fn);
+        /* NULL propagation: keeps the error of a failed lookup
+         * (mft_module_child_by_name in a custom forward) */
+        mft__null_arg(fn, "l");
         return NULL;
     }
     if (!x) {
         mft__null_arg(fn, "x");
         return NULL;
     }
+    if (nn_is_running(l)) {
+        mft__set_error(MFT_ERR_INVALID,
+                       "%s: %s is already running on this thread (a custom forward called "
+                       "itself or a module that contains it)",
+                       fn, l->label);
+        return NULL;
+    }
+    mft_tensor *y;
     mft__scope_suspend();
+    if (l->parent && l->parent == mft__nn_running()) {
+        /* a custom forward calling one of its children: the path gets the
+         * child's name, and the forward that runs the custom module keeps
+         * the undo record for the whole tree */
+        y = mft__nn_run_child(l, x);
+        mft__scope_resume();
+        mft_tensor *r = y ? mft__retain_result(fn, y) : NULL;
+        mft_tensor_release(y);
+        return r;
+    }
     layer_undo undo;
-    mft_tensor *y = undo_begin(fn, &undo, l) ? layer_forward_impl(l, x) : NULL;
+    y = undo_begin(fn, &undo, l) ? mft__nn_run(l, x) : NULL;
     mft__scope_resume();
     mft_tensor *r = y ? mft__retain_result(fn, y) : NULL;
     mft_tensor_release(y);
@@ -570,6 +549,8 @@ typedef struct {
     int64_t numel;
 } nn_list;
 
+/* Own tensors first, then the children's in order: PyTorch's
+ * named_parameters / named_buffers order. */
 static void nn_collect(const mft_module *l, nn_list *c, bool buffers) {
     int k = buffers ? 3 : 2;
     for (int i = 0; i < k; i++) {
@@ -603,19 +584,79 @@ int64_t mft_module_num_parameters(const mft_module *l) {
     return c.numel;
 }
 
-/* ------------------------------------------------------------------ to_format */
-/* Gives t the storage, offset, strides and tag of src (same sizes and dtype):
+/* ------------------------------------------------------------------ to_format, to_dtype */
+/* Gives t the storage, offset, strides, dtype and tag of src (same sizes):
  * the mft_tensor object stays, so every holder of the pointer sees the new
  * layout. */
-static void layer_swap_layout(mft_tensor *t, mft_tensor *src) {
+static void layer_swap(mft_tensor *t, mft_tensor *src) {
     mft__storage_retain(src->storage);
     mft__storage_release(t->storage);
     t->storage = src->storage;
     t->offset = src->offset;
+    t->dtype = src->dtype;
     memcpy(t->strides, src->strides, sizeof t->strides);
     mft__tensor_refresh(t);
     t->tag = src->tag;
     t->origin = src->origin;
+}
+
+/* The converted copy of t that mft_module_to_format (to_dtype false: fmt) or
+ * mft_module_to_dtype (dtype) swaps in; *none when t stays as it is. */
+static mft_tensor *layer_converted(const mft_tensor *t, bool to_dtype, mft_format fmt,
+                                   mft_dtype dtype, bool *none) {
+    *none = true;
+    if (to_dtype) {
+        if ((t->dtype != MFT_F32 && t->dtype != MFT_F64) || t->dtype == dtype) return NULL;
+        *none = false;
+        return mft_to_dtype(t, dtype);
+    }
+    if (t->ndim != 4) return NULL;
+    /* PyTorch's packed strides for fmt exactly (a (32,1,3,3) weight gets
+     * (9,1,3,1) in channels_last, though (9,9,3,1) would also fit) */
+    int64_t want[MFT_MAX_DIMS];
+    mft__format_strides(4, t->sizes, fmt, want);
+    if (!memcmp(want, t->strides, 4 * sizeof(int64_t))) return NULL;
+    *none = false;
+    return mft_clone(t, fmt);
+}
+
+/* Converts every parameter (and, for a dtype, every floating buffer) of l:
+ * everything is converted first, then swapped in, so on failure nothing
+ * changed. Grad mode off: the copies of parameters must not be recorded. */
+static mft_status layer_convert(const char *fn, mft_module *l, bool to_dtype, mft_format fmt,
+                                mft_dtype dtype) {
+    const int np = mft_module_parameters(l, NULL, NULL, 0);
+    const int nt = np + (to_dtype ? mft_module_buffers(l, NULL, NULL, 0) : 0);
+    if (nt == 0) return MFT_OK;
+    mft_tensor **ts = mft__alloc_or_err(fn, (size_t)nt * 2 * sizeof *ts, 16);
+    if (!ts) return MFT_ERR_NOMEM;
+    mft_tensor **conv = ts + nt;
+    mft_module_parameters(l, ts, NULL, np);
+    if (to_dtype) mft_module_buffers(l, ts + np, NULL, nt - np);
+    mft_status st = MFT_OK;
+    bool grad_was = mft_set_grad_enabled(false);
+    mft__scope_suspend();
+    for (int i = 0; i < nt; i++) {
+        bool none = true;
+        conv[i] = st == MFT_OK ? layer_converted(ts[i], to_dtype, fmt, dtype, &none) : NULL;
+        if (!none && !conv[i]) st = mft__relabel_error(fn);
+    }
+    mft__scope_resume();
+    mft_set_grad_enabled(grad_was);
+    for (int i = 0; i < nt; i++) {
+        if (st == MFT_OK && conv[i]) {
+            layer_swap(ts[i], conv[i]);
+            if (to_dtype) mft_tensor_zero_grad(ts[i]); /* its dtype would differ */
+        }
+        if (st == MFT_OK && !to_dtype && ts[i]->ndim == 4) {
+            const mft_tensor *src = ts[i];
+            mft__decision d = mft__rule_decide(MFT__RULE_CONVERT, "layer_to_format", 1, &src, fmt, 0);
+            mft__rule_apply(ts[i], &d);
+        }
+        mft_tensor_release(conv[i]);
+    }
+    mft__free(ts);
+    return st;
 }
 
 mft_status mft_module_to_format(mft_module *l, mft_format fmt) {
@@ -629,41 +670,21 @@ mft_status mft_module_to_format(mft_module *l, mft_format fmt) {
                        fn, mft_format_name(fmt));
         return MFT_ERR_FORMAT;
     }
-    int np = mft_module_parameters(l, NULL, NULL, 0);
-    if (np == 0) return MFT_OK;
-    mft_tensor **ps = mft__alloc_or_err(fn, (size_t)np * 2 * sizeof *ps, 16);
-    if (!ps) return MFT_ERR_NOMEM;
-    mft_tensor **conv = ps + np;
-    mft_module_parameters(l, ps, NULL, np);
-    mft_status st = MFT_OK;
-    /* convert everything first, then swap: on failure nothing changed. Grad
-     * mode off: the copies of parameters must not be recorded on a tape. */
-    bool grad_was = mft_set_grad_enabled(false);
-    mft__scope_suspend();
-    for (int i = 0; i < np; i++) {
-        conv[i] = NULL;
-        if (ps[i]->ndim != 4 || st != MFT_OK) continue;
-        /* PyTorch's packed strides for fmt exactly (a (32,1,3,3) weight gets
-         * (9,1,3,1) in channels_last, though (9,9,3,1) would also fit) */
-        int64_t want[MFT_MAX_DIMS];
-        mft__format_strides(4, ps[i]->sizes, fmt, want);
-        if (!memcmp(want, ps[i]->strides, 4 * sizeof(int64_t))) continue;
-        conv[i] = mft_clone(ps[i], fmt);
-        if (!conv[i]) st = mft__relabel_error(fn);
+    return layer_convert(fn, l, false, fmt, MFT_F32);
+}
+
+mft_status mft_module_to_dtype(mft_module *l, mft_dtype dtype) {
+    static const char fn[] = "mft_module_to_dtype";
+    if (!l) {
+        mft__set_error(MFT_ERR_NULL, "%s: argument 'l' is NULL", fn);
+        return MFT_ERR_NULL;
     }
-    mft__scope_resume();
-    mft_set_grad_enabled(grad_was);
-    for (int i = 0; i < np; i++) {
-        if (st == MFT_OK && conv[i]) layer_swap_layout(ps[i], conv[i]);
-        if (st == MFT_OK && ps[i]->ndim == 4) {
-            const mft_tensor *src = ps[i];
-            mft__decision d = mft__rule_decide(MFT__RULE_CONVERT, "layer_to_format", 1, &src, fmt, 0);
-            mft__rule_apply(ps[i], &d);
-        }
-        mft_tensor_release(conv[i]);
+    if (dtype != MFT_F32 && dtype != MFT_F64) {
+        mft__set_error(MFT_ERR_DTYPE, "%s: dtype must be f32 or f64, got %s", fn,
+                       mft_dtype_name(dtype));
+        return MFT_ERR_DTYPE;
     }
-    mft__free(ps);
-    return st;
+    return layer_convert(fn, l, true, MFT_CONTIGUOUS, dtype);
 }
 
 /* ------------------------------------------------------------------ describe */
@@ -687,10 +708,13 @@ static void nn_printf(nn_text *t, const char *fmt, ...) {
     if (w > 0) t->used += (size_t)w;
 }
 
-static void nn_describe(const mft_module *l, nn_text *t, const char *label, int depth) {
-    nn_printf(t, "%*s%s", 2 * depth, "", label);
+/* One line for l ("<name>: <kind>(...)"; the module described, depth 0, is
+ * printed without its name), indented by depth, then its children one level
+ * deeper. */
+static void nn_describe(const mft_module *l, nn_text *t, int depth) {
+    if (depth > 0) nn_printf(t, "%*s%s: ", 2 * depth, "", l->name);
     switch (l->kind) {
-    case L_CONV2D:
+    case MFT__NN_CONV2D:
         nn_printf(t,
                   "Conv2d(%lld, %lld, kernel=%lldx%lld, stride=%lldx%lld, padding=%lldx%lld, "
                   "dilation=%lldx%lld, groups=%lld, bias=%s, weight %s)\n",
@@ -700,41 +724,50 @@ static void nn_describe(const mft_module *l, nn_text *t, const char *label, int 
                   (long long)l->dilation[1], (long long)l->groups, l->param[1] ? "true" : "false",
                   mft_format_name(l->param[0]->tag));
         break;
-    case L_LINEAR:
+    case MFT__NN_LINEAR:
         nn_printf(t, "Linear(%lld, %lld, bias=%s)\n", (long long)l->in, (long long)l->out,
                   l->param[1] ? "true" : "false");
         break;
-    case L_BATCH_NORM:
+    case MFT__NN_BATCH_NORM:
         nn_printf(t, "BatchNorm2d(%lld, eps=%g, momentum=%g)\n", (long long)l->in, l->eps,
                   l->momentum);
         break;
-    case L_GROUP_NORM:
+    case MFT__NN_GROUP_NORM:
         nn_printf(t, "GroupNorm(%lld, %lld, eps=%g)\n", (long long)l->groups, (long long)l->in,
                   l->eps);
         break;
-    case L_LAYER_NORM: {
+    case MFT__NN_LAYER_NORM: {
         char dims[MFT__DIMS_BUF];
         nn_printf(t, "LayerNorm(%s, eps=%g)\n", mft__fmt_dims(dims, sizeof dims, l->nnorm,
                                                                l->nshape), l->eps);
         break;
     }
-    case L_RELU: nn_printf(t, "ReLU()\n"); break;
-    case L_MAX_POOL2D:
+    case MFT__NN_RELU: nn_printf(t, "ReLU()\n"); break;
+    case MFT__NN_MAX_POOL2D:
         nn_printf(t, "MaxPool2d(kernel=%lldx%lld, stride=%lldx%lld)\n", (long long)l->kernel[0],
                   (long long)l->kernel[1], (long long)l->stride[0], (long long)l->stride[1]);
         break;
-    case L_FLATTEN: nn_printf(t, "Flatten(%d, %d)\n", l->start_dim, l->end_dim); break;
-    case L_DROPOUT: nn_printf(t, "Dropout(p=%g)\n", l->p); break;
-    case L_SEQUENTIAL:
+    case MFT__NN_ADAPTIVE_AVG_POOL2D:
+        nn_printf(t, "AdaptiveAvgPool2d(output=%lldx%lld)\n", (long long)l->kernel[0],
+                  (long long)l->kernel[1]);
+        break;
+    case MFT__NN_FLATTEN: nn_printf(t, "Flatten(%d, %d)\n", l->start_dim, l->end_dim); break;
+    case MFT__NN_DROPOUT: nn_printf(t, "Dropout(p=%g)\n", l->p); break;
+    case MFT__NN_SEQUENTIAL:
         nn_printf(t, "Sequential(%d layers, %lld parameters)\n", l->n,
                   (long long)mft_module_num_parameters(l));
-        for (int i = 0; i < l->n; i++) {
-            char lab[24];
-            snprintf(lab, sizeof lab, "%d: ", i);
-            nn_describe(l->child[i], t, lab, depth + 1);
-        }
+        break;
+    case MFT__NN_RESIDUAL:
+        nn_printf(t, "Residual(y = %sbody(x) + %s%s, %lld parameters)\n", l->relu ? "relu(" : "",
+                  l->n > 1 ? "shortcut(x)" : "x", l->relu ? ")" : "",
+                  (long long)mft_module_num_parameters(l));
+        break;
+    case MFT__NN_CUSTOM:
+        nn_printf(t, "%s(custom, %d children, %lld parameters)\n", l->label, l->n,
+                  (long long)mft_module_num_parameters(l));
         break;
     }
+    for (int i = 0; i < l->n; i++) nn_describe(l->child[i], t, depth + 1);
 }
 
 size_t mft_module_describe(const mft_module *l, char *buf, size_t len) {
@@ -744,6 +777,6 @@ size_t mft_module_describe(const mft_module *l, char *buf, size_t len) {
         nn_printf(&t, "(null layer)\n");
         return t.used;
     }
-    nn_describe(l, &t, "", 0);
+    nn_describe(l, &t, 0);
     return t.used;
 }

@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""examples/resnet_torch.py — the PyTorch 1.13 twin of examples/resnet.c: the
+same small ResNet, data subset, optimiser, learning rate and batch size,
+trained in channels_last (or NCHW), printing the same per-epoch lines
+(loss, test accuracy, ms per training step) so the two compare side by side.
+
+  /usr/bin/python3 examples/resnet_torch.py --format nhwc --threads 2
+  build/examples/resnet --format nhwc --threads 2          # the C run
+
+Model: stem conv 1->16 3x3 p1 (no bias), BN, relu; BasicBlock 16->16;
+BasicBlock 16->32 stride 2 and 32->64 stride 2 with 1x1 conv + BN projection
+shortcuts; global average pool, flatten, linear 64->10. A BasicBlock is
+relu(body(x) + shortcut(x)), body = conv 3x3 (stride), BN, relu, conv 3x3,
+BN. The module tree and its state_dict names ("3.body.0.weight",
+"4.shortcut.1.running_mean") are those mft_module_parameters /
+mft_module_buffers give the C model. Initialisation is PyTorch's default
+(the same distributions as mft's, not the same numbers). SGD momentum 0.9,
+lr 0.05, batch 64, the first --train-limit training images, inputs scaled to
+[0,1] then normalised with mean 0.2860, std 0.3530.
+"""
+import argparse
+import gzip
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MEAN, STD = 0.2860, 0.3530
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    magic = struct.unpack(">I", raw[:4])[0]
+    ndim = magic & 0xFF
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+class Residual(nn.Module):
+    """mft_nn_residual(body, shortcut, relu=True): relu(body(x) + shortcut(x))."""
+
+    def __init__(self, body, shortcut=None):
+        super().__init__()
+        self.body = body
+        self.shortcut = shortcut  # None: the identity (no submodule, as in mft)
+
+    def forward(self, x):
+        s = x if self.shortcut is None else self.shortcut(x)
+        return F.relu(self.body(x) + s)
+
+
+def basic_block(cin, cout, stride):
+    body = nn.Sequential(
+        nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout),
+        nn.ReLU(), nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout))
+    shortcut = None
+    if stride != 1 or cin != cout:
+        shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                 nn.BatchNorm2d(cout))
+    return Residual(body, shortcut)
+
+
+def resnet():
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        basic_block(16, 16, 1), basic_block(16, 32, 2), basic_block(32, 64, 2),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(1, 3), nn.Linear(64, 10))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--format", choices=["nhwc", "nchw"], default="nhwc")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--train-limit", type=int, default=30000)
+    ap.add_argument("--test-limit", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    fmt = torch.channels_last if args.format == "nhwc" else torch.contiguous_format
+
+    def load(prefix, limit):
+        x = read_idx(f"{args.data}/{prefix}-images-idx3-ubyte.gz")
+        y = read_idx(f"{args.data}/{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
+        if limit > 0:
+            x, y = x[:limit], y[:limit]
+        x = (torch.from_numpy(x.astype(np.float32) / 255.0).unsqueeze(1) - MEAN) / STD
+        return x.contiguous(memory_format=fmt), torch.from_numpy(y)
+
+    xtr, ytr = load("train", args.train_limit)
+    xte, yte = load("t10k", args.test_limit)
+    model = resnet().to(memory_format=fmt)
+    nparams = sum(p.numel() for p in model.parameters())
+    print(f"resnet_torch: {args.format}, {torch.get_num_threads()} thread(s), {xtr.shape[0]} train "
+          f"/ {xte.shape[0]} test images, batch {args.batch}, sgd lr {args.lr:g} momentum 0.9, "
+          f"{nparams} parameters in {len(list(model.parameters()))} tensors, torch "
+          f"{torch.__version__}")
+    if not args.quiet:
+        print(model)
+    sys.stdout.flush()
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    g = torch.Generator().manual_seed(args.seed)
+    bs = args.batch
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        perm = torch.randperm(xtr.shape[0], generator=g)
+        t0 = time.perf_counter()
+        total, nb = 0.0, 0
+        nsteps = (xtr.shape[0] + bs - 1) // bs
+        for s in range(nsteps):
+            idx = perm[s * bs:(s + 1) * bs]
+            xb = xtr[idx].contiguous(memory_format=fmt)
+            yb = ytr[idx]
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            total += loss.item()
+            nb += 1
+        dt = time.perf_counter() - t0
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for s in range(0, xte.shape[0], 1000):
+                pred = model(xte[s:s + 1000]).argmax(1)
+                correct += int((pred == yte[s:s + 1000]).sum())
+        print(f"epoch {epoch} loss {total / nb:.4f} test_acc {100.0 * correct / xte.shape[0]:.2f} "
+              f"time {dt:.3f} steps {nb} ms_per_step {1000.0 * dt / nb:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
