@@ -272,8 +272,9 @@ MFT_API size_t mft_alloc_cache_bytes(void);
  * (Note [Module path] in tensor/naming.c): each module's forward pushes its
  * name in its parent ("1", "body") and kind ("BatchNorm2d(16)") and pops
  * after; mft_module_path() is the names joined by '.' ("1.4"; "" outside any
- * module), mft_module_kind() the innermost kind. Errors, conversion events,
- * profile rows and tape nodes record it. A failed push (NULL or empty name,
+ * module), mft_module_kind() the innermost kind. Conversion events, profile
+ * rows and tape nodes record it, and an error inside a module's forward is
+ * prefixed with it by nn/ ("mft_module_forward: layer 2.body.1 ..."). A failed push (NULL or empty name,
  * more than 32 modules deep, a path over 511 characters) returns a status
  * and leaves the path unchanged; its pop is still required and does nothing.
  * Custom forward functions call these too. */
