@@ -10,7 +10,9 @@
  *     the loss falls to a fraction of its start and the training accuracy
  *     rises, and the same run in NCHW and in NHWC (channels_last model and
  *     inputs) gives the same losses, parameters and logits within float
- *     tolerance. */
+ *     tolerance; the trained model saved (mft_module_save) and loaded into a
+ *     freshly built one of another seed gives the same logits bit for bit. */
+#include <unistd.h>
 #include "harness.h"
 
 static const int64_t K1[2] = {1, 1}, K3[2] = {3, 3}, P1[2] = {1, 1};
@@ -221,8 +223,28 @@ static void test_training_nchw_nhwc(void) {
     printf("NCHW vs NHWC: losses within %.2g (relative), parameters within %.2g, logits "
            "within %.2g\n",
            worst, pworst, mdl ? mft_tensor_get(mdl, NULL) : -1.0);
-    mft_tensor *list[] = {dl, adl, mdl, a.logits, b.logits};
+    /* the trained channels_last ResNet saved and reloaded into a freshly built
+     * one (another seed, NCHW, then moved to channels_last): the same eval
+     * logits bit for bit, so the same accuracy */
+    char path[256];
+    snprintf(path, sizeof path, "%s/mft_test_resnet_%d.mft",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    CHECK(mft_module_save(path, b.model, NULL) == MFT_OK);
+    mft_module *fresh = tiny_resnet(1234);
+    CHECK(fresh && mft_module_to_format(fresh, MFT_CHANNELS_LAST) == MFT_OK);
+    mft_tensor *x = NULL, *y = NULL;
+    make_data(MFT_CHANNELS_LAST, &x, &y);
+    mft_module_set_training(fresh, false);
+    mft_tensor *before = mft_module_forward(fresh, x);
+    CHECK(mft_module_load(path, fresh, NULL) == MFT_OK);
+    mft_tensor *after = mft_module_forward(fresh, x);
+    CHECK(before && after && mft_tensor_hash(before) != mft_tensor_hash(b.logits));
+    CHECK_MSG(after && mft_tensor_hash(after) == mft_tensor_hash(b.logits),
+              "reloaded ResNet gives other logits");
+    remove(path);
+    mft_tensor *list[] = {dl, adl, mdl, a.logits, b.logits, x, y, before, after};
     for (size_t i = 0; i < sizeof list / sizeof *list; i++) mft_tensor_release(list[i]);
+    mft_module_free(fresh);
     mft_module_free(a.model);
     mft_module_free(b.model);
 }
