@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <time.h>
 #include "harness.h"
+#include "profile_util.h"
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -23,28 +24,7 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static char *table_text(void) {
-    size_t need = mft_profile_table(NULL, 0);
-    char *t = malloc(need + 1);
-    if (t) CHECK(mft_profile_table(t, need + 1) == need);
-    return t;
-}
 
-static char *trace_text(void) {
-    FILE *f = tmpfile();
-    if (!f) return NULL;
-    CHECK_EQ_I(mft_profile_write_chrome_trace(f), MFT_OK);
-    long n = ftell(f);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    rewind(f);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
-}
 
 /* The first line of text starting with prefix, copied into buf ("" none). */
 static const char *find_row(const char *text, const char *prefix, char *buf, size_t len) {

@@ -15,24 +15,9 @@
  *     conversion.
  * Expected modules and counts follow from which op ran inside which push. */
 #include "harness.h"
+#include "profile_util.h"
 
 /* ------------------------------------------------------------------ helpers */
-#define VMAX 128
-static char g_lines[VMAX][512];
-static int g_nlines;
-static void v_cb(const char *line, void *ctx) {
-    (void)ctx;
-    if (g_nlines < VMAX) snprintf(g_lines[g_nlines++], sizeof g_lines[0], "%s", line);
-}
-static void v_start(void) {
-    g_nlines = 0;
-    mft_set_log_callback(v_cb, NULL);
-    mft_set_verbose(1);
-}
-static void v_stop(void) {
-    mft_set_verbose(0);
-    mft_set_log_callback(NULL, NULL);
-}
 /* Captured lines starting with prefix; *with: those whose module= field is
  * exactly module ("" = no module field). */
 static int v_count(const char *prefix, const char *module, int *with) {
@@ -53,28 +38,7 @@ static int v_count(const char *prefix, const char *module, int *with) {
     return n;
 }
 
-static char *table_text(void) {
-    size_t need = mft_profile_table(NULL, 0);
-    char *t = malloc(need + 1);
-    if (t) CHECK(mft_profile_table(t, need + 1) == need);
-    return t;
-}
 
-static char *trace_text(void) {
-    FILE *f = tmpfile();
-    if (!f) return NULL;
-    CHECK_EQ_I(mft_profile_write_chrome_trace(f), MFT_OK);
-    long n = ftell(f);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    rewind(f);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
-}
 
 static int count_str(const char *text, const char *needle) {
     int n = 0;

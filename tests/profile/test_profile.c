@@ -7,6 +7,7 @@
  * number of elementwise ops and copies), never from the profiler itself. */
 #include <ctype.h>
 #include "harness.h"
+#include "profile_util.h"
 
 /* ---------------------------------------------------------------- JSON */
 /* A strict reader for the subset of JSON any valid document uses (objects,
@@ -240,28 +241,7 @@ static void test_json_reader_rejects(void) {
 }
 
 /* ---------------------------------------------------------------- helpers */
-static char *trace_text(void) {
-    FILE *f = tmpfile();
-    if (!f) return NULL;
-    CHECK_EQ_I(mft_profile_write_chrome_trace(f), MFT_OK);
-    long n = ftell(f);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    rewind(f);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
-}
 
-static char *table_text(void) {
-    size_t need = mft_profile_table(NULL, 0);
-    char *t = malloc(need + 1);
-    if (t) CHECK(mft_profile_table(t, need + 1) == need);
-    return t;
-}
 
 /* A few ops of known kinds: 3 dispatches (conv2d, max_pool2d, conv2d),
  * 2 elementwise ops (relu, add), 1 explicit conversion (to_format, a copy

@@ -15,25 +15,10 @@
  * mft_conversion_last() and from the thread's site (mft__site_get); the
  * expected lines are this file's own __LINE__s. */
 #include "harness.h"
+#include "profile_util.h"
 #include "internal.h"
 
 /* ------------------------------------------------------------------ log capture */
-#define VMAX 128
-static char g_lines[VMAX][512];
-static int g_nlines;
-static void v_cb(const char *line, void *ctx) {
-    (void)ctx;
-    if (g_nlines < VMAX) snprintf(g_lines[g_nlines++], sizeof g_lines[0], "%s", line);
-}
-static void v_start(void) {
-    g_nlines = 0;
-    mft_set_log_callback(v_cb, NULL);
-    mft_set_verbose(1);
-}
-static void v_stop(void) {
-    mft_set_verbose(0);
-    mft_set_log_callback(NULL, NULL);
-}
 
 /* The site= field of captured line i into buf ("" when the line has none). */
 static const char *v_site_of(int i, char *buf, size_t len) {
