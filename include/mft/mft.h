@@ -46,6 +46,7 @@
 #include "mft/io.h"
 #include "mft/profile.h"
 #include "mft/rules.h"
+#include "mft/layout.h"
 
 #ifdef __cplusplus
 extern "C" {
