@@ -426,6 +426,9 @@ mft_tensor *mft__view_reshape(const char *fn, const mft_tensor *t, int ndim, con
         mft__check_geometry(fn, ndim, nsz, NULL, t->dtype) != MFT_OK)
         return NULL;
     if (view_strides(t->ndim, t->sizes, t->strides, t->numel, ndim, nsz, nst)) {
+        /* the strides derived for size-0/1 dims obey the bound (Note [Geometry bound]) */
+        for (int d = 0; d < ndim; d++)
+            view_fit_derived(ndim, nsz, nst, t->offset, t->dtype, d, 1);
         view_note(note, MFT__VIEW_RESHAPE, 0, 0, NULL, t->ndim, 0, 0, 0);
         return view_make(fn, t, ndim, nsz, nst, t->offset);
     }
