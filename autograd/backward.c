@@ -103,7 +103,12 @@ static mft_tensor *ag_fix_grad(const mft__ag_node *n, int k, mft_tensor *g) {
 static mft_tensor *ag_leaf_grad_layout(const mft_tensor *leaf, mft_tensor *g) {
     bool dense = mft_tensor_is_dense(leaf);
     bool same = true;
-    if (dense) {
+    if (leaf->nblocks) { /* a blocked leaf: its own descriptor (docs/spec.md §7) */
+        mft_layout a, b;
+        mft__layout_of(leaf, &a);
+        mft__layout_of(g, &b);
+        same = g->nblocks && mft_layout_equal(&a, &b);
+    } else if (dense) {
         for (int d = 0; d < leaf->ndim; d++)
             if (leaf->sizes[d] > 1 && g->strides[d] != leaf->strides[d]) same = false;
     } else {
@@ -112,8 +117,9 @@ static mft_tensor *ag_leaf_grad_layout(const mft_tensor *leaf, mft_tensor *g) {
     bool sole = atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1 &&
                 g->offset == 0;
     if (same && sole) return mft_tensor_retain(g);
-    mft_tensor *c = dense ? mft_empty_strided(leaf->ndim, leaf->sizes, leaf->strides, leaf->dtype)
-                          : mft_empty(leaf->ndim, leaf->sizes, leaf->dtype, MFT_CONTIGUOUS);
+    mft_tensor *c = leaf->nblocks ? mft_empty_like(leaf, MFT_PRESERVE)
+                    : dense ? mft_empty_strided(leaf->ndim, leaf->sizes, leaf->strides, leaf->dtype)
+                            : mft_empty(leaf->ndim, leaf->sizes, leaf->dtype, MFT_CONTIGUOUS);
     if (!c) return NULL;
     if (dense && leaf->ndim >= 3 && leaf->ndim <= 5) mft__tensor_set_tag_from(c, leaf->tag);
     if (mft_copy_(c, g) != MFT_OK) {

@@ -265,4 +265,49 @@ static inline void mft__scratch_fail(_Atomic long long *flag, size_t bytes) {
     atomic_store_explicit(flag, (long long)bytes, memory_order_relaxed);
 }
 
+/* ------------------------------------------------------------------ blocked fallback
+ * Note [Blocked fallback] (ops/blocked_fallback.c). Usage, first statement
+ * of an op whose operands are pointer variables x, w, b:
+ *     MFT__BLOCKED_FALLBACK("conv2d", mft_conv2d(x, w, b, ...), 3, &x, &w, &b);
+ * (MFT__BLOCKED_FALLBACK_STATUS for ops returning mft_status). */
+#define MFT__UNBLOCK_MAX 8
+typedef struct mft__unblock {
+    int n;
+    const char *op;
+    const mft_tensor **slots[MFT__UNBLOCK_MAX];
+    const mft_tensor *orig[MFT__UNBLOCK_MAX];
+    mft_tensor *plain[MFT__UNBLOCK_MAX];
+    const mft_tensor *lead;
+    mft_format lead_tag;
+    int lead_ndim;
+} mft__unblock;
+/* 0: no operand is blocked (nothing done); 1: the blocked ones now point
+ * at plain copies; -1: a conversion failed (error set, nothing changed).
+ * The n variadic arguments are const mft_tensor ** (NULL entries and NULL
+ * tensors are skipped). */
+int mft__unblock_begin(mft__unblock *u, const char *op, int n, ...);
+/* Restores the caller's variables, converts result back (see the Note)
+ * and returns it registered as a result. */
+mft_tensor *mft__unblock_end(mft__unblock *u, mft_tensor *result);
+mft_status mft__unblock_end_status(mft__unblock *u, mft_status st);
+#define MFT__BLOCKED_FALLBACK(op, call, ...)                         \
+    do {                                                             \
+        mft__unblock u_;                                             \
+        const int r_ = mft__unblock_begin(&u_, (op), __VA_ARGS__);   \
+        if (r_ < 0) return NULL;                                     \
+        if (r_ > 0) {                                                \
+            mft__scope_suspend();                                    \
+            mft_tensor *res_ = (call);                               \
+            mft__scope_resume();                                     \
+            return mft__unblock_end(&u_, res_);                      \
+        }                                                            \
+    } while (0)
+#define MFT__BLOCKED_FALLBACK_STATUS(op, call, ...)                  \
+    do {                                                             \
+        mft__unblock u_;                                             \
+        const int r_ = mft__unblock_begin(&u_, (op), __VA_ARGS__);   \
+        if (r_ < 0) return mft_last_error();                         \
+        if (r_ > 0) return mft__unblock_end_status(&u_, (call));     \
+    } while (0)
+
 #endif

@@ -13,7 +13,14 @@
 /* Byte range [lo, hi) touched by a non-empty view. */
 static void copy_byte_range(const mft_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     int64_t reach = 0;
-    for (int d = 0; d < t->ndim; d++) reach += (t->sizes[d] - 1) * t->strides[d];
+    if (t->nblocks) { /* the layout's storage span, pads included */
+        mft_layout l;
+        mft__layout_of(t, &l);
+        mft_layout_storage_numel(&l, &reach);
+        reach -= 1;
+    } else {
+        for (int d = 0; d < t->ndim; d++) reach += (t->sizes[d] - 1) * t->strides[d];
+    }
     size_t es = mft__elem_size(t->dtype);
     *lo = (uintptr_t)mft__tensor_ptr(t);
     *hi = *lo + (uintptr_t)(reach + 1) * es;
@@ -30,9 +37,43 @@ bool mft__tensor_overlaps(const mft_tensor *a, const mft_tensor *b) {
 /* A destination must not write one memory location twice: no stride-0 dim of
  * size > 1, and (sufficient test) each stride, in increasing order, must
  * exceed the reach of all smaller ones. */
+/* A blocked destination: its outer dims (extent padded / B) and the inner
+ * tile (stride 1) must not overlap, by the same test as plain strides. */
+static mft_status copy_check_writable_blocked(const char *fn, const mft_tensor *dst) {
+    int64_t ext[MFT_MAX_DIMS + 1], st[MFT_MAX_DIMS + 1], tile = 1;
+    int n = 0;
+    for (int k = 0; k < dst->nblocks; k++) tile *= dst->block_size[k];
+    for (int d = 0; d < dst->ndim; d++) {
+        int64_t b = 1;
+        for (int k = 0; k < dst->nblocks; k++)
+            if (dst->block_dim[k] == d) b *= dst->block_size[k];
+        if (dst->padded[d] / b < 2) continue;
+        ext[n] = dst->padded[d] / b;
+        st[n++] = dst->strides[d];
+    }
+    int64_t reach = tile - 1;
+    for (int i = 0; i < n; i++) { /* selection by increasing stride */
+        int m = i;
+        for (int j = i + 1; j < n; j++)
+            if (st[j] < st[m]) m = j;
+        int64_t e = ext[m], s = st[m];
+        ext[m] = ext[i], st[m] = st[i], ext[i] = e, st[i] = s;
+        if (s <= reach) {
+            mft__set_error(MFT_ERR_OVERLAP,
+                           "%s: the blocked destination's outer stride %lld reaches into the "
+                           "%lld elements below it (internal overlap)",
+                           fn, (long long)s, (long long)reach + 1);
+            return MFT_ERR_OVERLAP;
+        }
+        reach += (e - 1) * s;
+    }
+    return MFT_OK;
+}
+
 mft_status mft__check_writable(const char *fn, const mft_tensor *dst) {
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     if (dst->numel == 0 || (dst->flags & MFT__F_DENSE)) return MFT_OK;
+    if (dst->nblocks) return copy_check_writable_blocked(fn, dst);
     int perm[MFT_MAX_DIMS], n = 0;
     for (int d = 0; d < dst->ndim; d++) {
         if (dst->sizes[d] < 2) continue;
@@ -105,9 +146,17 @@ mft_status mft__check_overlap(const char *fn, const mft_tensor *dst, const mft_t
     copy_byte_range(src, &sl, &sh);
     if (dh <= sl || sh <= dl) return MFT_OK;
     bool same = dst->dtype == src->dtype && dl == sl && dst->ndim == src->ndim;
-    for (int d = 0; same && d < dst->ndim; d++)
-        same = dst->sizes[d] == src->sizes[d] && dst->strides[d] == src->strides[d];
-    if (same || copy_interleaved_disjoint(dst, src)) return MFT_OK;
+    if (dst->nblocks || src->nblocks) { /* one descriptor, or a partial overlap */
+        mft_layout a, b;
+        mft__layout_of(dst, &a);
+        mft__layout_of(src, &b);
+        same = same && mft_layout_equal(&a, &b);
+    } else {
+        for (int d = 0; same && d < dst->ndim; d++)
+            same = dst->sizes[d] == src->sizes[d] && dst->strides[d] == src->strides[d];
+    }
+    if (same || (!dst->nblocks && !src->nblocks && copy_interleaved_disjoint(dst, src)))
+        return MFT_OK;
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     mft__set_error(MFT_ERR_OVERLAP,
                    "%s: destination (strides %s, offset %lld) partially overlaps the source "
@@ -165,10 +214,17 @@ static mft_tensor *copy_convert(const char *fn, const char *op, const mft_tensor
 
 static bool copy_check_format(const char *fn, const mft_tensor *t, mft_format fmt, bool preserve_ok) {
     if (fmt == MFT_CONTIGUOUS || (preserve_ok && fmt == MFT_PRESERVE)) return true;
-    if (fmt == MFT_CHANNELS_LAST) {
+    if (fmt == MFT_CHANNELS_LAST || fmt == MFT_NCHW8C || fmt == MFT_NCHW16C) {
         if (t->ndim >= 3 && t->ndim <= 5) return true;
-        mft__set_error(MFT_ERR_FORMAT, "%s: CHANNELS_LAST needs rank 3, 4 or 5, got rank %d", fn,
-                       t->ndim);
+        mft__set_error(MFT_ERR_FORMAT, "%s: %s needs rank 3, 4 or 5, got rank %d", fn,
+                       mft_format_name(fmt), t->ndim);
+        return false;
+    }
+    if (fmt == MFT_BLOCKED) {
+        mft__set_error(MFT_ERR_FORMAT,
+                       "%s: BLOCKED names no layout by itself; use mft_to_layout with a "
+                       "descriptor",
+                       fn);
         return false;
     }
     mft__set_error(MFT_ERR_FORMAT, "%s: format %s (%d) is not allowed here", fn,
@@ -179,7 +235,7 @@ static bool copy_check_format(const char *fn, const mft_tensor *t, mft_format fm
 /* No-copy result: t itself when its tag already is fmt, else a new header on
  * the same storage tagged fmt (DECLARED). */
 static mft_tensor *copy_retag(const char *fn, const mft_tensor *t, mft_format fmt) {
-    if (t->tag == fmt) return mft__retain_result(fn, (mft_tensor *)t);
+    if (t->tag == fmt || t->nblocks) return mft__retain_result(fn, (mft_tensor *)t);
     mft_tensor *out = mft__tensor_new(fn, t->storage, t->offset, t->ndim, t->sizes, t->strides,
                                       t->dtype);
     mft__decision d = mft__rule_decide(MFT__RULE_CONVERT, fn + 4, 1, &t, fmt, 0);
@@ -224,6 +280,14 @@ static mft_tensor *copy_alloc_like(const char *fn, const mft_tensor *t, mft_form
         mft__rule_apply(out, &d);
         return out;
     }
+    if (t->nblocks) { /* the same blocks, packed */
+        mft_layout l;
+        mft__layout_of(t, &l);
+        mft__layout_packed_like(&l, &l);
+        mft_tensor *out = mft__tensor_alloc_layout(fn, &l, dt);
+        mft__rule_apply1(out, like_row, fn + 4, t);
+        return out;
+    }
     int64_t strides[MFT_MAX_DIMS];
     /* t's own strides when dense, unless a size-1 dim's stride would break
      * Note [Geometry bound] in dtype dt; else dense strides in t's order
@@ -257,6 +321,46 @@ mft_tensor *mft_zeros_like(const mft_tensor *t, mft_format fmt) {
     return out;
 }
 
+/* Same placement of every element (strides, or descriptors). */
+static bool copy_same_layout(const mft_tensor *a, const mft_tensor *b) {
+    if (!a->nblocks && !b->nblocks)
+        return !memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t));
+    mft_layout la, lb;
+    mft__layout_of(a, &la);
+    mft__layout_of(b, &lb);
+    return mft_layout_equal(&la, &lb);
+}
+
+mft_tensor *mft__to_layout(const char *fn, const mft_tensor *t, const mft_layout *l) {
+    if (!t || !l) {
+        mft__null_arg(fn, !t ? "t" : "layout");
+        return NULL;
+    }
+    if (mft_layout_check(l) != MFT_OK) {
+        mft__relabel_error(fn);
+        return NULL;
+    }
+    if (l->ndim != t->ndim ||
+        memcmp(l->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim)) {
+        char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_SHAPE, "%s: the layout's sizes %s differ from the tensor's %s", fn,
+                       mft__fmt_dims(a, sizeof a, l->ndim, l->sizes),
+                       mft__fmt_dims(b, sizeof b, t->ndim, t->sizes));
+        return NULL;
+    }
+    mft_layout have;
+    mft__layout_of(t, &have);
+    if (mft_layout_equal(&have, l)) return mft__retain_result(fn, (mft_tensor *)t);
+    mft_tensor *out = mft__tensor_alloc_layout(fn, l, t->dtype);
+    if (!out) return NULL;
+    if (!out->nblocks) memset(out->storage->data, 0, out->storage->nbytes);
+    if (out->numel) mft__copy_kernel(out, t);
+    mft__decision d = mft__rule_decide(MFT__RULE_CONVERT, fn + 4, 1, &t, out->tag, 0);
+    mft__rule_apply(out, &d);
+    mft__note_conversion("to_layout", t, out);
+    return out;
+}
+
 mft_tensor *mft__clone(const char *fn, const mft_tensor *t, mft_format fmt) {
     if (!t) {
         mft__null_arg(fn, "t");
@@ -264,8 +368,7 @@ mft_tensor *mft__clone(const char *fn, const mft_tensor *t, mft_format fmt) {
     }
     mft_tensor *out = copy_alloc_like(fn, t, fmt, t->dtype, MFT__RULE_CONVERT, MFT__RULE_LIKE);
     if (out && out->numel) mft__copy_kernel(out, t);
-    if (out && memcmp(out->strides, t->strides, (size_t)t->ndim * sizeof(int64_t)))
-        mft__note_conversion("clone", t, out); /* the layout changed */
+    if (out && !copy_same_layout(out, t)) mft__note_conversion("clone", t, out);
     return out;
 }
 

@@ -221,6 +221,10 @@ static void copy_convert_loop(void *ctx, char **data, const int64_t *st, int64_t
 }
 
 void mft__copy_kernel(mft_tensor *dst, const mft_tensor *src) {
+    if (dst->nblocks || src->nblocks) { /* Note [Blocked tensors] */
+        mft__blk_copy(dst, src);
+        return;
+    }
     uint64_t t0 = mft__kernel_begin();
     mft__iter it;
     mft_tensor *ops[2] = {dst, (mft_tensor *)src};

@@ -87,6 +87,64 @@ static void desc_map(desc_buf *b, const mft_tensor *t) {
     }
 }
 
+/* A blocked tensor (docs/spec.md §7): the descriptor, its names in the
+ * three vocabularies, storage against logical elements, and the first
+ * slots of the storage: which logical element or pad lane each holds. */
+static void desc_blocked(desc_buf *b, const mft_tensor *t) {
+    /* a vocabulary without a name for the layout sets an error; describe
+     * leaves the caller's error state as it found it */
+    const mft_status err0 = mft_last_error();
+    char msg0[512];
+    snprintf(msg0, sizeof msg0, "%s", mft_last_error_message());
+    char s1[MFT__DIMS_BUF], name[96];
+    mft_layout l;
+    mft__layout_of(t, &l);
+    desc_printf(b, "padded   %s\n", mft__fmt_dims(s1, sizeof s1, t->ndim, t->padded));
+    desc_printf(b, "outer strides %s  (elements per step of i_d / B_d)\n",
+                mft__fmt_dims(s1, sizeof s1, t->ndim, t->strides));
+    desc_printf(b, "blocks  ");
+    for (int k = 0; k < t->nblocks; k++)
+        desc_printf(b, " %lld on dim %d", (long long)t->block_size[k], t->block_dim[k]);
+    desc_printf(b, "  (outermost first)\n");
+    int64_t need = 0;
+    mft_layout_storage_numel(&l, &need);
+    desc_printf(b,
+                "offset   %lld   dtype %s   numel %lld   layout spans %lld elems (%lld pad or gap)"
+                "   storage %lld elems\n",
+                (long long)t->offset, mft_dtype_name(t->dtype), (long long)t->numel,
+                (long long)need, (long long)(need - t->numel),
+                (long long)mft_tensor_storage_numel(t));
+    desc_printf(b, "tag      %s (%s)\n", mft_format_name(t->tag), mft_origin_name(t->origin));
+    const size_t es = mft__elem_size(t->dtype);
+    desc_printf(b, "oneDNN   %s\n", mft_layout_to_onednn(&l, name, sizeof name) >= 0 ? name : "-");
+    desc_printf(b, "Ascend   %s\n",
+                mft_layout_to_ascend(&l, es, name, sizeof name) >= 0 ? name : "-");
+    desc_printf(b, "XLA      %s\n", mft_layout_to_xla(&l, name, sizeof name) >= 0 ? name : "-");
+    desc_printf(b, "is_contiguous(%s)  %s\n", mft_format_name(t->tag),
+                mft_tensor_is_contiguous(t, t->tag) ? "true" : "false");
+    int64_t slots = need < DESC_MAP_SLOTS ? need : DESC_MAP_SLOTS;
+    desc_printf(b, "storage map (slot after offset -> logical index, pad lanes marked):\n");
+    for (int64_t s = 0; s < slots; s++) {
+        int64_t idx[MFT_MAX_DIMS];
+        mft_layout_slot_kind kind;
+        desc_printf(b, "  %3lld: ", (long long)s);
+        if (mft_layout_slot(&l, s, idx, &kind) != MFT_OK) {
+            desc_printf(b, "?\n");
+            continue;
+        }
+        if (kind == MFT_SLOT_ELEMENT) {
+            desc_printf(b, "(");
+            for (int d = 0; d < t->ndim; d++)
+                desc_printf(b, d ? ",%lld" : "%lld", (long long)idx[d]);
+            desc_printf(b, ")\n");
+        } else {
+            desc_printf(b, kind == MFT_SLOT_PAD ? "pad\n" : "-  (gap)\n");
+        }
+    }
+    if (err0 == MFT_OK) mft_clear_error();
+    else mft__set_error(err0, "%s", msg0);
+}
+
 size_t mft_tensor_describe(const mft_tensor *t, char *buf, size_t len) {
     if (!buf) len = 0; /* measure only */
     desc_buf b = {buf, len, 0};
@@ -100,6 +158,10 @@ size_t mft_tensor_describe(const mft_tensor *t, char *buf, size_t len) {
     const char *names = desc_dim_names(t->ndim);
     desc_printf(&b, "sizes    %s%s%s%s\n", mft__fmt_dims(s1, sizeof s1, t->ndim, t->sizes),
                 names ? "  (logical " : "", names ? names : "", names ? ")" : "");
+    if (t->nblocks) {
+        desc_blocked(&b, t);
+        goto provenance;
+    }
     desc_printf(&b, "strides  %s  (elements)\n", mft__fmt_dims(s2, sizeof s2, t->ndim, t->strides));
     int64_t need = 0;
     mft_min_storage_numel(t->ndim, t->sizes, t->strides, &need);
@@ -125,6 +187,7 @@ size_t mft_tensor_describe(const mft_tensor *t, char *buf, size_t len) {
                 fc && fl ? " and " : "", fl ? "CHANNELS_LAST" : "",
                 fc && fl ? "  (ambiguous: tag decides)" : (!fc && !fl ? "neither (plain strided)" : ""));
     desc_map(&b, t);
+provenance:;
     size_t pn = mft_tensor_provenance(t, NULL, 0); /* why the tag (tensor/rules.c) */
     char *pv = pn ? malloc(pn + 1) : NULL;
     if (pv) {

@@ -11,7 +11,8 @@ const char *mft_dtype_name(mft_dtype dt) {
     return (unsigned)dt < MFT_DTYPE_COUNT ? names[dt] : "invalid";
 }
 const char *mft_format_name(mft_format f) {
-    static const char *names[] = {"CONTIGUOUS", "CHANNELS_LAST", "PRESERVE"};
+    static const char *names[] = {"CONTIGUOUS", "CHANNELS_LAST", "PRESERVE",
+                                  "NCHW8C",     "NCHW16C",       "BLOCKED"};
     return (unsigned)f < MFT_FORMAT_COUNT ? names[f] : "invalid";
 }
 const char *mft_origin_name(mft_origin o) {

@@ -92,6 +92,13 @@ void mft__cause_pop(void) {
 /* ---------------------------------------------------------------- layout labels */
 const char *mft__layout_label(const mft_tensor *t) {
     if (!t) return "-";
+    if (t->nblocks) { /* oneDNN's names for the tags (docs/spec.md §7) */
+        static const char *const c16[6] = {"", "", "", "nCw16c", "nChw16c", "nCdhw16c"};
+        static const char *const c8[6] = {"", "", "", "nCw8c", "nChw8c", "nCdhw8c"};
+        if (t->tag == MFT_NCHW16C) return c16[t->ndim];
+        if (t->tag == MFT_NCHW8C) return c8[t->ndim];
+        return "blocked";
+    }
     bool cf = mft_tensor_is_contiguous(t, MFT_CONTIGUOUS);
     if (t->ndim >= 3 && t->ndim <= 5) {
         static const char *const first[6] = {"", "", "", "NCL", "NCHW", "NCDHW"};

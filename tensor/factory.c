@@ -41,6 +41,10 @@ static void fill_loop(void *ctx, char **data, const int64_t *st, int64_t n0, int
 }
 
 void mft__fill(mft_tensor *t, double value) {
+    if (t->nblocks) {
+        mft__blk_fill(t, value);
+        return;
+    }
     _Alignas(8) char elem[8];
     mft__store(t->dtype, elem, value);
     mft__iter it;
@@ -214,7 +218,9 @@ static void rand_range(void *vctx, int64_t begin, int64_t end) {
     }
     for (int64_t i = begin; i < end; i++) {
         int64_t off = 0;
-        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+        if (t->nblocks) off = mft__blk_offset(t, idx);
+        else
+            for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
         double v;
         if (c->normal) { /* Box-Muller on two uniforms of this index */
             double u1 = rng_uniform(c->seed, (uint64_t)i, 0), u2 = rng_uniform(c->seed, (uint64_t)i, 1);

@@ -1,7 +1,9 @@
 /* tensor/hash.c — mft_tensor_hash: XXH3-64 over (dtype, ndim, sizes, values
  * in LOGICAL order), so equal logical tensors hash equal in every layout.
  * Packed-contiguous views hash their bytes in one call; other layouts are
- * gathered row by row (last logical dim) into a small buffer. */
+ * gathered row by row (last logical dim) into a small buffer; blocked ones
+ * are copied to a plain packed temporary first (0 with MFT_ERR_NOMEM when
+ * that cannot be allocated). */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #include <string.h>
@@ -20,6 +22,17 @@ uint64_t mft_tensor_hash(const mft_tensor *t) {
     XXH3_64bits_update(&st, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
     size_t es = mft__elem_size(t->dtype);
     if (t->numel == 0) return XXH3_64bits_digest(&st);
+    if (t->nblocks) { /* logical order through a plain packed copy (pads never enter) */
+        mft__scope_suspend();
+        mft_tensor *p = mft__tensor_alloc("mft_tensor_hash", t->ndim, t->sizes, t->dtype,
+                                          MFT_CONTIGUOUS);
+        mft__scope_resume();
+        if (!p) return 0;
+        mft__copy_kernel(p, t);
+        XXH3_64bits_update(&st, mft__tensor_ptr(p), (size_t)p->numel * es);
+        mft_tensor_release(p);
+        return XXH3_64bits_digest(&st);
+    }
     if (t->flags & MFT__F_CONTIG) {
         XXH3_64bits_update(&st, mft__tensor_ptr(t), (size_t)t->numel * es);
         return XXH3_64bits_digest(&st);

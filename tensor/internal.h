@@ -70,6 +70,7 @@ enum {
     MFT__F_CL_STRIDES = 1u << 3,    /* strides_like_channels_last */
     MFT__F_FITS_CONTIG = 1u << 4,   /* dim order fits CONTIGUOUS */
     MFT__F_FITS_CL = 1u << 5,       /* dim order fits CHANNELS_LAST */
+    MFT__F_BLOCKED = 1u << 6,       /* nblocks > 0: strides[] are outer strides */
 };
 
 struct mft_tensor {
@@ -87,6 +88,16 @@ struct mft_tensor {
     struct mft__ag_meta *autograd; /* NULL unless grad is required (autograd/) */
     struct mft__prov *prov;        /* provenance of the tag (tensor/rules.c), may be NULL */
     char *name;                    /* mft_tensor_set_name (tensor/naming.c), may be NULL */
+    /* Note [Blocked tensors] (tensor/blocked.c): nblocks > 0 makes the
+     * header a blocked layout (docs/spec.md §7): strides[] then hold the
+     * OUTER strides (per step of i_d / B_d), padded[] the padded sizes,
+     * offset the storage offset of element (0,...,0), which sits at the
+     * origin of its blocks. Every plain-stride flag is clear and only
+     * MFT__F_BLOCKED is set, so no strided kernel takes it for plain. */
+    int nblocks;
+    int block_dim[MFT_MAX_BLOCKS];
+    int64_t block_size[MFT_MAX_BLOCKS];
+    int64_t padded[MFT_MAX_DIMS];
 };
 
 /* Autograd state of a tensor, allocated on first need and freed (with its
@@ -277,6 +288,60 @@ mft_tensor *mft__view_reshape(const char *fn, const mft_tensor *t, int ndim, con
 bool mft__view_flatten_sizes(const char *fn, const mft_tensor *t, int start, int end, int *ndim,
                              int64_t *sizes);
 
+/* ------------------------------------------------------------------ blocked tensors
+ * tensor/blocked.c, Note [Blocked tensors]. */
+static inline bool mft__is_blocked(const mft_tensor *t) { return t && t->nblocks > 0; }
+/* t's descriptor (plain: strides as the outer strides, no blocks). */
+void mft__layout_of(const mft_tensor *t, mft_layout *l);
+/* New header on s for a descriptor (plain descriptors: mft__tensor_new);
+ * checked (layout, Note [Geometry bound] on the logical sizes, storage
+ * reach). Tag inferred from the descriptor (mft__layout_format). */
+mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offset,
+                                   const mft_layout *l, mft_dtype dtype);
+/* Fresh zeroed storage (pad lanes zero) holding the packed descriptor l. */
+mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype);
+/* The format a descriptor is: CONTIGUOUS / CHANNELS_LAST for plain ones
+ * (by its strides), NCHW8C / NCHW16C for one block of 8 / 16 on dim 1 of a
+ * rank 3-5 layout whose outer order fits N, C1, [D,] H, W, else BLOCKED. */
+mft_format mft__layout_format(const mft_layout *l);
+/* The packed descriptor of a blocked format for sizes (MFT_ERR_RANK, ...
+ * naming fn); plain formats give their packed strides. */
+/* out = l's blocks and dim order (outer strides descending, ties by dim),
+ * packed from the inner tile outwards; out may be l. */
+void mft__layout_packed_like(const mft_layout *l, mft_layout *out);
+mft_status mft__layout_for_format(const char *fn, int ndim, const int64_t *sizes, mft_format fmt,
+                                  mft_layout *out);
+static inline bool mft__format_is_blocked(mft_format f) {
+    return f == MFT_NCHW8C || f == MFT_NCHW16C || f == MFT_BLOCKED;
+}
+/* Element offset of a logical index (in range) from the view's element 0. */
+int64_t mft__blk_offset(const mft_tensor *t, const int64_t *index);
+/* Note [Plain pieces]: a blocked tensor whose dims carry at most one block
+ * each is the union of at most 2^k plain strided boxes (per blocked dim: the
+ * full blocks as two dims (C / b, b), and the tail block C % b as one dim).
+ * mft__blk_foreach cuts n operands of one logical shape (plain ones may be
+ * broadcast views; blocked ones must agree on their blocking) into those
+ * boxes and calls fn with n plain headers of equal sizes, one per operand,
+ * each over its operand's storage (borrowed for the call; never registered
+ * in a scope). MFT_ERR_UNSUPPORTED (no message set) when the operands cannot
+ * be cut that way (blockings differ, a dim with two blocks, rank past
+ * MFT_MAX_DIMS); MFT_ERR_NOMEM naming fn. */
+typedef void (*mft__blk_piece_fn)(void *ctx, mft_tensor *const *pieces);
+/* Whether mft__blk_foreach can cut these operands (same rank, one common
+ * blocking, no dim with two blocks, rank after the cut within bounds). */
+bool mft__blk_can_cut(int n, const mft_tensor *const *ops);
+mft_status mft__blk_foreach(const char *fn, int n, const mft_tensor *const *ops,
+                            mft__blk_piece_fn cb, void *ctx);
+/* Copies src into dst when either is blocked (sizes equal or src
+ * broadcast; validated): plain pieces, else a plain temporary, else an
+ * element loop. Pad lanes of dst are not written. */
+void mft__blk_copy(mft_tensor *dst, const mft_tensor *src);
+/* Writes value into every element (not the pad lanes) of a blocked t. */
+void mft__blk_fill(mft_tensor *t, double value);
+/* MFT_ERR_FORMAT "fn: <what> of a blocked tensor (...)" for a function that
+ * cannot take one. Returns the status. */
+mft_status mft__blk_refuse(const char *fn, const mft_tensor *t, const char *what);
+
 /* ------------------------------------------------------------------ copy */
 /* A destination must not write one location twice: no stride-0 dim of size
  * > 1, no (possible) internal overlap. Sets MFT_ERR_OVERLAP naming fn. */
@@ -300,6 +365,9 @@ mft_tensor *mft__contiguous(const char *fn, const mft_tensor *t, mft_format fmt)
 mft_tensor *mft__to_format(const char *fn, const mft_tensor *t, mft_format fmt);
 mft_tensor *mft__clone(const char *fn, const mft_tensor *t, mft_format fmt);
 mft_tensor *mft__to_dtype(const char *fn, const mft_tensor *t, mft_dtype dtype);
+/* t itself when it already has layout l, else a copy laid out by l (a
+ * conversion noted as "to_layout"). */
+mft_tensor *mft__to_layout(const char *fn, const mft_tensor *t, const mft_layout *l);
 /* Copies src into dst (validated: dst of the broadcast shape, no overlap). */
 void mft__copy_kernel(mft_tensor *dst, const mft_tensor *src);
 

@@ -114,7 +114,13 @@ void mft__iter_coalesce(mft__iter *it) {
 
 mft_status mft__iter_build(const char *fn, mft__iter *it, int nops, mft_tensor *const *ops,
                            int ndim, const int64_t *shape) {
-    (void)fn;
+    for (int k = 0; k < nops; k++)
+        if (ops[k]->nblocks) { /* Note [Blocked tensors]: callers cut them into plain pieces */
+            it->nops = nops;
+            it->ndim = 0;
+            it->numel = 0; /* an empty iteration if the caller runs it anyway */
+            return mft__blk_refuse(fn, ops[k], "an elementwise iteration");
+        }
     it->nops = nops;
     /* fast path: every operand has the full shape and one common dense
      * layout (all contiguous, all channels-last contiguous, or identical dense

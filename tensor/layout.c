@@ -160,6 +160,13 @@ void mft__tensor_refresh(mft_tensor *t) {
 }
 
 void mft__tensor_set_tag_from(mft_tensor *t, mft_format source_tag) {
+    if (t->nblocks) { /* the descriptor decides (Note [Blocked tensors]) */
+        mft_layout l;
+        mft__layout_of(t, &l);
+        t->tag = mft__layout_format(&l);
+        t->origin = MFT_INFERRED;
+        return;
+    }
     bool c = t->flags & MFT__F_FITS_CONTIG, cl = t->flags & MFT__F_FITS_CL;
     if (c && cl) {
         t->tag = source_tag == MFT_CHANNELS_LAST ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
@@ -172,6 +179,11 @@ void mft__tensor_set_tag_from(mft_tensor *t, mft_format source_tag) {
 }
 
 void mft__tensor_declare(mft_tensor *t, mft_format fmt) {
+    if (t->nblocks) { /* a blocked header is what its descriptor is */
+        mft_layout l;
+        mft__layout_of(t, &l);
+        fmt = mft__layout_format(&l);
+    }
     t->tag = fmt;
     t->origin = MFT_DECLARED;
 }
@@ -181,6 +193,19 @@ bool mft_tensor_is_contiguous(const mft_tensor *t, mft_format fmt) {
     if (!t) return false;
     if (fmt == MFT_CONTIGUOUS) return t->flags & MFT__F_CONTIG;
     if (fmt == MFT_CHANNELS_LAST) return t->flags & MFT__F_CL_CONTIG;
+    if ((fmt == MFT_NCHW8C || fmt == MFT_NCHW16C) && t->nblocks && t->tag == fmt) {
+        /* packed: the tag's strides on every dim with an outer extent above 1 */
+        mft_layout l;
+        if (mft_layout_for_tag(t->ndim, t->sizes,
+                               fmt == MFT_NCHW8C ? MFT_LAYOUT_NCHW8C : MFT_LAYOUT_NCHW16C,
+                               &l) != MFT_OK)
+            return false;
+        for (int d = 0; d < t->ndim; d++) {
+            const int64_t outer = d == 1 ? l.padded[1] / l.block_size[0] : l.padded[d];
+            if (outer > 1 && t->strides[d] != l.strides[d]) return false;
+        }
+        return true;
+    }
     return false;
 }
 bool mft_tensor_is_dense(const mft_tensor *t) { return t && (t->flags & MFT__F_DENSE); }

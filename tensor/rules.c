@@ -142,7 +142,9 @@ mft__decision mft__rule_decide(mft__rule_id rule, const char *op, int n,
     }
     case MFT_RULE_CONTIGUOUS: break;
     case MFT_RULE_DECLARED:
-        d.tag = declared == MFT_CHANNELS_LAST ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+        d.tag = declared == MFT_CHANNELS_LAST || mft__format_is_blocked(declared)
+                    ? declared
+                    : MFT_CONTIGUOUS;
         if (first >= 0) {
             d.operand = 0;
             d.from = operands[0];
@@ -159,8 +161,12 @@ mft__decision mft__rule_decide(mft__rule_id rule, const char *op, int n,
 }
 
 mft_format mft__rule_grad_format(mft_format input_tag, int ndim) {
-    return input_tag == MFT_CHANNELS_LAST && rules_rank_has_cl(ndim) ? MFT_CHANNELS_LAST
-                                                                     : MFT_CONTIGUOUS;
+    if (!rules_rank_has_cl(ndim)) return MFT_CONTIGUOUS;
+    /* a gradient takes its input's packed layout; a BLOCKED input (a
+     * descriptor without a tag) gets CONTIGUOUS (docs/spec.md §7) */
+    return input_tag == MFT_CHANNELS_LAST || input_tag == MFT_NCHW8C || input_tag == MFT_NCHW16C
+               ? input_tag
+               : MFT_CONTIGUOUS;
 }
 
 /* ---------------------------------------------------------------- provenance */

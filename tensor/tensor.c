@@ -195,8 +195,17 @@ mft_tensor *mft__tensor_alloc_strided(const char *fn, int ndim, const int64_t *s
 mft_tensor *mft__tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
                               mft_format fmt) {
     if (mft__check_geometry(fn, ndim, sizes, NULL, dtype) != MFT_OK) return NULL;
+    if (fmt == MFT_NCHW8C || fmt == MFT_NCHW16C) { /* docs/spec.md §7 */
+        mft_layout l;
+        if (mft__layout_for_format(fn, ndim, sizes, fmt, &l) != MFT_OK) return NULL;
+        mft_tensor *t = mft__tensor_alloc_layout(fn, &l, dtype);
+        if (t) mft__tensor_declare(t, fmt);
+        return t;
+    }
     if (fmt != MFT_CONTIGUOUS && fmt != MFT_CHANNELS_LAST) {
-        mft__set_error(MFT_ERR_FORMAT, "%s: format %s is not allowed here (use CONTIGUOUS or CHANNELS_LAST)",
+        mft__set_error(MFT_ERR_FORMAT,
+                       "%s: format %s is not allowed here (use CONTIGUOUS, CHANNELS_LAST, NCHW8C "
+                       "or NCHW16C)",
                        fn, mft_format_name(fmt));
         return NULL;
     }
@@ -235,7 +244,13 @@ void mft_tensor_release(mft_tensor *t) {
 /* ---------------------------------------------------------------- accessors */
 int mft_tensor_ndim(const mft_tensor *t) { return t ? t->ndim : 0; }
 const int64_t *mft_tensor_sizes(const mft_tensor *t) { return t ? t->sizes : NULL; }
-const int64_t *mft_tensor_strides(const mft_tensor *t) { return t ? t->strides : NULL; }
+const int64_t *mft_tensor_strides(const mft_tensor *t) {
+    if (t && t->nblocks) { /* outer strides would be misread: Note [Blocked tensors] */
+        mft__blk_refuse("mft_tensor_strides", t, "the strides (use mft_tensor_layout)");
+        return NULL;
+    }
+    return t ? t->strides : NULL;
+}
 int64_t mft_tensor_offset(const mft_tensor *t) { return t ? t->offset : 0; }
 int64_t mft_tensor_numel(const mft_tensor *t) { return t ? t->numel : 0; }
 mft_dtype mft_tensor_dtype(const mft_tensor *t) { return t ? t->dtype : MFT_F32; }
@@ -266,8 +281,9 @@ static int64_t tensor_index_offset(const char *fn, const mft_tensor *t, const in
                            mft__fmt_dims(b, sizeof b, t->ndim, t->sizes), i);
             return -1;
         }
-        off += index[i] * t->strides[i];
+        if (!t->nblocks) off += index[i] * t->strides[i];
     }
+    if (t->nblocks) off = mft__blk_offset(t, index);
     return off * (int64_t)mft__elem_size(t->dtype);
 }
 
@@ -286,7 +302,7 @@ mft_status mft_tensor_set(mft_tensor *t, const int64_t *index, double value) {
         mft__null_arg("mft_tensor_set", "t");
         return MFT_ERR_NULL;
     }
-    for (int i = 0; i < t->ndim; i++) {
+    for (int i = 0; i < t->ndim && !t->nblocks; i++) {
         if (t->strides[i] == 0 && t->sizes[i] > 1) {
             mft__set_error(MFT_ERR_OVERLAP,
                            "mft_tensor_set: dim %d has stride 0 and size %lld (a broadcast view); "

@@ -87,9 +87,74 @@ static void view_note(mft__view_note *note, mft__view_kind kind, int dim, int d1
         }                             \
     } while (0)
 
+/* ---------------------------------------------------------------- blocked views
+ * docs/spec.md §7 (views): narrow / slice / select on a dim without a
+ * block move the offset and scale the outer stride; on a blocked dim only
+ * narrow and step-1 slices that start at a block boundary and end at one
+ * (or at the end of the dim, so the view's pad lanes are the tensor's) are
+ * views. Everything else is MFT_ERR_NOT_VIEWABLE naming the view and the
+ * block; the view ops that reorder or merge dims refuse blocked tensors
+ * (MFT_ERR_FORMAT), and reshape / flatten copy them to plain. */
+static int64_t view_block_on(const mft_tensor *t, int d, int *nblocks_on) {
+    int64_t b = 1;
+    *nblocks_on = 0;
+    for (int k = 0; k < t->nblocks; k++)
+        if (t->block_dim[k] == d) {
+            b *= t->block_size[k];
+            (*nblocks_on)++;
+        }
+    return b;
+}
+
+/* A view of blocked t: dim d becomes [s, s + len) with outer step `step`
+ * (drop: removed, s the index), or a refusal. */
+static mft_tensor *view_blocked_range(const char *fn, const char *what, const mft_tensor *t,
+                                      int d, int64_t s, int64_t len, int64_t step, bool drop) {
+    int nb;
+    const int64_t b = view_block_on(t, d, &nb);
+    mft_layout l;
+    mft__layout_of(t, &l);
+    int64_t off = t->offset;
+    if (nb > 0 && (drop || step != 1 || nb > 1 || s % b != 0 ||
+                   (len % b != 0 && s + len != t->sizes[d]))) {
+        mft__set_error(MFT_ERR_NOT_VIEWABLE,
+                       "%s: %s dim %d at [%lld, %lld) step %lld of a blocked tensor: dim %d is "
+                       "stored in blocks of %lld, and only ranges that start at a block boundary "
+                       "and end at one (or at the dim's end) are views (copy it with "
+                       "mft_contiguous first)",
+                       fn, what, d, (long long)s, (long long)(s + len), (long long)step, d,
+                       (long long)b);
+        return NULL;
+    }
+    off += s / b * t->strides[d];
+    if (drop) {
+        for (int k = d; k + 1 < l.ndim; k++) {
+            l.sizes[k] = l.sizes[k + 1];
+            l.padded[k] = l.padded[k + 1];
+            l.strides[k] = l.strides[k + 1];
+        }
+        l.ndim--;
+        for (int k = 0; k < l.nblocks; k++)
+            if (l.block_dim[k] > d) l.block_dim[k]--;
+    } else {
+        l.sizes[d] = len;
+        l.padded[d] = (len + b - 1) / b * b;
+        int64_t st;
+        if (__builtin_mul_overflow(t->strides[d], step, &st)) st = t->strides[d];
+        l.strides[d] = len > 1 ? st : t->strides[d];
+    }
+    mft_tensor *v = mft__tensor_new_layout(fn, t->storage, off, &l, t->dtype);
+    if (v) mft__rule_apply1(v, MFT__RULE_VIEW, fn + 4, t);
+    return v;
+}
+
 mft_tensor *mft__view_permute(const char *fn, const mft_tensor *t, const int *dims,
                                mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
+    if (t->nblocks) {
+        mft__blk_refuse(fn, t, "a permutation");
+        return NULL;
+    }
     if (t->ndim > 0 && !dims) {
         mft__set_error(MFT_ERR_NULL, "%s: dims is NULL for a rank-%d tensor", fn, t->ndim);
         return NULL;
@@ -115,6 +180,10 @@ mft_tensor *mft__view_permute(const char *fn, const mft_tensor *t, const int *di
 mft_tensor *mft__view_transpose(const char *fn, const mft_tensor *t, int d0, int d1,
                                  mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
+    if (t->nblocks) {
+        mft__blk_refuse(fn, t, "a transpose");
+        return NULL;
+    }
     int a = mft__wrap_dim(fn, d0, t->ndim), b = a < 0 ? -1 : mft__wrap_dim(fn, d1, t->ndim);
     if (a < 0 || b < 0) return NULL;
     int64_t sizes[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
@@ -144,6 +213,7 @@ mft_tensor *mft__view_narrow(const char *fn, const mft_tensor *t, int dim, int64
     memcpy(sizes, t->sizes, sizeof sizes);
     sizes[d] = length;
     view_note(note, MFT__VIEW_NARROW, d, 0, NULL, t->ndim, s, length, 0);
+    if (t->nblocks) return view_blocked_range(fn, "narrow", t, d, s, length, 1, false);
     return view_make(fn, t, t->ndim, sizes, t->strides, t->offset + s * t->strides[d]);
 }
 
@@ -159,6 +229,7 @@ mft_tensor *mft__view_select(const char *fn, const mft_tensor *t, int dim, int64
         return NULL;
     }
     view_note(note, MFT__VIEW_SELECT, d, 0, NULL, t->ndim, idx, 0, 0);
+    if (t->nblocks) return view_blocked_range(fn, "select", t, d, idx, 1, 1, true);
     return view_drop_dim(fn, t, d, t->offset + idx * t->strides[d]);
 }
 
@@ -179,6 +250,10 @@ mft_tensor *mft__view_slice(const char *fn, const mft_tensor *t, int dim, int64_
     memcpy(sizes, t->sizes, sizeof sizes);
     memcpy(strides, t->strides, sizeof strides);
     sizes[d] = e > s ? (e - s - 1) / step + 1 : 0;
+    if (t->nblocks) {
+        view_note(note, MFT__VIEW_SLICE, d, 0, NULL, t->ndim, s, e, step);
+        return view_blocked_range(fn, "slice", t, d, s, sizes[d], sizes[d] > 1 ? step : 1, false);
+    }
     int64_t st;
     if (__builtin_mul_overflow(t->strides[d], step, &st)) {
         if (sizes[d] > 1) {
@@ -198,6 +273,10 @@ mft_tensor *mft__view_slice(const char *fn, const mft_tensor *t, int dim, int64_
 mft_tensor *mft__view_unsqueeze(const char *fn, const mft_tensor *t, int dim,
                                  mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
+    if (t->nblocks) {
+        mft__blk_refuse(fn, t, "an unsqueeze");
+        return NULL;
+    }
     if (t->ndim >= MFT_MAX_DIMS) {
         mft__set_error(MFT_ERR_RANK, "%s: rank %d would exceed MFT_MAX_DIMS %d", fn, t->ndim + 1,
                        MFT_MAX_DIMS);
@@ -228,6 +307,10 @@ mft_tensor *mft__view_unsqueeze(const char *fn, const mft_tensor *t, int dim,
 mft_tensor *mft__view_squeeze(const char *fn, const mft_tensor *t, int dim,
                                mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
+    if (t->nblocks) {
+        mft__blk_refuse(fn, t, "a squeeze");
+        return NULL;
+    }
     int d = mft__wrap_dim(fn, dim, t->ndim);
     if (d < 0) return NULL;
     mft_tensor *v = (t->ndim == 0 || t->sizes[d] != 1)
@@ -240,6 +323,10 @@ mft_tensor *mft__view_squeeze(const char *fn, const mft_tensor *t, int dim,
 mft_tensor *mft__view_expand(const char *fn, const mft_tensor *t, int ndim, const int64_t *sizes,
                               mft__view_note *note) {
     VIEW_CHECK_NULL(fn, t);
+    if (t->nblocks) {
+        mft__blk_refuse(fn, t, "an expand");
+        return NULL;
+    }
     char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF];
     if (ndim < t->ndim || ndim > MFT_MAX_DIMS) {
         mft__set_error(MFT_ERR_RANK, "%s: cannot expand rank %d to rank %d (max %d)", fn, t->ndim,
@@ -425,12 +512,21 @@ mft_tensor *mft__view_reshape(const char *fn, const mft_tensor *t, int ndim, con
     if (!view_infer_sizes(fn, t, ndim, sizes, nsz) ||
         mft__check_geometry(fn, ndim, nsz, NULL, t->dtype) != MFT_OK)
         return NULL;
-    if (view_strides(t->ndim, t->sizes, t->strides, t->numel, ndim, nsz, nst)) {
+    if (!t->nblocks && view_strides(t->ndim, t->sizes, t->strides, t->numel, ndim, nsz, nst)) {
         /* the strides derived for size-0/1 dims obey the bound (Note [Geometry bound]) */
         for (int d = 0; d < ndim; d++)
             view_fit_derived(ndim, nsz, nst, t->offset, t->dtype, d, 1);
         view_note(note, MFT__VIEW_RESHAPE, 0, 0, NULL, t->ndim, 0, 0, 0);
         return view_make(fn, t, ndim, nsz, nst, t->offset);
+    }
+    if (!allow_copy && t->nblocks) {
+        char a[MFT__DIMS_BUF], c[MFT__DIMS_BUF];
+        mft__set_error(MFT_ERR_NOT_VIEWABLE,
+                       "%s: a blocked tensor (sizes %s, format %s) cannot be viewed as %s: its "
+                       "blocks have no plain strides (use mft_reshape, which copies)",
+                       fn, mft__fmt_dims(a, sizeof a, t->ndim, t->sizes), mft_format_name(t->tag),
+                       mft__fmt_dims(c, sizeof c, ndim, nsz));
+        return NULL;
     }
     if (!allow_copy) {
         char a[MFT__DIMS_BUF], b[MFT__DIMS_BUF], c[MFT__DIMS_BUF];

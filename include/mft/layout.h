@@ -16,9 +16,10 @@
  * buffer mft writes (the pad-zero invariant). A plain strided layout is
  * nblocks == 0 (padded == sizes, strides are the usual strides).
  *
- * Today the descriptor is a value type with its vocabularies (oneDNN letter
- * tags, Ascend format names, XLA layout strings); tensors do not carry one yet.
- * All functions return MFT_OK or a status with the thread-local error naming
+ * The descriptor is a value type with its vocabularies (oneDNN letter tags,
+ * Ascend format names, XLA layout strings), and every tensor has one
+ * (mft_tensor_layout); a tensor with blocks is a blocked tensor (the end of
+ * this header). All functions return MFT_OK or a status with the thread-local error naming
  * the function and the values (for strings: the string and the position). */
 #ifndef MFT_LAYOUT_H
 #define MFT_LAYOUT_H
@@ -162,6 +163,44 @@ MFT_API mft_status mft_layout_from_xla(int ndim, const int64_t *sizes, const cha
 /* Prints "{1,0:T(2,2)}", snprintf-style; -1 with MFT_ERR_UNSUPPORTED when the
  * descriptor is not a packed XLA layout with at most two tile levels. */
 MFT_API int mft_layout_to_xla(const mft_layout *l, char *buf, size_t len);
+
+/* ---------------------------------------------------------------- blocked tensors
+ * docs/spec.md §7. A tensor whose descriptor has blocks keeps its logical
+ * sizes (mft_tensor_sizes answers C, not the padded C) and its format tag is
+ * MFT_NCHW8C / MFT_NCHW16C (one block of 8 / 16 on dim 1, rank 3-5, outer
+ * order N, C1, [D,] H, W) or MFT_BLOCKED (any other). Everything generic
+ * takes it: the factories (fmt NCHW8C / NCHW16C), get / set, copy_ between
+ * any two layouts, hash (equal to its plain copy's), to_format /
+ * contiguous / clone / empty_like / to_dtype, narrow / slice / select at
+ * block boundaries, checkpoints; ops run natively or convert it through a
+ * counted fallback (cause "fallback"). mft_tensor_strides returns NULL for
+ * it (outer strides read as element strides would address the wrong
+ * elements); read the descriptor instead. */
+typedef struct mft_tensor mft_tensor;
+/* The tensor's descriptor (plain tensors: no blocks, strides as strides). */
+MFT_API mft_status mft_tensor_layout(const mft_tensor *t, mft_layout *out);
+/* True when the tensor's descriptor has blocks. */
+MFT_API bool mft_tensor_is_blocked(const mft_tensor *t);
+/* New tensor laid out exactly by l (strides as given, so gaps are kept),
+ * storage zeroed: pad lanes are zero and the elements are 0. */
+MFT_API mft_tensor *mft_empty_layout(const mft_layout *l, mft_dtype dtype);
+/* COPY of t laid out by l (l's sizes must be t's: MFT_ERR_SHAPE); t itself
+ * (a new reference) when t already has that layout. Differentiable: the
+ * gradient comes back in t's layout. Counted as a conversion "to_layout". */
+MFT_API mft_tensor *mft_to_layout(const mft_tensor *t, const mft_layout *l);
+/* Wraps caller memory laid out by l, from element storage_offset, without
+ * copying. nbytes must hold the layout's storage (mft_layout_storage_numel
+ * elements after the offset: MFT_ERR_BOUNDS); the pad lanes must hold zero
+ * (MFT_ERR_INVALID naming the first that does not: zero them, or copy the
+ * data in with mft_copy_). deleter as in mft_from_blob: called when the last
+ * tensor on the memory dies, never on failure. */
+MFT_API mft_tensor *mft_from_blob_layout(void *data, size_t nbytes, const mft_layout *l,
+                                         int64_t storage_offset, mft_dtype dtype,
+                                         void (*deleter)(void *data, void *ctx), void *ctx);
+/* MFT_OK when every pad lane of t holds zero (always for plain tensors);
+ * else MFT_ERR_INVALID naming the first pad lane (its padded index) and its
+ * value. */
+MFT_API mft_status mft_tensor_check_padding(const mft_tensor *t);
 
 #ifdef __cplusplus
 }

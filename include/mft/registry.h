@@ -173,8 +173,11 @@
     X(A, IMAGES_TO_BATCH, images_to_batch, factory, NONE, 1, 1, FACTORY, PLAIN, DIRECT) \
     X(A, EMPTY_STRIDED, empty_strided, factory, NONE, 0, 1, STRIDED, PLAIN, DIRECT) \
     X(A, FROM_BLOB, from_blob, factory, NONE, 0, 1, STRIDED, PLAIN, DIRECT) \
+    X(A, FROM_BLOB_LAYOUT, from_blob_layout, factory, NONE, 0, 1, FACTORY, PLAIN, DIRECT) \
+    X(A, EMPTY_LAYOUT, empty_layout, factory, NONE, 0, 1, FACTORY, PLAIN, DIRECT) \
     X(A, CONTIGUOUS, contiguous, shape, NONE, 1, 1, CONVERT, DIFF, DIRECT) \
     X(A, TO_FORMAT, to_format, shape, NONE, 1, 1, CONVERT, DIFF, DIRECT) \
+    X(A, TO_LAYOUT, to_layout, shape, NONE, 1, 1, CONVERT, DIFF, DIRECT) \
     X(A, CLONE, clone, shape, NONE, 1, 1, CONVERT, DIFF, DIRECT) \
     X(A, EMPTY_LIKE, empty_like, factory, NONE, 1, 1, LIKE, PLAIN, DIRECT) \
     X(A, ZEROS_LIKE, zeros_like, factory, NONE, 1, 1, LIKE, PLAIN, DIRECT) \

@@ -27,11 +27,19 @@ typedef enum mft_dtype {
 
 /* Memory formats. CONTIGUOUS = channels first (N,C,[D,]H,W packed);
  * CHANNELS_LAST = N,[D,]H,W,C packed for rank 4/5 and N,L,C for rank 3.
- * PRESERVE is only an argument ("keep the input's layout"), never a tag. */
+ * PRESERVE is only an argument ("keep the input's layout"), never a tag.
+ * The blocked formats (docs/spec.md §7, mft/layout.h) keep logical sizes and
+ * store C in blocks: NCHW8C / NCHW16C are N,C1,[D,]H,W,C0 with C0 = 8 / 16
+ * (oneDNN nChw8c / nChw16c; NCHW16C is Ascend's NC1HWC0 for 4-byte
+ * elements), rank 3-5; BLOCKED is any other descriptor (read it with
+ * mft_tensor_layout). Appended so the plain formats keep their numbers. */
 typedef enum mft_format {
     MFT_CONTIGUOUS,
     MFT_CHANNELS_LAST,
     MFT_PRESERVE,
+    MFT_NCHW8C,
+    MFT_NCHW16C,
+    MFT_BLOCKED,
     MFT_FORMAT_COUNT
 } mft_format;
 
@@ -47,7 +55,8 @@ typedef enum mft_origin {
 MFT_API size_t mft_dtype_size(mft_dtype dt);
 /* "f32", "f64", "i32", "i64", "u8"; "invalid" otherwise. Static storage. */
 MFT_API const char *mft_dtype_name(mft_dtype dt);
-/* "CONTIGUOUS", "CHANNELS_LAST", "PRESERVE"; "invalid" otherwise. */
+/* "CONTIGUOUS", "CHANNELS_LAST", "PRESERVE", "NCHW8C", "NCHW16C", "BLOCKED";
+ * "invalid" otherwise. */
 MFT_API const char *mft_format_name(mft_format f);
 /* "declared", "inferred", "inherited"; "invalid" otherwise. */
 MFT_API const char *mft_origin_name(mft_origin o);

@@ -225,26 +225,137 @@ static bool ew_cast_inputs(const char *fn, const mft__ew_op *op, const mft_tenso
     return true;
 }
 
+/* ---------------------------------------------------------------- blocked operands
+ * Note [Blocked elementwise] (docs/spec.md §7): when every blocked operand
+ * has the result's sizes and all blocked operands and the destination share
+ * one blocking, the op runs natively: the result takes the blocked
+ * operands' layout, plain operands (a (1, C, 1, 1) bias, a scalar tensor, a
+ * same-shape plain tensor) are expanded to the result's sizes, and all are
+ * cut into plain pieces (Note [Plain pieces]) that the ordinary loops run
+ * over. Pad lanes are never visited, so f(0) != 0 (exp, x + 1) leaves them
+ * zero. Otherwise the blocked operands are converted to plain (counted,
+ * cause "fallback") and the result is plain; a blocked destination then
+ * gets the plain result copied in. */
+static bool ew_any_blocked(const mft__ew_op *op, const mft_tensor *out,
+                           const mft_tensor *const *in) {
+    bool b = out && out->nblocks;
+    for (int k = 0; k < op->ninputs; k++) b = b || in[k]->nblocks;
+    return b;
+}
+
+static bool ew_blocked_native(const mft__ew_op *op, const mft_tensor *out,
+                              const mft_tensor *const *in, const ew_plan *p) {
+    const mft_tensor *bl[MFT__ITER_MAX_OPERANDS + 1];
+    int n = 0;
+    if (out && out->nblocks) bl[n++] = out;
+    for (int k = 0; k < op->ninputs; k++) {
+        if (!in[k]->nblocks) continue;
+        if (!ew_same_sizes(in[k], p->ndim, p->shape)) return false;
+        bl[n++] = in[k];
+    }
+    if (out && !out->nblocks) return false; /* a plain destination: the plain path */
+    return n > 0 && mft__blk_can_cut(n, bl);
+}
+
+/* The inputs with every blocked one replaced by a plain packed copy. */
+static bool ew_unblock_inputs(const char *fn, const mft__ew_op *op, const mft_tensor **in,
+                              ew_temps *tmp) {
+    for (int k = 0; k < op->ninputs; k++) {
+        if (!in[k]->nblocks) continue;
+        mft__scope_suspend();
+        mft__cause_push(MFT_CAUSE_FALLBACK, strncmp(op->name, "mft_", 4) ? op->name : op->name + 4);
+        mft_tensor *c = mft__contiguous(fn, in[k], MFT_CONTIGUOUS);
+        mft__cause_pop();
+        mft__scope_resume();
+        if (!c) return false;
+        tmp->t[tmp->n++] = c;
+        in[k] = c;
+    }
+    return true;
+}
+
+typedef struct ew_piece_ctx {
+    const mft__ew_op *op;
+    const ew_plan *p;
+    const double *params;
+} ew_piece_ctx;
+
+static void ew_piece(void *vctx, mft_tensor *const *pieces) {
+    const ew_piece_ctx *c = vctx;
+    mft__iter it;
+    if (mft__iter_build(c->op->name, &it, c->op->ninputs + 1, pieces, pieces[0]->ndim,
+                        pieces[0]->sizes) != MFT_OK)
+        return;
+    mft__iter_run(&it, c->op->loops[c->p->compute], (void *)c->params, MFT__EW_GRAIN);
+}
+
+/* Runs the loops over the plain pieces of blocked operands (plain ones
+ * expanded to the result's sizes first). */
+static void ew_execute_blocked(const mft__ew_op *op, mft_tensor *const *ops, const ew_plan *p,
+                               const double *params) {
+    const mft_tensor *full[MFT__ITER_MAX_OPERANDS];
+    mft_tensor *tmp[MFT__ITER_MAX_OPERANDS] = {0};
+    bool ok = true;
+    mft__scope_suspend();
+    for (int k = 0; k < op->ninputs + 1; k++) {
+        full[k] = ops[k];
+        if (ops[k]->nblocks || ew_same_sizes(ops[k], p->ndim, p->shape)) continue;
+        tmp[k] = mft__view_expand(op->name, ops[k], p->ndim, p->shape, NULL);
+        ok = ok && tmp[k];
+        full[k] = tmp[k];
+    }
+    ew_piece_ctx c = {op, p, params};
+    if (ok) mft__blk_foreach(op->name, op->ninputs + 1, full, ew_piece, &c);
+    for (int k = 0; k < op->ninputs + 1; k++) mft_tensor_release(tmp[k]);
+    mft__scope_resume();
+}
+
 static void ew_execute(const mft__ew_op *op, mft_tensor *dst, mft_tensor *const *cast,
                        const ew_plan *p, const double *params) {
     mft_tensor *ops[MFT__ITER_MAX_OPERANDS];
     ops[0] = dst;
-    for (int k = 0; k < op->ninputs; k++) ops[k + 1] = cast[k];
+    bool blocked = dst->nblocks;
+    for (int k = 0; k < op->ninputs; k++) {
+        ops[k + 1] = cast[k];
+        blocked = blocked || cast[k]->nblocks;
+    }
     uint64_t t0 = mft__kernel_begin();
-    mft__iter it;
-    mft__iter_build(op->name, &it, op->ninputs + 1, ops, p->ndim, p->shape);
     static const double no_params[2] = {0, 0};
-    mft__iter_run(&it, op->loops[p->compute], (void *)(params ? params : no_params), MFT__EW_GRAIN);
+    if (blocked) {
+        ew_execute_blocked(op, ops, p, params ? params : no_params);
+    } else {
+        mft__iter it;
+        mft__iter_build(op->name, &it, op->ninputs + 1, ops, p->ndim, p->shape);
+        mft__iter_run(&it, op->loops[p->compute], (void *)(params ? params : no_params),
+                      MFT__EW_GRAIN);
+    }
     atomic_fetch_add(&dst->storage->version, 1);
     const mft_tensor *out[1] = {dst};
     mft__kernel_end(t0, &(mft__kernel_info){strncmp(op->name, "mft_", 4) ? op->name : op->name + 4,
-                                            "elementwise.iter", MFT_FORMAT_COUNT,
+                                            blocked ? "elementwise.blocked" : "elementwise.iter",
+                                            MFT_FORMAT_COUNT,
                                             MFT_FORMAT_COUNT, p->compute, op->ninputs, 1,
                                             (const mft_tensor *const *)cast, out, 0, false});
 }
 
 static mft_tensor *ew_alloc_result(const char *fn, const mft__ew_op *op,
                                    const mft_tensor *const *in, const ew_plan *p, mft_dtype dt) {
+    for (int k = 0; k < op->ninputs; k++) { /* Note [Blocked elementwise] */
+        if (!in[k]->nblocks) continue;
+        mft_layout l;
+        mft__layout_of(in[k], &l);
+        mft__layout_packed_like(&l, &l);
+        mft_tensor *r = mft__tensor_alloc_layout(fn, &l, dt);
+        static const mft__rule_id brows[4] = {MFT__RULE_UNARY, MFT__RULE_UNARY,
+                                              MFT__RULE_BINARY, MFT__RULE_TERNARY};
+        if (r) {
+            const char *name = strncmp(op->name, "mft_", 4) ? op->name : op->name + 4;
+            const mft__decision d = mft__rule_decide(brows[op->ninputs & 3], name, op->ninputs,
+                                                     in, MFT_CONTIGUOUS, 0);
+            mft__rule_apply(r, &d);
+        }
+        return r;
+    }
     int64_t strides[MFT_MAX_DIMS];
     mft__ew_result_strides(op->ninputs, in, op->scalar_operand, p->ndim, p->shape, strides);
     mft_tensor *r = mft__tensor_alloc_strided(fn, p->ndim, p->shape, strides, dt);
@@ -272,11 +383,19 @@ static bool ew_check_null(const char *fn, const mft__ew_op *op, const mft_tensor
 
 /* out == NULL: allocate the result; else write into out. */
 static mft_tensor *ew_run(const char *fn, const mft__ew_op *op, mft_tensor *out,
-                          const mft_tensor *const *in, const double *params) {
+                          const mft_tensor *const *in_, const double *params) {
     ew_plan p;
-    if (!ew_plan_make(fn, op, in, params, &p)) return NULL;
-    if (out && !ew_check_dest(fn, op, out, in, &p)) return NULL;
+    if (!ew_plan_make(fn, op, in_, params, &p)) return NULL;
+    if (out && !ew_check_dest(fn, op, out, in_, &p)) return NULL;
     ew_temps tmp = {.n = 0};
+    const mft_tensor *in[MFT__ITER_MAX_OPERANDS];
+    for (int k = 0; k < op->ninputs; k++) in[k] = in_[k];
+    bool native = true; /* Note [Blocked elementwise] */
+    if (ew_any_blocked(op, out, in) && !(native = ew_blocked_native(op, out, in, &p)) &&
+        !ew_unblock_inputs(fn, op, in, &tmp)) {
+        ew_temps_release(&tmp);
+        return NULL;
+    }
     mft_tensor *cast[MFT__ITER_MAX_OPERANDS];
     if (!ew_cast_inputs(fn, op, in, &p, cast, &tmp)) {
         ew_temps_release(&tmp);
@@ -286,7 +405,7 @@ static mft_tensor *ew_run(const char *fn, const mft__ew_op *op, mft_tensor *out,
     if (!out) {
         result = ew_alloc_result(fn, op, in, &p, p.result);
         if (result && result->numel) ew_execute(op, result, cast, &p, params);
-    } else if (out->dtype == p.result) {
+    } else if (out->dtype == p.result && (native || !out->nblocks)) {
         if (out->numel) ew_execute(op, out, cast, &p, params);
     } else { /* compute in the result dtype, then convert into out */
         mft__scope_suspend();

@@ -262,6 +262,8 @@ mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64_t kerne
 
 mft_tensor *mft_max_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                            const int64_t padding[2], const int64_t dilation[2], bool ceil_mode) {
+    MFT__BLOCKED_FALLBACK("max_pool2d", mft_max_pool2d(x, kernel, stride, padding, dilation, ceil_mode),
+                          1, &x);
     return max_entry("mft_max_pool2d", MFT__OP_MAX_POOL2D, x, kernel, stride, padding, dilation,
                      ceil_mode, false, NULL);
 }

@@ -65,6 +65,10 @@ mft_tensor *mft_clone(const mft_tensor *t, mft_format fmt) {
     return copy_record("mft_clone", "clone", t, mft__clone("mft_clone", t, fmt));
 }
 
+mft_tensor *mft_to_layout(const mft_tensor *t, const mft_layout *l) {
+    return copy_record("mft_to_layout", "to_layout", t, mft__to_layout("mft_to_layout", t, l));
+}
+
 mft_tensor *mft_to_dtype(const mft_tensor *t, mft_dtype dtype) {
     return copy_record("mft_to_dtype", "to_dtype", t, mft__to_dtype("mft_to_dtype", t, dtype));
 }

@@ -589,6 +589,15 @@ FN(f_flatten, mft_flatten(in[0], 1, 3))
 /* conversions: always to the other format, so each call copies and records */
 FN(f_contiguous, mft_contiguous(in[0], other(mft_tensor_format(in[0]))))
 FN(f_to_format, mft_to_format(in[0], other(mft_tensor_format(in[0]))))
+/* into nChw16c (C = 3: one partial block, 13 pad lanes per pixel) */
+static mft_tensor *f_to_layout(void *ctx, mft_tensor *const *in) {
+    (void)ctx;
+    mft_layout l;
+    if (mft_layout_for_tag(mft_tensor_ndim(in[0]), mft_tensor_sizes(in[0]), MFT_LAYOUT_NCHW16C,
+                           &l) != MFT_OK)
+        return NULL;
+    return mft_to_layout(in[0], &l);
+}
 FN(f_clone, mft_clone(in[0], MFT_PRESERVE))
 
 /* ---------------------------------------------------------------- the table */
@@ -744,6 +753,7 @@ static const sample SAMPLES[] = {
     /* conversions */
     {"contiguous", "to the other format", f_contiguous, b_x, F_BOTH, 0},
     {"to_format", "to the other format", f_to_format, b_x, F_BOTH, 0},
+    {"to_layout", "to nChw16c", f_to_layout, b_x, F_BOTH, 0},
     {"clone", "preserve", f_clone, b_x, F_BOTH, 0},
 };
 #define NSAMPLES ((int)(sizeof SAMPLES / sizeof *SAMPLES))

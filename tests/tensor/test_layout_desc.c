@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include "harness.h"
 #include "test_util.h"
+#include "onednn_golden.h"
 
 #define LINE_MAX_TOKENS 20000
 
@@ -98,31 +99,16 @@ static void round_trip_onednn(const char *what, const mft_layout *l) {
 static void test_onednn_golden(void) {
     char *text = read_golden("onednn_layouts.txt");
     if (!text) return;
-    static char *tok[LINE_MAX_TOKENS];
-    static int64_t pos[LINE_MAX_TOKENS];
+    static og_case c;
     int cases = 0;
     char *cur = text;
-    for (char *line; (line = next_line(&cur));) {
-        if (line[0] == '#' || !line[0]) continue;
-        int nt = split(line, tok, LINE_MAX_TOKENS), t = 0;
-        const char *alias = tok[t++], *letters = tok[t++];
-        int nd = atoi(tok[t++]);
-        int64_t sizes[MFT_MAX_DIMS], padded[MFT_MAX_DIMS], strides[MFT_MAX_DIMS];
-        for (int d = 0; d < nd; d++) sizes[d] = atoll(tok[t++]);
-        for (int d = 0; d < nd; d++) padded[d] = atoll(tok[t++]);
-        for (int d = 0; d < nd; d++) strides[d] = atoll(tok[t++]);
-        int nb = atoi(tok[t++]);
-        int64_t bsize[MFT_MAX_BLOCKS] = {0};
-        int bdim[MFT_MAX_BLOCKS] = {0};
-        for (int k = 0; k < nb && k < MFT_MAX_BLOCKS; k++) {
-            bsize[k] = atoll(tok[t++]);
-            bdim[k] = atoi(tok[t++]);
-        }
-        int64_t bytes = atoll(tok[t++]);
-        int64_t numel = 1;
-        for (int d = 0; d < nd; d++) numel *= sizes[d];
-        CHECK_EQ_I(nt - t, numel);
-        for (int64_t i = 0; i < numel && t < nt; i++) pos[i] = atoll(tok[t++]);
+    while (og_next(&cur, &c)) {
+        const char *alias = c.alias, *letters = c.letters;
+        const int nd = c.nd, nb = c.nb;
+        const int64_t *sizes = c.sizes, *padded = c.padded, *strides = c.strides;
+        const int64_t *bsize = c.bsize, bytes = c.bytes, *pos = c.pos;
+        const int *bdim = c.bdim;
+        CHECK_EQ_I(c.npos, c.numel);
         char what[96];
         snprintf(what, sizeof what, "%s/%s sizes[1]=%lld", alias, letters, (long long)sizes[1]);
         const char *names[2] = {alias, letters};

@@ -60,7 +60,7 @@ static int scan_header_ops(const char *text, char names[][48], int max) {
 }
 
 static const char *const HEADERS[] = {"ops", "conv", "pool", "norm", "resize", "softmax", "shape",
-                                      "linalg", "loss", "tensor", "data", "nn"};
+                                      "linalg", "loss", "tensor", "data", "nn", "layout"};
 #define NHEADERS (sizeof HEADERS / sizeof *HEADERS)
 
 static char *read_header(size_t h) {
