@@ -428,6 +428,13 @@ void mft__blk_fill(mft_tensor *t, double value) {
 }
 
 /* ---------------------------------------------------------------- public */
+/* A factory result laid out by l: the FACTORY row with l's format declared. */
+static void blk_declare(mft_tensor *t, const char *op, const mft_layout *l) {
+    if (!t) return;
+    mft__decision d = mft__rule_decide(MFT__RULE_FACTORY, op, 0, NULL, mft__layout_format(l), 0);
+    mft__rule_apply(t, &d);
+}
+
 bool mft_tensor_is_blocked(const mft_tensor *t) { return mft__is_blocked(t); }
 
 mft_status mft_tensor_layout(const mft_tensor *t, mft_layout *out) {
@@ -446,8 +453,7 @@ mft_tensor *mft_empty_layout(const mft_layout *l, mft_dtype dtype) {
         return NULL;
     }
     mft_tensor *t = mft__tensor_alloc_layout(fn, l, dtype);
-    if (t) mft__tensor_declare(t, mft__layout_format(l));
-    if (t) mft__rule_apply1(t, MFT__RULE_FACTORY, "empty_layout", NULL);
+    blk_declare(t, "empty_layout", l);
     return t;
 }
 
@@ -479,8 +485,7 @@ mft_tensor *mft_from_blob_layout(void *data, size_t nbytes, const mft_layout *l,
     if (t) { /* the deleter is the caller's only after success */
         s->deleter = deleter;
         s->deleter_ctx = ctx;
-        mft__tensor_declare(t, mft__layout_format(l));
-        mft__rule_apply1(t, MFT__RULE_FACTORY, "from_blob_layout", NULL);
+        blk_declare(t, "from_blob_layout", l);
     }
     mft__storage_release(s);
     return t;

@@ -120,8 +120,9 @@ static void desc_blocked(desc_buf *b, const mft_tensor *t) {
     desc_printf(b, "Ascend   %s\n",
                 mft_layout_to_ascend(&l, es, name, sizeof name) >= 0 ? name : "-");
     desc_printf(b, "XLA      %s\n", mft_layout_to_xla(&l, name, sizeof name) >= 0 ? name : "-");
-    desc_printf(b, "is_contiguous(%s)  %s\n", mft_format_name(t->tag),
-                mft_tensor_is_contiguous(t, t->tag) ? "true" : "false");
+    if (t->tag == MFT_NCHW8C || t->tag == MFT_NCHW16C)
+        desc_printf(b, "is_contiguous(%s)  %s\n", mft_format_name(t->tag),
+                    mft_tensor_is_contiguous(t, t->tag) ? "true" : "false");
     int64_t slots = need < DESC_MAP_SLOTS ? need : DESC_MAP_SLOTS;
     desc_printf(b, "storage map (slot after offset -> logical index, pad lanes marked):\n");
     for (int64_t s = 0; s < slots; s++) {

@@ -1,6 +1,7 @@
 /* tools/mft-explain.c — the layout explainer: builds one tensor from a
  * command line (sizes plus a named format, explicit strides, a dimension-letter
- * string or an XLA minor_to_major list) and prints mft_tensor_describe's
+ * string, an XLA minor_to_major list, or a blocked layout named in oneDNN's,
+ * Ascend's or XLA's vocabulary) and prints mft_tensor_describe's
  * analysis of it: strides, tag + origin, every predicate, physical order and
  * the storage map; then (unless --no-grid) a picture of the memory order: the
  * storage slots from the offset drawn as a grid whose cells name the logical
@@ -61,6 +62,13 @@ static void usage(FILE *f) {
             "                            (NCHW, NHWC, NCDHW, NDHWC, NCL, NLC/NWC)\n"
             "  -m, --minor-to-major M    physical order as an XLA minor_to_major list,\n"
             "                            fastest dim first (NHWC is 1,3,2,0)\n"
+            "      --onednn TAG          a oneDNN layout tag: nChw16c, aBcd16b, OIhw16i16o,\n"
+            "                            ABcd4b16a4b, ... (--format nchw16c / nchw8c too)\n"
+            "      --ascend NAME         an Ascend format: NC1HWC0, NDC1HWC0, FRACTAL_Z,\n"
+            "                            FRACTAL_NZ (C0 by the --dtype's size)\n"
+            "      --xla LAYOUT          an XLA layout: {1,0:T(8,128)}\n"
+            "                            (blocked layouts: the descriptor in all three\n"
+            "                            vocabularies, and a picture with pad lanes '__')\n"
             "  -o, --offset K            storage offset in elements (default 0)\n"
             "  -d, --dtype DT            f32 (default), f64, i32, i64, u8\n"
             "      --grid / --no-grid    draw / omit the memory-order picture (default:\n"
@@ -120,9 +128,11 @@ static void usage(FILE *f) {
             "  %s 2,3,4,4 --strides 48,1,12,3 --offset 5 --dtype f64\n"
             "  %s 1,3,2,2 --format nhwc --no-grid  the analysis without the picture\n"
             "  %s 8,1,28,28 --from nchw --to nhwc  what converting C == 1 returns\n"
+            "  %s 1,17,2,2 --onednn nChw16c        channel blocks of 16, 15 pad lanes\n"
+            "  %s 20,17,3,3 --ascend FRACTAL_Z     an Ascend conv weight\n"
             "  %s --op conv2d --in nchw:8,16,14,14 --in nhwc:32,16,3,3\n"
             "                                              why conv2d gives NHWC here\n",
-            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
 /* Reports a usage problem (printf-style) and exits 2. */
@@ -572,8 +582,64 @@ static int print_grid(const mft_tensor *t) {
     return 0;
 }
 
-enum layout_kind { BY_DEFAULT, BY_FORMAT, BY_STRIDES, BY_LETTERS, BY_MINOR_TO_MAJOR };
-enum { OPT_OFFSET = BY_MINOR_TO_MAJOR + 1, OPT_DTYPE, OPT_TO, OPT_OP, OPT_IN };
+/* A blocked tensor (docs/spec.md §7): the slots in rows of one inner tile
+ * (the product of the block sizes: 16 lanes of nChw16c), each cell the
+ * logical element there or "__" for a pad lane, from mft_layout_slot. */
+static int print_grid_blocked(const mft_tensor *t) {
+    mft_layout l;
+    int64_t total = 0, tile = 1;
+    if (mft_tensor_layout(t, &l) != MFT_OK || mft_layout_storage_numel(&l, &total) != MFT_OK)
+        return -1;
+    for (int k = 0; k < l.nblocks; k++) tile *= l.block_size[k];
+    printf("memory order (storage slots, %lld in all, rows of one %lld-slot block tile):\n",
+           (long long)total, (long long)tile);
+    int64_t n = total < GRID_MAX_SLOTS ? total : GRID_MAX_SLOTS;
+    int cellw = 2, labelw = snprintf(NULL, 0, "%lld", (long long)(n - 1));
+    char cells[GRID_MAX_SLOTS][GRID_CELL_LEN];
+    int64_t pads = 0;
+    for (int64_t s = 0; s < n; s++) {
+        int64_t idx[MFT_MAX_DIMS];
+        mft_layout_slot_kind kind;
+        if (mft_layout_slot(&l, s, idx, &kind) != MFT_OK) return -1;
+        if (kind == MFT_SLOT_ELEMENT) grid_cell(cells[s], sizeof cells[s], l.ndim, l.sizes, idx);
+        else snprintf(cells[s], sizeof cells[s], "%s", kind == MFT_SLOT_PAD ? "__" : "..");
+        pads += kind == MFT_SLOT_PAD;
+        int w = (int)strlen(cells[s]);
+        if (w > cellw) cellw = w;
+    }
+    for (int64_t s = 0; s < n; s += tile) {
+        printf("  %*lld |", labelw, (long long)s);
+        for (int64_t j = s; j < s + tile && j < n; j++) printf(" %*s", cellw, cells[j]);
+        printf("\n");
+    }
+    if (n < total)
+        printf("  ... %lld more slot%s not drawn (the picture stops at %d)\n",
+               (long long)(total - n), total - n == 1 ? "" : "s", GRID_MAX_SLOTS);
+    printf("legend: a cell names the element in the slot (channel letter A=c0, B=c1, ..., then "
+           "the spatial index); '__' is a pad lane (always zero), '..' a gap; %lld of the %lld "
+           "slots drawn are pad lanes\n",
+           (long long)pads, (long long)n);
+    return 0;
+}
+
+/* --format nchw16c / nchw8c: the blocked tags (false for other names). */
+static bool parse_blocked_format(const char *s, mft_layout_tag *tag) {
+    if (ieq(s, "nchw16c") || ieq(s, "nc1hwc0")) return *tag = MFT_LAYOUT_NCHW16C, true;
+    if (ieq(s, "nchw8c")) return *tag = MFT_LAYOUT_NCHW8C, true;
+    return false;
+}
+
+enum layout_kind {
+    BY_DEFAULT,
+    BY_FORMAT,
+    BY_STRIDES,
+    BY_LETTERS,
+    BY_MINOR_TO_MAJOR,
+    BY_ONEDNN,
+    BY_ASCEND,
+    BY_XLA
+};
+enum { OPT_OFFSET = BY_XLA + 1, OPT_DTYPE, OPT_TO, OPT_OP, OPT_IN };
 #define MAX_INPUTS 8 /* --in given at most this often */
 
 /* Options taking a value; the layout ones use their enum layout_kind. */
@@ -585,6 +651,9 @@ static const struct explain_option {
     {"-s", "--strides", NULL, BY_STRIDES},
     {"-l", "--layout", "--letters", BY_LETTERS},
     {"-m", "--minor-to-major", "--minor_to_major", BY_MINOR_TO_MAJOR},
+    {"--onednn", "--onednn", "--dnnl", BY_ONEDNN},
+    {"--ascend", "--ascend", NULL, BY_ASCEND},
+    {"--xla", "--xla", NULL, BY_XLA},
     {"-o", "--offset", NULL, OPT_OFFSET},
     {"-d", "--dtype", NULL, OPT_DTYPE},
     {"-t", "--to", NULL, OPT_TO},
@@ -764,6 +833,43 @@ int main(int argc, char **argv) {
     char how[1024];
     char dims[256];
     explain_dims(dims, sizeof dims, ndim, sizes);
+    mft_layout_tag btag;
+    if (kind == BY_FORMAT && parse_blocked_format(layout_arg, &btag)) kind = BY_ONEDNN;
+    if (kind == BY_ONEDNN || kind == BY_ASCEND || kind == BY_XLA) {
+        /* ---- a descriptor (docs/spec.md §7): the tensor is laid out by it */
+        if (offset != 0) explain_bad_args("%s: descriptors start at offset 0 here", layout_opt);
+        if (to_arg) explain_bad_args("--to explains plain formats only (not %s)", layout_opt);
+        mft_layout l;
+        mft_status st;
+        if (kind == BY_FORMAT || (kind == BY_ONEDNN && parse_blocked_format(layout_arg, &btag)))
+            st = mft_layout_for_tag(ndim, sizes, btag, &l);
+        else if (kind == BY_ONEDNN)
+            st = mft_layout_from_onednn(ndim, sizes, layout_arg, &l);
+        else if (kind == BY_ASCEND)
+            st = mft_layout_from_ascend(ndim, sizes, layout_arg, mft_dtype_size(dtype), &l);
+        else
+            st = mft_layout_from_xla(ndim, sizes, layout_arg, &l);
+        if (st != MFT_OK) explain_bad_args("%s", mft_last_error_message());
+        mft_tensor *t = mft_empty_layout(&l, dtype);
+        if (!t) explain_lib_error("mft_empty_layout");
+        size_t need = mft_tensor_describe(t, NULL, 0);
+        char *text = malloc(need + 1);
+        if (!text) {
+            mft_tensor_release(t);
+            fprintf(stderr, "%s: out of memory\n", prog);
+            return 1;
+        }
+        mft_tensor_describe(t, text, need + 1);
+        printf("# built with mft_empty_layout(%s '%s', sizes=%s, %s)\n", layout_opt, layout_arg,
+               dims, mft_dtype_name(dtype));
+        fputs(text, stdout);
+        free(text);
+        int rc = 0;
+        if (grid) rc = mft_tensor_is_blocked(t) ? print_grid_blocked(t) : print_grid(t);
+        mft_tensor_release(t);
+        if (rc != 0) explain_lib_error("mft_layout_slot");
+        return 0;
+    }
     switch (kind) {
     case BY_DEFAULT:
     case BY_FORMAT:
@@ -787,6 +893,9 @@ int main(int argc, char **argv) {
             explain_lib_error("mft_strides_from_letters");
         break;
     }
+    case BY_ONEDNN:
+    case BY_ASCEND:
+    case BY_XLA: break; /* handled above */
     case BY_MINOR_TO_MAJOR: {
         int64_t m64[MFT_MAX_DIMS];
         int m2m[MFT_MAX_DIMS];
