@@ -515,6 +515,8 @@ typedef enum mft__rule_id {
     MFT__RULE_COUNT
 } mft__rule_id;
 extern const mft_format_rule mft__rules[MFT__RULE_COUNT];
+/* The row of docs/deviations.md about blocked layouts. */
+#define MFT__DEVIATION_BLOCKED 31
 
 /* tensor/registry.c: the registry row named name[0..n) (an "mft_" prefix
  * is skipped); NULL when there is none. */

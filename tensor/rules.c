@@ -20,8 +20,9 @@
 #include "internal.h"
 
 const mft_format_rule mft__rules[MFT__RULE_COUNT] = {
-#define R(ID, name, cls, OUT, AMB, BW, operands, note, dev, pt)                                   \
-    {name, cls, MFT_RULE_##OUT, MFT_AMBIG_##AMB, MFT_BACKWARD_##BW, operands, note, dev, pt},
+#define R(ID, name, cls, OUT, AMB, BW, operands, note, dev, pt, BLK, bnote)                       \
+    {name, cls, MFT_RULE_##OUT, MFT_AMBIG_##AMB, MFT_BACKWARD_##BW, operands, note, dev, pt,      \
+     MFT_RULE_BLK_##BLK, bnote},
 #include "rules.def"
 #undef R
 };
@@ -48,6 +49,18 @@ static const char *const g_ambig_text[MFT_AMBIG_COUNT] = {
     "the first tensor operand's tag (INHERITED)", "the tag the rule decided (INHERITED)",
     "the viewed tensor's tag (INHERITED)", "the requested format (DECLARED)",
     "unchanged (the destination's tag)"};
+static const char *const g_blocked_names[MFT_RULE_BLK_COUNT] = {
+    "NATIVE", "FALLBACK", "VIEW", "DECLARED", "DESTINATION", "PLAIN"};
+static const char *const g_blocked_text[MFT_RULE_BLK_COUNT] = {
+    "runs on the blocks (plain pieces, Note [Blocked elementwise]): nothing is converted and the "
+    "result takes the blocked operands' layout",
+    "blocked operands are converted to plain packed copies (counted, cause `fallback`, "
+    "attributed to the op; Note [Blocked fallback]) and a result of the first blocked operand's "
+    "rank is converted back to that operand's format",
+    "views at block boundaries only (docs/spec.md §7.8); the others are refused or copy",
+    "makes the blocked format or descriptor the caller asks for",
+    "a blocked destination keeps its blocks",
+    "makes plain tensors only"};
 static const char *const g_backward_names[MFT_BACKWARD_COUNT] = {
     "INPUT_FORMAT", "INVERSE_VIEW", "RESHAPE", "NONE", "REFUSED"};
 static const char *const g_backward_text[MFT_BACKWARD_COUNT] = {
@@ -67,6 +80,9 @@ const char *mft_rule_output_name(mft_rule_output r) {
 }
 const char *mft_rule_ambiguity_name(mft_rule_ambiguity a) {
     return (unsigned)a < MFT_AMBIG_COUNT ? g_ambig_names[a] : "?";
+}
+const char *mft_rule_blocked_name(mft_rule_blocked b) {
+    return (unsigned)b < MFT_RULE_BLK_COUNT ? g_blocked_names[b] : "?";
 }
 const char *mft_rule_backward_name(mft_rule_backward b) {
     return (unsigned)b < MFT_BACKWARD_COUNT ? g_backward_names[b] : "?";
@@ -474,7 +490,9 @@ size_t mft_rules_markdown(char *buf, size_t len) {
                   "fit exactly one format that format is the tag (INFERRED), when they fit both "
                   "the row's *ambiguity* clause decides (INHERITED), when they fit neither the "
                   "tag is CONTIGUOUS. Gradients follow the *backward* clause (docs/spec.md §5). "
-                  "Deviation numbers point into `docs/deviations.md`.\n\n");
+                  "Deviation numbers point into `docs/deviations.md`. What each row does with "
+                  "blocked operands (nChw8c, nChw16c, any descriptor: docs/spec.md §7) is its "
+                  "*blocked* clause, in the second table.\n\n");
     rb_printf(&b, "| rule | class | output | ambiguous strides | backward | operands | note | ops "
                   "| deviation (PyTorch 1.13) |\n|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < MFT__RULE_COUNT; i++) {
@@ -491,6 +509,17 @@ size_t mft_rules_markdown(char *buf, size_t len) {
         else
             rb_printf(&b, "— |\n");
     }
+    rb_printf(&b, "\n## Blocked operands\n\n"
+                  "PyTorch 1.13 has no strided blocked tensors (its mkldnn tensors are opaque: "
+                  "docs/deviations.md #%d), so these rows have no PyTorch column.\n\n"
+                  "| rule | blocked | details |\n|---|---|---|\n",
+              MFT__DEVIATION_BLOCKED);
+    for (int i = 0; i < MFT__RULE_COUNT; i++)
+        rb_printf(&b, "| %s | %s | %s |\n", mft__rules[i].name,
+                  g_blocked_names[mft__rules[i].blocked], mft__rules[i].blocked_note);
+    rb_printf(&b, "\n## Blocked clauses\n\n");
+    for (int i = 0; i < MFT_RULE_BLK_COUNT; i++)
+        rb_printf(&b, "- **%s**: %s.\n", g_blocked_names[i], g_blocked_text[i]);
     rb_printf(&b, "\n## Output rules\n\n");
     for (int i = 0; i < MFT_RULE_OUTPUT_COUNT; i++)
         rb_printf(&b, "- **%s**: %s.\n", g_output_names[i], g_output_text[i]);

@@ -122,6 +122,8 @@ static void print_op(const char *op, const char *md) {
     clause_text(md, "## Backward clauses", mft_rule_backward_name(r->backward), text, sizeof text);
     printf("  backward   %s: %s\n", mft_rule_backward_name(r->backward), text);
     if (r->note[0]) printf("  note       %s\n", r->note);
+    clause_text(md, "## Blocked clauses", mft_rule_blocked_name(r->blocked), text, sizeof text);
+    printf("  blocked    %s: %s; %s\n", mft_rule_blocked_name(r->blocked), text, r->blocked_note);
     if (r->deviation)
         printf("  PyTorch    differs (docs/deviations.md #%d): PyTorch 1.13: %s\n", r->deviation,
                r->pytorch);

@@ -66,6 +66,18 @@ typedef enum mft_rule_backward {
     MFT_BACKWARD_COUNT
 } mft_rule_backward;
 
+/* What the row's ops do with blocked operands (docs/spec.md §7.9). */
+typedef enum mft_rule_blocked {
+    MFT_RULE_BLK_NATIVE,      /* run on the blocks: the result takes the blocked operands' layout */
+    MFT_RULE_BLK_FALLBACK,    /* converted to plain (counted, cause fallback); a result of the
+                                 blocked operand's rank converted back to its format */
+    MFT_RULE_BLK_VIEW,        /* views at block boundaries only, the rest refused or copied */
+    MFT_RULE_BLK_DECLARED,    /* makes the blocked format or descriptor the caller asks for */
+    MFT_RULE_BLK_DESTINATION, /* a blocked destination keeps its blocks */
+    MFT_RULE_BLK_PLAIN,       /* makes plain tensors only */
+    MFT_RULE_BLK_COUNT
+} mft_rule_blocked;
+
 /* One row of the table. Strings are static. */
 typedef struct mft_format_rule {
     const char *name;      /* row name, e.g. "conv2d" */
@@ -77,6 +89,8 @@ typedef struct mft_format_rule {
     const char *note;      /* extra clause ("unbatched inputs: CONTIGUOUS"), or "" */
     int deviation;         /* row number in docs/deviations.md, 0 when PyTorch 1.13 agrees */
     const char *pytorch;   /* PyTorch 1.13's behaviour when it differs, else "" */
+    mft_rule_blocked blocked; /* with blocked operands */
+    const char *blocked_note; /* its details */
 } mft_format_rule;
 
 /* The table: rows 0 .. mft_rule_count() - 1 (borrowed, static). */
@@ -90,6 +104,8 @@ MFT_API const mft_format_rule *mft_rule_for_op(const char *op);
 MFT_API const char *mft_rule_output_name(mft_rule_output r);
 MFT_API const char *mft_rule_ambiguity_name(mft_rule_ambiguity a);
 MFT_API const char *mft_rule_backward_name(mft_rule_backward b);
+/* "NATIVE", "FALLBACK", "VIEW", "DECLARED", "DESTINATION", "PLAIN"; "?" otherwise. */
+MFT_API const char *mft_rule_blocked_name(mft_rule_blocked b);
 /* The table as Markdown (what tools/mft-rules prints and docs/rules.md
  * holds). Returns the length the full text needs (as snprintf). */
 MFT_API size_t mft_rules_markdown(char *buf, size_t len);

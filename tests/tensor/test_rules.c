@@ -148,7 +148,18 @@ static void test_markdown(void) {
     CHECK(md && mft_rules_markdown(md, need + 1) == need && strlen(md) == need);
     int rows = 0;
     for (const char *p = md; p && (p = strstr(p, "\n| ")); p++) rows++;
-    CHECK_EQ_I(rows, mft_rule_count() + 1 + mft_op_count() + 1); /* + the header lines */
+    /* the rules, the blocked clauses of the rules, the registry (+ the header lines) */
+    CHECK_EQ_I(rows, mft_rule_count() + 1 + mft_rule_count() + 1 + mft_op_count() + 1);
+    CHECK(has(md, "| conv2d | FALLBACK | "));
+    CHECK(has(md, "| unary | NATIVE | "));
+    CHECK(has(md, "- **VIEW**: views at block boundaries only"));
+    for (int i = 0; i < mft_rule_count(); i++) {
+        const mft_format_rule *r = mft_rule_at(i);
+        CHECK_MSG(r->blocked < MFT_RULE_BLK_COUNT && r->blocked_note && r->blocked_note[0],
+                  "row %s: no blocked clause", r->name);
+    }
+    CHECK(!strcmp(mft_rule_blocked_name(MFT_RULE_BLK_FALLBACK), "FALLBACK") &&
+          !strcmp(mft_rule_blocked_name(MFT_RULE_BLK_COUNT), "?"));
     CHECK(has(md, "| conv2d | conv | NONE | 2 | 1 | DIFF | yes | conv2d |"));
     CHECK(has(md, "| conv2d | conv | ANY_CL | RULE | INPUT_FORMAT | x, weight |"));
     CHECK(has(md, "#9: contiguous whatever the input's layout"));
