@@ -161,11 +161,54 @@ static void gather_rows_kernel(void *vctx, int64_t begin, int64_t end) {
     }
 }
 
+/* The data ops index with plain strides: a blocked operand (docs/spec.md
+ * §7.6) goes through a plain packed copy, a conversion of cause "fallback"
+ * attributed to op (Note [Blocked fallback], ops/blocked_fallback.c, whose
+ * macro this layer cannot include). New reference (not in any scope), NULL
+ * on failure. */
+static mft_tensor *batch_plain(const char *op, const mft_tensor *t) {
+    mft__cause_push(MFT_CAUSE_FALLBACK, op);
+    mft__scope_suspend();
+    const bool grad = mft_set_grad_enabled(false); /* neither op is differentiable */
+    mft_tensor *c = mft_contiguous(t, MFT_CONTIGUOUS);
+    mft_set_grad_enabled(grad);
+    mft__scope_resume();
+    mft__cause_pop();
+    return c;
+}
+
+/* r (made with the scopes suspended) back in tag when tag is NCHW8C /
+ * NCHW16C (a fallback conversion), registered as op's result. */
+static mft_tensor *batch_hand_over(const char *fn, const char *op, mft_tensor *r, mft_format tag) {
+    if (r && (tag == MFT_NCHW8C || tag == MFT_NCHW16C)) {
+        mft__cause_push(MFT_CAUSE_FALLBACK, op);
+        mft__scope_suspend();
+        mft_tensor *b = mft_to_format(r, tag);
+        mft__scope_resume();
+        mft__cause_pop();
+        mft_tensor_release(r);
+        r = b;
+    }
+    if (!r) return NULL;
+    mft_tensor *kept = mft__retain_result(fn, r);
+    mft_tensor_release(r);
+    return kept;
+}
+
 mft_tensor *mft_gather_rows(const mft_tensor *t, const int64_t *idx, int64_t count) {
     static const char fn[] = "mft_gather_rows";
     if (!t) {
         mft__null_arg(fn, "t");
         return NULL;
+    }
+    if (mft__is_blocked(t)) { /* rows of the plain copy, back in t's format */
+        mft_tensor *c = batch_plain("gather_rows", t);
+        if (!c) return NULL;
+        mft__scope_suspend();
+        mft_tensor *r = mft_gather_rows(c, idx, count);
+        mft__scope_resume();
+        mft_tensor_release(c);
+        return batch_hand_over(fn, "gather_rows", r, t->tag);
     }
     if (t->ndim < 1) {
         mft__set_error(MFT_ERR_RANK, "%s: t must have rank >= 1, got rank 0", fn);
@@ -263,6 +306,15 @@ mft_tensor *mft_images_to_batch(const mft_tensor *images, const int64_t *idx, in
     if (!images) {
         mft__null_arg(fn, "images");
         return NULL;
+    }
+    if (mft__is_blocked(images)) { /* the batch of the plain copy (fmt says its format) */
+        mft_tensor *c = batch_plain("images_to_batch", images);
+        if (!c) return NULL;
+        mft__scope_suspend();
+        mft_tensor *r = mft_images_to_batch(c, idx, count, scale, mean, std, fmt, dtype);
+        mft__scope_resume();
+        mft_tensor_release(c);
+        return batch_hand_over(fn, "images_to_batch", r, MFT_CONTIGUOUS);
     }
     char b1[MFT__DIMS_BUF];
     if (images->dtype != MFT_U8) {

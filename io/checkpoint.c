@@ -249,8 +249,13 @@ mft_status mft_save_tensors(const char *path, int n, const char *const *names,
         const mft_tensor *t = tensors[i];
         mft_tensor *packed = NULL;
         if (!(t->flags & MFT__F_DENSE)) { /* gaps, broadcasts, overlaps: packed in its tag */
+            /* a blocked tensor is saved as its plain NCHW copy (the format
+             * stores plain strides only) and so loads plain; loading into a
+             * blocked target copies into its blocks */
+            const mft_format to =
+                mft__is_blocked(t) || t->ndim < 3 || t->ndim > 5 ? MFT_CONTIGUOUS : t->tag;
             mft__scope_suspend();
-            packed = mft_contiguous(t, t->ndim >= 3 && t->ndim <= 5 ? t->tag : MFT_CONTIGUOUS);
+            packed = mft_contiguous(t, to);
             mft__scope_resume();
             if (!packed) {
                 st = mft__relabel_error(fn);

@@ -595,6 +595,11 @@ static void layer_swap(mft_tensor *t, mft_tensor *src) {
     t->offset = src->offset;
     t->dtype = src->dtype;
     memcpy(t->strides, src->strides, sizeof t->strides);
+    /* the descriptor too (Note [Blocked tensors]): blocks, padded sizes */
+    t->nblocks = src->nblocks;
+    memcpy(t->block_dim, src->block_dim, sizeof t->block_dim);
+    memcpy(t->block_size, src->block_size, sizeof t->block_size);
+    memcpy(t->padded, src->padded, sizeof t->padded);
     mft__tensor_refresh(t);
     t->tag = src->tag;
     t->origin = src->origin;

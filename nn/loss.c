@@ -24,6 +24,7 @@
 #include "autograd_internal.h"
 #include "mft/loss.h"
 #include "ops_internal.h"
+#include "blocked_outputs.h"
 
 #define LOSS_BLOCK 256        /* positions / elements per reduction block */
 #define LOSS_GRAIN_ELEMS 32768 /* at least this many elements per parallel chunk */
@@ -639,6 +640,10 @@ static mft_tensor *cls_backward_entry(const char *fn, bool ce, const mft_tensor 
 mft_tensor *mft_cross_entropy(const mft_tensor *logits, const mft_tensor *target,
                               const mft_tensor *weight, int64_t ignore_index,
                               double label_smoothing, mft_reduction reduction) {
+    MFT__BLOCKED_FALLBACK_PLAIN(
+        "cross_entropy",
+        mft_cross_entropy(logits, target, weight, ignore_index, label_smoothing, reduction), 3,
+        &logits, &target, &weight);
     return cls_entry("mft_cross_entropy", true, logits, target, weight, ignore_index,
                      label_smoothing, reduction);
 }
@@ -647,6 +652,10 @@ mft_tensor *mft_cross_entropy_backward(const mft_tensor *grad_out, const mft_ten
                                        const mft_tensor *target, const mft_tensor *weight,
                                        int64_t ignore_index, double label_smoothing,
                                        mft_reduction reduction) {
+    MFT__BLOCKED_FALLBACK_LIKE("cross_entropy_backward", logits,
+                               mft_cross_entropy_backward(grad_out, logits, target, weight,
+                                                          ignore_index, label_smoothing, reduction),
+                               4, &grad_out, &logits, &target, &weight);
     return cls_backward_entry("mft_cross_entropy_backward", true, grad_out, logits, target,
                               weight, ignore_index, label_smoothing, reduction);
 }
@@ -654,12 +663,19 @@ mft_tensor *mft_cross_entropy_backward(const mft_tensor *grad_out, const mft_ten
 mft_tensor *mft_nll_loss(const mft_tensor *logp, const mft_tensor *target,
                          const mft_tensor *weight, int64_t ignore_index,
                          mft_reduction reduction) {
+    MFT__BLOCKED_FALLBACK_PLAIN("nll_loss",
+                                mft_nll_loss(logp, target, weight, ignore_index, reduction), 3,
+                                &logp, &target, &weight);
     return cls_entry("mft_nll_loss", false, logp, target, weight, ignore_index, 0.0, reduction);
 }
 
 mft_tensor *mft_nll_loss_backward(const mft_tensor *grad_out, const mft_tensor *logp,
                                   const mft_tensor *target, const mft_tensor *weight,
                                   int64_t ignore_index, mft_reduction reduction) {
+    MFT__BLOCKED_FALLBACK_LIKE(
+        "nll_loss_backward", logp,
+        mft_nll_loss_backward(grad_out, logp, target, weight, ignore_index, reduction), 4,
+        &grad_out, &logp, &target, &weight);
     return cls_backward_entry("mft_nll_loss_backward", false, grad_out, logp, target, weight,
                               ignore_index, 0.0, reduction);
 }
@@ -910,11 +926,16 @@ static mft_tensor *ew_backward_entry(const char *fn, ew_kind kind, const mft_ten
 
 mft_tensor *mft_mse_loss(const mft_tensor *input, const mft_tensor *target,
                          mft_reduction reduction) {
+    MFT__BLOCKED_FALLBACK_PLAIN("mse_loss", mft_mse_loss(input, target, reduction), 2, &input,
+                                &target);
     return ew_entry("mft_mse_loss", EW_MSE, input, target, NULL, NULL, reduction);
 }
 
 mft_tensor *mft_mse_loss_backward(const mft_tensor *grad_out, const mft_tensor *input,
                                   const mft_tensor *target, mft_reduction reduction) {
+    MFT__BLOCKED_FALLBACK_LIKE("mse_loss_backward", input,
+                               mft_mse_loss_backward(grad_out, input, target, reduction), 3,
+                               &grad_out, &input, &target);
     return ew_backward_entry("mft_mse_loss_backward", EW_MSE, grad_out, input, target, NULL, NULL,
                              reduction);
 }
@@ -923,6 +944,10 @@ mft_tensor *mft_binary_cross_entropy_with_logits(const mft_tensor *x, const mft_
                                                  const mft_tensor *weight,
                                                  const mft_tensor *pos_weight,
                                                  mft_reduction reduction) {
+    MFT__BLOCKED_FALLBACK_PLAIN(
+        "binary_cross_entropy_with_logits",
+        mft_binary_cross_entropy_with_logits(x, target, weight, pos_weight, reduction), 4, &x,
+        &target, &weight, &pos_weight);
     return ew_entry("mft_binary_cross_entropy_with_logits", EW_BCE, x, target, weight,
                     pos_weight, reduction);
 }
@@ -930,6 +955,10 @@ mft_tensor *mft_binary_cross_entropy_with_logits(const mft_tensor *x, const mft_
 mft_tensor *mft_binary_cross_entropy_with_logits_backward(
     const mft_tensor *grad_out, const mft_tensor *x, const mft_tensor *target,
     const mft_tensor *weight, const mft_tensor *pos_weight, mft_reduction reduction) {
+    MFT__BLOCKED_FALLBACK_LIKE("binary_cross_entropy_with_logits_backward", x,
+                               mft_binary_cross_entropy_with_logits_backward(
+                                   grad_out, x, target, weight, pos_weight, reduction),
+                               5, &grad_out, &x, &target, &weight, &pos_weight);
     return ew_backward_entry("mft_binary_cross_entropy_with_logits_backward", EW_BCE, grad_out, x,
                              target, weight, pos_weight, reduction);
 }
@@ -937,6 +966,8 @@ mft_tensor *mft_binary_cross_entropy_with_logits_backward(
 /* ================================================================ accuracy */
 mft_tensor *mft_accuracy_count(const mft_tensor *logits, const mft_tensor *target) {
     static const char fn[] = "mft_accuracy_count";
+    MFT__BLOCKED_FALLBACK("accuracy_count", mft_accuracy_count(logits, target), 2, &logits,
+                          &target);
     if (!logits || !target) {
         mft__null_arg(fn, !logits ? "logits" : "target");
         return NULL;

@@ -182,6 +182,79 @@ static mft_status opt_run(const char *fn, opt_ctx *c, mft_tensor *const *ops) {
     return MFT_OK;
 }
 
+/* A blocked parameter (docs/spec.md §7.6) is updated on its plain pieces
+ * (Note [Plain pieces], tensor/internal.h): param, grad and state are cut
+ * into the same plain boxes and each box runs the update above, so only
+ * the elements are visited and the pad lanes stay zero whatever the update
+ * makes of a zero (Adam with eps 0 would turn one into NaN). The state
+ * shares the parameter's blocks (zeros_like PRESERVE); a grad in another
+ * blocking is first copied into the parameter's. The pieces of every
+ * blocked parameter are made before the first parameter is updated, so a
+ * step that fails (out of memory) changes nothing. */
+#define OPT_MAX_PIECES 16 /* 2^k boxes for k blocked dims, k <= MFT_MAX_BLOCKS */
+typedef struct opt_blk {
+    int nops, npieces;
+    bool overflow;
+    mft_tensor *piece[OPT_MAX_PIECES][4]; /* retained headers */
+    mft_tensor *gcopy;                    /* the grad in the parameter's blocks, or NULL */
+} opt_blk;
+
+static void opt_collect(void *ctx, mft_tensor *const *p) {
+    opt_blk *b = ctx;
+    if (b->npieces == OPT_MAX_PIECES) {
+        b->overflow = true;
+        return;
+    }
+    for (int k = 0; k < b->nops; k++) b->piece[b->npieces][k] = mft_tensor_retain(p[k]);
+    b->npieces++;
+}
+
+static void opt_blk_free(opt_blk *b) {
+    for (int j = 0; j < b->npieces; j++)
+        for (int k = 0; k < b->nops; k++) mft_tensor_release(b->piece[j][k]);
+    mft_tensor_release(b->gcopy);
+    memset(b, 0, sizeof *b);
+}
+
+/* Cuts the nops operands of ops (param, grad, state) into b. */
+static mft_status opt_blk_prepare(const char *fn, int nops, mft_tensor *const *ops, opt_blk *b) {
+    memset(b, 0, sizeof *b);
+    b->nops = nops;
+    mft_tensor *cut[4] = {ops[0], ops[1], ops[2], ops[3]};
+    const mft_tensor *const *cops = (const mft_tensor *const *)cut;
+    mft_status st = MFT_OK;
+    if (!mft__blk_can_cut(nops, cops)) {
+        mft__scope_suspend();
+        b->gcopy = mft_empty_like(ops[0], MFT_PRESERVE);
+        st = b->gcopy ? mft_copy_(b->gcopy, ops[1]) : mft_last_error();
+        mft__scope_resume();
+        cut[1] = b->gcopy;
+        if (st == MFT_OK && !mft__blk_can_cut(nops, cops)) {
+            char a[MFT__DIMS_BUF];
+            mft__set_error(MFT_ERR_FORMAT,
+                           "%s: the optimizer state of a blocked parameter (sizes %s, format %s) "
+                           "is not in the parameter's blocks",
+                           fn, mft__fmt_dims(a, sizeof a, ops[0]->ndim, ops[0]->sizes),
+                           mft_format_name(ops[0]->tag));
+            st = MFT_ERR_FORMAT;
+        }
+    }
+    if (st == MFT_OK) st = mft__blk_foreach(fn, nops, cops, opt_collect, b);
+    if (st == MFT_OK && b->overflow) {
+        mft__set_error(MFT_ERR_INTERNAL, "%s: a blocked parameter cut into more than %d pieces",
+                       fn, OPT_MAX_PIECES);
+        st = MFT_ERR_INTERNAL;
+    }
+    if (st != MFT_OK) opt_blk_free(b);
+    return st;
+}
+
+static mft_status opt_run_blocked(const char *fn, opt_ctx *c, const opt_blk *b) {
+    mft_status st = MFT_OK;
+    for (int j = 0; j < b->npieces && st == MFT_OK; j++) st = opt_run(fn, c, b->piece[j]);
+    return st;
+}
+
 /* ------------------------------------------------------------------ construction */
 void mft_optimizer_free(mft_optimizer *o) {
     if (!o) return;
@@ -460,6 +533,27 @@ mft_status mft_optimizer_step(mft_optimizer *o) {
             opt_relayout(fn, o->s2[i], o->params[i]) != MFT_OK)
             return mft_last_error();
     }
+    /* the pieces of the blocked parameters, all made before any update */
+    opt_blk *blk = NULL;
+    for (int i = 0; i < o->n; i++) {
+        const mft_tensor *p = o->params[i], *g = mft_tensor_grad(p);
+        if (!g || !(mft__is_blocked(p) || mft__is_blocked(g) || mft__is_blocked(o->s1[i]) ||
+                    mft__is_blocked(o->s2[i])))
+            continue;
+        if (!blk) {
+            blk = mft__alloc_or_err(fn, (size_t)o->n * sizeof *blk, _Alignof(opt_blk));
+            if (!blk) return MFT_ERR_NOMEM;
+            memset(blk, 0, (size_t)o->n * sizeof *blk);
+        }
+        mft_tensor *ops[4] = {o->params[i], (mft_tensor *)g, o->s1[i], o->s2[i]};
+        const int nops = o->kind != OPT_SGD ? 4 : o->s1[i] ? 3 : 2;
+        const mft_status bst = opt_blk_prepare(fn, nops, ops, &blk[i]);
+        if (bst != MFT_OK) {
+            for (int j = 0; j < i; j++) opt_blk_free(&blk[j]);
+            mft__free(blk);
+            return bst;
+        }
+    }
     bool prev = mft_set_grad_enabled(false);
     mft_status st = MFT_OK;
     for (int i = 0; i < o->n && st == MFT_OK; i++) {
@@ -491,7 +585,7 @@ mft_status mft_optimizer_step(mft_optimizer *o) {
             c.bc2_sqrt = sqrt(1.0 - pow(o->beta2, t));
             c.loop = f32 ? adam_loop_f32 : adam_loop_f64;
         }
-        st = opt_run(fn, &c, ops);
+        st = blk && blk[i].npieces ? opt_run_blocked(fn, &c, &blk[i]) : opt_run(fn, &c, ops);
         if (st != MFT_OK) break;
         *pstep += 1;
         opt_bump(p);
@@ -500,6 +594,10 @@ mft_status mft_optimizer_step(mft_optimizer *o) {
         opt_bump(o->s2[i]);
     }
     mft_set_grad_enabled(prev);
+    if (blk) {
+        for (int i = 0; i < o->n; i++) opt_blk_free(&blk[i]);
+        mft__free(blk);
+    }
     if (st == MFT_OK) {
         *(double *)mft_tensor_data(o->step) += 1;
         opt_bump(o->step);

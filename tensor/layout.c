@@ -146,6 +146,10 @@ void mft__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *str
 }
 
 void mft__tensor_refresh(mft_tensor *t) {
+    if (t->nblocks) { /* Note [Blocked tensors]: no plain-layout flag */
+        t->flags = MFT__F_BLOCKED;
+        return;
+    }
     unsigned f = 0;
     const int n = t->ndim;
     if (mft__layout_is_contiguous(n, t->sizes, t->strides, t->numel)) f |= MFT__F_CONTIG;

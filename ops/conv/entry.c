@@ -25,6 +25,7 @@
 #include "autograd_internal.h"
 #include "mft/conv.h"
 #include "conv_internal.h"
+#include "blocked_outputs.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 static const mft__kernel_def *const g_tables[] = {mft__kernels_conv_fast, mft__kernels_conv, NULL};
@@ -461,6 +462,8 @@ static mft_tensor *conv_forward(const conv_req *r) {
 mft_tensor *mft_conv1d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                        const int64_t stride[1], const int64_t padding[1],
                        const int64_t dilation[1], int64_t groups) {
+    MFT__BLOCKED_FALLBACK("conv1d", mft_conv1d(x, w, b, stride, padding, dilation, groups), 3, &x,
+                          &w, &b);
     conv_req r = {"mft_conv1d", 1, false, x, w, b, stride, padding, dilation, NULL, groups};
     return conv_forward(&r);
 }
@@ -468,6 +471,8 @@ mft_tensor *mft_conv1d(const mft_tensor *x, const mft_tensor *w, const mft_tenso
 mft_tensor *mft_conv2d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                        const int64_t stride[2], const int64_t padding[2],
                        const int64_t dilation[2], int64_t groups) {
+    MFT__BLOCKED_FALLBACK("conv2d", mft_conv2d(x, w, b, stride, padding, dilation, groups), 3, &x,
+                          &w, &b);
     conv_req r = {"mft_conv2d", 2, false, x, w, b, stride, padding, dilation, NULL, groups};
     return conv_forward(&r);
 }
@@ -475,6 +480,8 @@ mft_tensor *mft_conv2d(const mft_tensor *x, const mft_tensor *w, const mft_tenso
 mft_tensor *mft_conv3d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                        const int64_t stride[3], const int64_t padding[3],
                        const int64_t dilation[3], int64_t groups) {
+    MFT__BLOCKED_FALLBACK("conv3d", mft_conv3d(x, w, b, stride, padding, dilation, groups), 3, &x,
+                          &w, &b);
     conv_req r = {"mft_conv3d", 3, false, x, w, b, stride, padding, dilation, NULL, groups};
     return conv_forward(&r);
 }
@@ -483,6 +490,10 @@ mft_tensor *mft_conv_transpose2d(const mft_tensor *x, const mft_tensor *w, const
                                  const int64_t stride[2], const int64_t padding[2],
                                  const int64_t output_padding[2], const int64_t dilation[2],
                                  int64_t groups) {
+    MFT__BLOCKED_FALLBACK(
+        "conv_transpose2d",
+        mft_conv_transpose2d(x, w, b, stride, padding, output_padding, dilation, groups), 3, &x, &w,
+        &b);
     conv_req r = {"mft_conv_transpose2d", 2, true, x, w, b, stride, padding, dilation,
                   output_padding, groups};
     return conv_forward(&r);
@@ -588,6 +599,11 @@ mft_status mft_conv1d_backward(const mft_tensor *grad_out, const mft_tensor *x, 
                                const int64_t stride[1], const int64_t padding[1],
                                const int64_t dilation[1], int64_t groups, mft_tensor **grad_x,
                                mft_tensor **grad_w, mft_tensor **grad_b) {
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS("conv1d_backward",
+                                      mft_conv1d_backward(grad_out, x, w, stride, padding, dilation,
+                                                          groups, grad_x, grad_w, grad_b),
+                                      3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
+                                      ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
     conv_req r = {"mft_conv1d_backward", 1, false, x, w, NULL, stride, padding, dilation, NULL,
                   groups};
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
@@ -597,6 +613,11 @@ mft_status mft_conv2d_backward(const mft_tensor *grad_out, const mft_tensor *x, 
                                const int64_t stride[2], const int64_t padding[2],
                                const int64_t dilation[2], int64_t groups, mft_tensor **grad_x,
                                mft_tensor **grad_w, mft_tensor **grad_b) {
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS("conv2d_backward",
+                                      mft_conv2d_backward(grad_out, x, w, stride, padding, dilation,
+                                                          groups, grad_x, grad_w, grad_b),
+                                      3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
+                                      ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
     conv_req r = {"mft_conv2d_backward", 2, false, x, w, NULL, stride, padding, dilation, NULL,
                   groups};
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
@@ -606,6 +627,11 @@ mft_status mft_conv3d_backward(const mft_tensor *grad_out, const mft_tensor *x, 
                                const int64_t stride[3], const int64_t padding[3],
                                const int64_t dilation[3], int64_t groups, mft_tensor **grad_x,
                                mft_tensor **grad_w, mft_tensor **grad_b) {
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS("conv3d_backward",
+                                      mft_conv3d_backward(grad_out, x, w, stride, padding, dilation,
+                                                          groups, grad_x, grad_w, grad_b),
+                                      3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
+                                      ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
     conv_req r = {"mft_conv3d_backward", 3, false, x, w, NULL, stride, padding, dilation, NULL,
                   groups};
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
@@ -617,6 +643,12 @@ mft_status mft_conv_transpose2d_backward(const mft_tensor *grad_out, const mft_t
                                          const int64_t dilation[2], int64_t groups,
                                          mft_tensor **grad_x, mft_tensor **grad_w,
                                          mft_tensor **grad_b) {
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS("conv_transpose2d_backward",
+                                      mft_conv_transpose2d_backward(grad_out, x, w, stride, padding,
+                                                                    output_padding, dilation,
+                                                                    groups, grad_x, grad_w, grad_b),
+                                      3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
+                                      ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
     conv_req r = {"mft_conv_transpose2d_backward", 2, true, x, w, NULL, stride, padding, dilation,
                   output_padding, groups};
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);

@@ -656,6 +656,20 @@ static bool iface_check_args(const char *fn, const mft__kernel_iface *f,
                        is_in ? iface_in_name(f, j, nb, sizeof nb) : f->outputs, op);
         return false;
     }
+    /* kernels index their operands with plain strides: a blocked tensor
+     * (outer strides, docs/spec.md §7.6) is refused, never misread */
+    for (int i = 0; i < f->nin + f->nout; i++) {
+        const bool is_in = i < f->nin;
+        const int j = is_in ? i : i - f->nin;
+        const mft_tensor *t = is_in ? a->inputs[j] : a->outputs[j];
+        if (!mft__is_blocked(t)) continue;
+        char what[192];
+        snprintf(what, sizeof what, "the kernel operand %s[%d] (%s of op %s)",
+                 is_in ? "inputs" : "outputs", j,
+                 is_in ? iface_in_name(f, j, nb, sizeof nb) : f->outputs, op);
+        mft__blk_refuse(fn, t, what);
+        return false;
+    }
     if (!a->params && !f->params_optional) {
         mft__set_error(MFT_ERR_NULL, "%s: args params is NULL; kernels of %s take a %s", fn, op,
                        f->params);

@@ -365,19 +365,33 @@ static mft_tensor *dropout_entry(const char *fn, const mft_tensor *x, double p, 
 }
 
 mft_tensor *mft_dropout(const mft_tensor *x, double p, bool training, uint64_t seed) {
+    /* p 0 or eval: x itself comes back, blocked or not */
+    if (training && p != 0.0)
+        MFT__BLOCKED_FALLBACK("dropout", mft_dropout(x, p, training, seed), 1, &x);
     return dropout_entry("mft_dropout", x, p, training, seed, false);
 }
 
 mft_tensor *mft_dropout2d(const mft_tensor *x, double p, bool training, uint64_t seed) {
+    /* p 0 or eval: x itself comes back, blocked or not */
+    if (training && p != 0.0)
+        MFT__BLOCKED_FALLBACK("dropout2d", mft_dropout2d(x, p, training, seed), 1, &x);
     return dropout_entry("mft_dropout2d", x, p, training, seed, true);
 }
 
 mft_tensor *mft_dropout_backward(const mft_tensor *grad_out, double p, bool training,
                                  uint64_t seed) {
+    /* p 0 or eval: grad_out itself comes back, blocked or not */
+    if (training && p != 0.0)
+        MFT__BLOCKED_FALLBACK("dropout_backward", mft_dropout_backward(grad_out, p, training, seed),
+                              1, &grad_out);
     return dropout_run("mft_dropout_backward", "grad_out", grad_out, p, training, seed, false);
 }
 
 mft_tensor *mft_dropout2d_backward(const mft_tensor *grad_out, double p, bool training,
                                    uint64_t seed) {
+    /* p 0 or eval: grad_out itself comes back, blocked or not */
+    if (training && p != 0.0)
+        MFT__BLOCKED_FALLBACK("dropout2d_backward",
+                              mft_dropout2d_backward(grad_out, p, training, seed), 1, &grad_out);
     return dropout_run("mft_dropout2d_backward", "grad_out", grad_out, p, training, seed, true);
 }

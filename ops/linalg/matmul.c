@@ -34,6 +34,7 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "ops_internal.h"
+#include "blocked_outputs.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 static const mft__kernel_def *const g_tables[] = {mft__kernels_gemm, NULL};
@@ -288,6 +289,7 @@ static mft_tensor *gemm_ag_finish(const char *fn, const char *name, mft__ag_back
 }
 
 mft_tensor *mft_matmul(const mft_tensor *a, const mft_tensor *b) {
+    MFT__BLOCKED_FALLBACK_PLAIN("matmul", mft_matmul(a, b), 2, &a, &b);
     const mft_tensor *ins[2] = {a, b};
     if (!mft__ag_wants(2, ins)) return matmul_impl(a, b);
     const bool grad_was = mft_set_grad_enabled(false);
@@ -298,6 +300,7 @@ mft_tensor *mft_matmul(const mft_tensor *a, const mft_tensor *b) {
 }
 
 mft_tensor *mft_linear(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b) {
+    MFT__BLOCKED_FALLBACK_PLAIN("linear", mft_linear(x, w, b), 3, &x, &w, &b);
     const mft_tensor *ins[3] = {x, w, b};
     if (!mft__ag_wants(3, ins)) return linear_impl(x, w, b);
     const bool grad_was = mft_set_grad_enabled(false);
@@ -453,6 +456,9 @@ static mft_status gemm_bwd_finish(const char *fn, bool ok, int n, mft_tensor **c
 mft_status mft_matmul_backward(const mft_tensor *grad_out, const mft_tensor *a,
                                const mft_tensor *b, mft_tensor **grad_a, mft_tensor **grad_b) {
     static const char fn[] = "mft_matmul_backward";
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS(
+        "matmul_backward", mft_matmul_backward(grad_out, a, b, grad_a, grad_b), 2,
+        ((mft_tensor **[]){grad_a, grad_b}), ((const mft_tensor *[]){a, b}), 3, &grad_out, &a, &b);
     char d1[MFT__DIMS_BUF], d2[MFT__DIMS_BUF];
     if (grad_a) *grad_a = NULL;
     if (grad_b) *grad_b = NULL;
@@ -552,6 +558,10 @@ mft_status mft_linear_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                const mft_tensor *w, mft_tensor **grad_x, mft_tensor **grad_w,
                                mft_tensor **grad_b) {
     static const char fn[] = "mft_linear_backward";
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS("linear_backward",
+                                      mft_linear_backward(grad_out, x, w, grad_x, grad_w, grad_b),
+                                      3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
+                                      ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
     char d1[MFT__DIMS_BUF], d2[MFT__DIMS_BUF];
     if (grad_x) *grad_x = NULL;
     if (grad_w) *grad_w = NULL;

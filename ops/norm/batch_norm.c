@@ -31,6 +31,7 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "norm_internal.h"
+#include "blocked_outputs.h"
 
 /* ---------------------------------------------------------------- fast batch_norm F32 */
 typedef struct bn_job {
@@ -297,9 +298,30 @@ static mft_tensor *batch_norm_entry(const char *fn, const mft_tensor *x, mft_ten
     return res;
 }
 
+/* The running statistics are updated in place: a blocked one (a 1-D
+ * descriptor with a block) cannot go through the fallback's plain copies,
+ * which would take the update. Refused; the tensors are never blocked in
+ * practice (1-D, C elements). */
+static bool bn_running_plain(const char *fn, const mft_tensor *rm, const mft_tensor *rv) {
+    if (mft__is_blocked(rm)) {
+        mft__blk_refuse(fn, rm, "running_mean (updated in place)");
+        return false;
+    }
+    if (mft__is_blocked(rv)) {
+        mft__blk_refuse(fn, rv, "running_var (updated in place)");
+        return false;
+    }
+    return true;
+}
+
 mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_tensor *running_var,
                            const mft_tensor *weight, const mft_tensor *bias, bool training,
                            double momentum, double eps) {
+    if (!bn_running_plain("mft_batch_norm", running_mean, running_var)) return NULL;
+    MFT__BLOCKED_FALLBACK(
+        "batch_norm",
+        mft_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps), 3, &x,
+        &weight, &bias);
     return batch_norm_entry("mft_batch_norm", x, running_mean, running_var, weight, bias,
                             training, momentum, eps, NULL, NULL);
 }
@@ -308,6 +330,15 @@ mft_tensor *mft_batch_norm_ex(const mft_tensor *x, mft_tensor *running_mean,
                               mft_tensor *running_var, const mft_tensor *weight,
                               const mft_tensor *bias, bool training, double momentum, double eps,
                               mft_tensor **save_mean, mft_tensor **save_invstd) {
+    if (!bn_running_plain("mft_batch_norm_ex", running_mean, running_var)) {
+        mft__unblock_clear_outs(2, ((mft_tensor **[]){save_mean, save_invstd}));
+        return NULL;
+    }
+    MFT__BLOCKED_FALLBACK_OUTS("batch_norm_ex",
+                               mft_batch_norm_ex(x, running_mean, running_var, weight, bias,
+                                                 training, momentum, eps, save_mean, save_invstd),
+                               2, ((mft_tensor **[]){save_mean, save_invstd}),
+                               ((const mft_tensor *[]){NULL, NULL}), 3, &x, &weight, &bias);
     return batch_norm_entry("mft_batch_norm_ex", x, running_mean, running_var, weight, bias,
                             training, momentum, eps, save_mean, save_invstd);
 }
@@ -318,6 +349,13 @@ mft_status mft_batch_norm_backward(const mft_tensor *grad_out, const mft_tensor 
                                    const mft_tensor *save_invstd, bool training,
                                    mft_tensor **grad_x, mft_tensor **grad_weight,
                                    mft_tensor **grad_bias) {
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS("batch_norm_backward",
+                                      mft_batch_norm_backward(grad_out, x, weight, save_mean,
+                                                              save_invstd, training, grad_x,
+                                                              grad_weight, grad_bias),
+                                      3, ((mft_tensor **[]){grad_x, grad_weight, grad_bias}),
+                                      ((const mft_tensor *[]){x, weight, NULL}), 5, &grad_out, &x,
+                                      &weight, &save_mean, &save_invstd);
     const char *fn = "mft_batch_norm_backward";
     mft__normb_clear(grad_x, grad_weight, grad_bias);
     if (!mft__norm_check_grad_x(fn, grad_out, x, 2)) return mft_last_error();

@@ -20,6 +20,7 @@
  * sqrt(var + eps). The backward recomputes them when given none. */
 #include <string.h>
 #include "norm_internal.h"
+#include "blocked_outputs.h"
 
 /* ---------------------------------------------------------------- fast group_norm F32 */
 static void gn_sets(void *v, int64_t b0, int64_t e) {
@@ -259,17 +260,25 @@ static mft_tensor *group_norm_entry(const char *fn, const mft_tensor *x, int64_t
 
 mft_tensor *mft_group_norm(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
                            const mft_tensor *bias, double eps) {
+    MFT__BLOCKED_FALLBACK("group_norm", mft_group_norm(x, groups, weight, bias, eps), 3, &x,
+                          &weight, &bias);
     return group_norm_entry("mft_group_norm", x, groups, weight, bias, eps, false, NULL, NULL);
 }
 
 mft_tensor *mft_group_norm_ex(const mft_tensor *x, int64_t groups, const mft_tensor *weight,
                               const mft_tensor *bias, double eps, mft_tensor **mean,
                               mft_tensor **rstd) {
+    MFT__BLOCKED_FALLBACK_OUTS("group_norm_ex",
+                               mft_group_norm_ex(x, groups, weight, bias, eps, mean, rstd), 2,
+                               ((mft_tensor **[]){mean, rstd}),
+                               ((const mft_tensor *[]){NULL, NULL}), 3, &x, &weight, &bias);
     return group_norm_entry("mft_group_norm_ex", x, groups, weight, bias, eps, false, mean, rstd);
 }
 
 mft_tensor *mft_instance_norm(const mft_tensor *x, const mft_tensor *weight,
                               const mft_tensor *bias, double eps) {
+    MFT__BLOCKED_FALLBACK("instance_norm", mft_instance_norm(x, weight, bias, eps), 3, &x, &weight,
+                          &bias);
     return group_norm_entry("mft_instance_norm", x, 0, weight, bias, eps, true, NULL, NULL);
 }
 
@@ -304,6 +313,12 @@ mft_status mft_group_norm_backward(const mft_tensor *grad_out, const mft_tensor 
                                    int64_t groups, const mft_tensor *mean, const mft_tensor *rstd,
                                    const mft_tensor *weight, double eps, mft_tensor **grad_x,
                                    mft_tensor **grad_weight, mft_tensor **grad_bias) {
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS(
+        "group_norm_backward",
+        mft_group_norm_backward(grad_out, x, groups, mean, rstd, weight, eps, grad_x, grad_weight,
+                                grad_bias),
+        3, ((mft_tensor **[]){grad_x, grad_weight, grad_bias}),
+        ((const mft_tensor *[]){x, weight, NULL}), 5, &grad_out, &x, &mean, &rstd, &weight);
     return group_norm_bwd_impl("mft_group_norm_backward", grad_out, x, groups, mean, rstd, weight,
                                eps, false, grad_x, grad_weight, grad_bias);
 }
@@ -312,6 +327,12 @@ mft_status mft_instance_norm_backward(const mft_tensor *grad_out, const mft_tens
                                       const mft_tensor *mean, const mft_tensor *rstd,
                                       const mft_tensor *weight, double eps, mft_tensor **grad_x,
                                       mft_tensor **grad_weight, mft_tensor **grad_bias) {
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS(
+        "instance_norm_backward",
+        mft_instance_norm_backward(grad_out, x, mean, rstd, weight, eps, grad_x, grad_weight,
+                                   grad_bias),
+        3, ((mft_tensor **[]){grad_x, grad_weight, grad_bias}),
+        ((const mft_tensor *[]){x, weight, NULL}), 5, &grad_out, &x, &mean, &rstd, &weight);
     return group_norm_bwd_impl("mft_instance_norm_backward", grad_out, x, 0, mean, rstd, weight,
                                eps, true, grad_x, grad_weight, grad_bias);
 }

@@ -27,6 +27,7 @@
  * recomputes them when given none. */
 #include <string.h>
 #include "norm_internal.h"
+#include "blocked_outputs.h"
 
 /* The layer_norm permutation of an NHWC block (forward and backward): for
  * n < Nb, c < C, s < Sp, physical position P = (n*Sp + s)*C + c holds
@@ -484,6 +485,9 @@ static mft_tensor *layer_norm_entry(const char *fn, const mft_tensor *x, int nno
 
 mft_tensor *mft_layer_norm(const mft_tensor *x, int nnorm, const int64_t *normalized_shape,
                            const mft_tensor *weight, const mft_tensor *bias, double eps) {
+    MFT__BLOCKED_FALLBACK("layer_norm",
+                          mft_layer_norm(x, nnorm, normalized_shape, weight, bias, eps), 3, &x,
+                          &weight, &bias);
     return layer_norm_entry("mft_layer_norm", x, nnorm, normalized_shape, weight, bias, eps, NULL,
                             NULL);
 }
@@ -491,6 +495,11 @@ mft_tensor *mft_layer_norm(const mft_tensor *x, int nnorm, const int64_t *normal
 mft_tensor *mft_layer_norm_ex(const mft_tensor *x, int nnorm, const int64_t *normalized_shape,
                               const mft_tensor *weight, const mft_tensor *bias, double eps,
                               mft_tensor **mean, mft_tensor **rstd) {
+    MFT__BLOCKED_FALLBACK_OUTS(
+        "layer_norm_ex",
+        mft_layer_norm_ex(x, nnorm, normalized_shape, weight, bias, eps, mean, rstd), 2,
+        ((mft_tensor **[]){mean, rstd}), ((const mft_tensor *[]){NULL, NULL}), 3, &x, &weight,
+        &bias);
     return layer_norm_entry("mft_layer_norm_ex", x, nnorm, normalized_shape, weight, bias, eps,
                             mean, rstd);
 }
@@ -507,6 +516,12 @@ mft_status mft_layer_norm_backward(const mft_tensor *grad_out, const mft_tensor 
                                    const mft_tensor *rstd, const mft_tensor *weight, double eps,
                                    mft_tensor **grad_x, mft_tensor **grad_weight,
                                    mft_tensor **grad_bias) {
+    MFT__BLOCKED_FALLBACK_OUTS_STATUS(
+        "layer_norm_backward",
+        mft_layer_norm_backward(grad_out, x, nnorm, normalized_shape, mean, rstd, weight, eps,
+                                grad_x, grad_weight, grad_bias),
+        3, ((mft_tensor **[]){grad_x, grad_weight, grad_bias}),
+        ((const mft_tensor *[]){x, weight, NULL}), 5, &grad_out, &x, &mean, &rstd, &weight);
     const char *fn = "mft_layer_norm_backward";
     mft__normb_clear(grad_x, grad_weight, grad_bias);
     if (!mft__norm_check_grad_x(fn, grad_out, x, 1)) return mft_last_error();

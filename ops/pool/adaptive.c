@@ -6,6 +6,7 @@
  * PM_ADAPT): max_nchw.c, max_nhwc.c (forward; the backward is max pooling's),
  * avg_nchw.c (with the global pooling paths), avg_nhwc.c, reference.c. */
 #include "pool_internal.h"
+#include "blocked_outputs.h"
 
 /* The window arithmetic of an adaptive pool (o * in, (o + 1) * in, and
  * i * out in pm_win / pm_inv) must not overflow: in * (out + 1) stays below
@@ -111,47 +112,67 @@ static mft_tensor *pm_adaptive_avg_backward(const char *fn, int nsp, const mft_t
 
 /* ---------------------------------------------------------------- entry points */
 mft_tensor *mft_adaptive_avg_pool2d(const mft_tensor *x, const int64_t out[2]) {
+    MFT__BLOCKED_FALLBACK("adaptive_avg_pool2d", mft_adaptive_avg_pool2d(x, out), 1, &x);
     return pm_adaptive("mft_adaptive_avg_pool2d", 2, false, x, out, NULL);
 }
 
 mft_tensor *mft_adaptive_max_pool2d(const mft_tensor *x, const int64_t out[2]) {
+    MFT__BLOCKED_FALLBACK("adaptive_max_pool2d", mft_adaptive_max_pool2d(x, out), 1, &x);
     return pm_adaptive("mft_adaptive_max_pool2d", 2, true, x, out, NULL);
 }
 
 mft_tensor *mft_adaptive_max_pool2d_with_indices(const mft_tensor *x, const int64_t out[2],
                                                  mft_tensor **indices) {
+    MFT__BLOCKED_FALLBACK_OUTS("adaptive_max_pool2d_with_indices",
+                               mft_adaptive_max_pool2d_with_indices(x, out, indices), 1,
+                               ((mft_tensor **[]){indices}), ((const mft_tensor *[]){NULL}), 1, &x);
     return pm_adaptive_with_indices("mft_adaptive_max_pool2d_with_indices", 2, x, out, indices);
 }
 
 mft_tensor *mft_adaptive_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                              const mft_tensor *indices) {
+    MFT__BLOCKED_FALLBACK_LIKE("adaptive_max_pool2d_backward", x,
+                               mft_adaptive_max_pool2d_backward(grad_out, x, indices), 3, &grad_out,
+                               &x, &indices);
     return mft__pool_max_backward("mft_adaptive_max_pool2d_backward", 2, grad_out, x, indices,
                                   NULL);
 }
 
 mft_tensor *mft_adaptive_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x) {
+    MFT__BLOCKED_FALLBACK_LIKE("adaptive_avg_pool2d_backward", x,
+                               mft_adaptive_avg_pool2d_backward(grad_out, x), 2, &grad_out, &x);
     return pm_adaptive_avg_backward("mft_adaptive_avg_pool2d_backward", 2, grad_out, x);
 }
 
 mft_tensor *mft_adaptive_avg_pool3d(const mft_tensor *x, const int64_t out[3]) {
+    MFT__BLOCKED_FALLBACK("adaptive_avg_pool3d", mft_adaptive_avg_pool3d(x, out), 1, &x);
     return pm_adaptive("mft_adaptive_avg_pool3d", 3, false, x, out, NULL);
 }
 
 mft_tensor *mft_adaptive_max_pool3d(const mft_tensor *x, const int64_t out[3]) {
+    MFT__BLOCKED_FALLBACK("adaptive_max_pool3d", mft_adaptive_max_pool3d(x, out), 1, &x);
     return pm_adaptive("mft_adaptive_max_pool3d", 3, true, x, out, NULL);
 }
 
 mft_tensor *mft_adaptive_max_pool3d_with_indices(const mft_tensor *x, const int64_t out[3],
                                                  mft_tensor **indices) {
+    MFT__BLOCKED_FALLBACK_OUTS("adaptive_max_pool3d_with_indices",
+                               mft_adaptive_max_pool3d_with_indices(x, out, indices), 1,
+                               ((mft_tensor **[]){indices}), ((const mft_tensor *[]){NULL}), 1, &x);
     return pm_adaptive_with_indices("mft_adaptive_max_pool3d_with_indices", 3, x, out, indices);
 }
 
 mft_tensor *mft_adaptive_max_pool3d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                              const mft_tensor *indices) {
+    MFT__BLOCKED_FALLBACK_LIKE("adaptive_max_pool3d_backward", x,
+                               mft_adaptive_max_pool3d_backward(grad_out, x, indices), 3, &grad_out,
+                               &x, &indices);
     return mft__pool_max_backward("mft_adaptive_max_pool3d_backward", 3, grad_out, x, indices,
                                   NULL);
 }
 
 mft_tensor *mft_adaptive_avg_pool3d_backward(const mft_tensor *grad_out, const mft_tensor *x) {
+    MFT__BLOCKED_FALLBACK_LIKE("adaptive_avg_pool3d_backward", x,
+                               mft_adaptive_avg_pool3d_backward(grad_out, x), 2, &grad_out, &x);
     return pm_adaptive_avg_backward("mft_adaptive_avg_pool3d_backward", 3, grad_out, x);
 }

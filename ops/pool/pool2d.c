@@ -26,6 +26,7 @@
  * Under a recording tape the entry points also record a node whose backward
  * runs mft_max_pool2d_backward_windows / mft_avg_pool2d_backward (below). */
 #include "pool_internal.h"
+#include "blocked_outputs.h"
 
 /* ---------------------------------------------------------------- entry points */
 typedef struct pool_args {
@@ -256,6 +257,10 @@ mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64_t kerne
                                         const int64_t stride[2], const int64_t padding[2],
                                         const int64_t dilation[2], bool ceil_mode,
                                         mft_tensor **indices) {
+    MFT__BLOCKED_FALLBACK_OUTS(
+        "max_pool2d_with_indices",
+        mft_max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, indices), 1,
+        ((mft_tensor **[]){indices}), ((const mft_tensor *[]){NULL}), 1, &x);
     return max_entry("mft_max_pool2d_with_indices", MFT__OP_MAX_POOL2D, x, kernel, stride,
                      padding, dilation, ceil_mode, true, indices);
 }
@@ -272,6 +277,10 @@ mft_tensor *mft_relu_max_pool2d_with_indices(const mft_tensor *x, const int64_t 
                                              const int64_t stride[2], const int64_t padding[2],
                                              const int64_t dilation[2], bool ceil_mode,
                                              mft_tensor **indices) {
+    MFT__BLOCKED_FALLBACK_OUTS(
+        "relu_max_pool2d_with_indices",
+        mft_relu_max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, indices),
+        1, ((mft_tensor **[]){indices}), ((const mft_tensor *[]){NULL}), 1, &x);
     return max_entry("mft_relu_max_pool2d_with_indices", MFT__OP_RELU_MAX_POOL2D, x, kernel,
                      stride, padding, dilation, ceil_mode, true, indices);
 }
@@ -279,6 +288,9 @@ mft_tensor *mft_relu_max_pool2d_with_indices(const mft_tensor *x, const int64_t 
 mft_tensor *mft_relu_max_pool2d(const mft_tensor *x, const int64_t kernel[2],
                                 const int64_t stride[2], const int64_t padding[2],
                                 const int64_t dilation[2], bool ceil_mode) {
+    MFT__BLOCKED_FALLBACK("relu_max_pool2d",
+                          mft_relu_max_pool2d(x, kernel, stride, padding, dilation, ceil_mode), 1,
+                          &x);
     return max_entry("mft_relu_max_pool2d", MFT__OP_RELU_MAX_POOL2D, x, kernel, stride, padding,
                      dilation, ceil_mode, false, NULL);
 }
@@ -286,6 +298,10 @@ mft_tensor *mft_relu_max_pool2d(const mft_tensor *x, const int64_t kernel[2],
 mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                            const int64_t padding[2], bool ceil_mode, bool count_include_pad,
                            int64_t divisor_override) {
+    MFT__BLOCKED_FALLBACK(
+        "avg_pool2d",
+        mft_avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override),
+        1, &x);
     pool_args a = {kernel, stride, padding, NULL, ceil_mode, count_include_pad, divisor_override};
     return pool_run("mft_avg_pool2d", MFT__OP_AVG_POOL2D, x, &a, NULL);
 }
@@ -293,6 +309,9 @@ mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2], const i
 /* ---------------------------------------------------------------- backward */
 mft_tensor *mft_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                     const mft_tensor *indices) {
+    MFT__BLOCKED_FALLBACK_LIKE("max_pool2d_backward", x,
+                               mft_max_pool2d_backward(grad_out, x, indices), 3, &grad_out, &x,
+                               &indices);
     return mft__pool_max_backward("mft_max_pool2d_backward", 2, grad_out, x, indices, NULL);
 }
 
@@ -300,6 +319,10 @@ mft_tensor *mft_max_pool2d_backward_windows(const mft_tensor *grad_out, const mf
                                             const mft_tensor *indices, const int64_t kernel[2],
                                             const int64_t stride[2], const int64_t padding[2],
                                             const int64_t dilation[2], bool ceil_mode) {
+    MFT__BLOCKED_FALLBACK_LIKE("max_pool2d_backward_windows", x,
+                               mft_max_pool2d_backward_windows(grad_out, x, indices, kernel, stride,
+                                                               padding, dilation, ceil_mode),
+                               3, &grad_out, &x, &indices);
     static const char fn[] = "mft_max_pool2d_backward_windows";
     const pm_req q = {kernel, stride, padding, dilation, ceil_mode, false, 0};
     pm_geom g;
@@ -322,6 +345,11 @@ mft_tensor *mft_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor
                                     const int64_t kernel[2], const int64_t stride[2],
                                     const int64_t padding[2], bool ceil_mode,
                                     bool count_include_pad, int64_t divisor_override) {
+    MFT__BLOCKED_FALLBACK_LIKE("avg_pool2d_backward", x,
+                               mft_avg_pool2d_backward(grad_out, x, kernel, stride, padding,
+                                                       ceil_mode, count_include_pad,
+                                                       divisor_override),
+                               2, &grad_out, &x);
     pm_req q = {kernel, stride, padding, NULL, ceil_mode, count_include_pad, divisor_override};
     return mft__pool_avg_backward("mft_avg_pool2d_backward", 2, grad_out, x, &q);
 }

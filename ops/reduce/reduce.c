@@ -529,32 +529,38 @@ static mft_tensor *reduce_record(const char *fn, const char *name, const mft_ten
 }
 
 mft_tensor *mft_sum(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
+    MFT__BLOCKED_FALLBACK("sum", mft_sum(x, ndims, dims, keepdim), 1, &x);
     return reduce_record("mft_sum", "sum", x, reduce_impl("mft_sum", x, ndims, dims, keepdim, R_SUM, 0),
                          ndims, dims, keepdim, R_SUM, 0);
 }
 mft_tensor *mft_mean(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
+    MFT__BLOCKED_FALLBACK("mean", mft_mean(x, ndims, dims, keepdim), 1, &x);
     return reduce_record("mft_mean", "mean", x,
                          reduce_impl("mft_mean", x, ndims, dims, keepdim, R_MEAN, 0), ndims, dims,
                          keepdim, R_MEAN, 0);
 }
 mft_tensor *mft_amax(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
+    MFT__BLOCKED_FALLBACK("amax", mft_amax(x, ndims, dims, keepdim), 1, &x);
     return reduce_record("mft_amax", "amax", x,
                          reduce_impl("mft_amax", x, ndims, dims, keepdim, R_AMAX, 0), ndims, dims,
                          keepdim, R_AMAX, 0);
 }
 mft_tensor *mft_amin(const mft_tensor *x, int ndims, const int *dims, bool keepdim) {
+    MFT__BLOCKED_FALLBACK("amin", mft_amin(x, ndims, dims, keepdim), 1, &x);
     return reduce_record("mft_amin", "amin", x,
                          reduce_impl("mft_amin", x, ndims, dims, keepdim, R_AMIN, 0), ndims, dims,
                          keepdim, R_AMIN, 0);
 }
 mft_tensor *mft_var(const mft_tensor *x, int ndims, const int *dims, double correction,
                     bool keepdim) {
+    MFT__BLOCKED_FALLBACK("var", mft_var(x, ndims, dims, correction, keepdim), 1, &x);
     return reduce_record("mft_var", "var", x,
                          reduce_impl("mft_var", x, ndims, dims, keepdim, R_VAR, correction), ndims,
                          dims, keepdim, R_VAR, correction);
 }
 mft_tensor *mft_std(const mft_tensor *x, int ndims, const int *dims, double correction,
                     bool keepdim) {
+    MFT__BLOCKED_FALLBACK("std", mft_std(x, ndims, dims, correction, keepdim), 1, &x);
     return reduce_record("mft_std", "std", x,
                          reduce_impl("mft_std", x, ndims, dims, keepdim, R_STD, correction), ndims,
                          dims, keepdim, R_STD, correction);
@@ -585,6 +591,7 @@ static void argmax_loop(void *vctx, char **data, const int64_t *st, int64_t n0, 
 }
 
 mft_tensor *mft_argmax(const mft_tensor *x, int dim, bool keepdim) {
+    MFT__BLOCKED_FALLBACK("argmax", mft_argmax(x, dim, keepdim), 1, &x);
     const char *fn = "mft_argmax";
     if (!x) {
         mft__null_arg(fn, "x");
@@ -656,6 +663,7 @@ static mft_tensor *sum_to_size_record(const char *fn, const mft_tensor *x, mft_t
 }
 
 mft_tensor *mft_sum_to_size(const mft_tensor *x, int ndim, const int64_t *sizes) {
+    MFT__BLOCKED_FALLBACK("sum_to_size", mft_sum_to_size(x, ndim, sizes), 1, &x);
     const char *fn = "mft_sum_to_size";
     if (!x) {
         mft__null_arg(fn, "x");

@@ -31,6 +31,7 @@
 #include <string.h>
 #include "autograd_internal.h"
 #include "resize_internal.h"
+#include "blocked_outputs.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 static const mft__kernel_def *const g_tables[] = {mft__kernels_resize, NULL};
@@ -138,6 +139,7 @@ static mft_status interp_node_backward(const mft__ag_node *n, mft_tensor *const 
 mft_tensor *mft_interpolate(const mft_tensor *x, const int64_t *out_size, mft_interp_mode mode,
                             bool align_corners) {
     static const char fn[] = "mft_interpolate";
+    MFT__BLOCKED_FALLBACK("interpolate", mft_interpolate(x, out_size, mode, align_corners), 1, &x);
     if (!x) {
         mft__null_arg(fn, "x");
         return NULL;
@@ -170,6 +172,9 @@ mft_tensor *mft_interpolate(const mft_tensor *x, const int64_t *out_size, mft_in
 mft_tensor *mft_interpolate_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                      mft_interp_mode mode, bool align_corners) {
     static const char fn[] = "mft_interpolate_backward";
+    MFT__BLOCKED_FALLBACK_LIKE("interpolate_backward", x,
+                               mft_interpolate_backward(grad_out, x, mode, align_corners), 2,
+                               &grad_out, &x);
     char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
     if (!grad_out || !x) {
         mft__null_arg(fn, !grad_out ? "grad_out" : "x");

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "shape_internal.h"
+#include "blocked_outputs.h"
 
 /* ---------------------------------------------------------------- cat, stack */
 /* PyTorch's legacy rule: 1-D tensors of size 0 take no part in cat. */
@@ -263,9 +264,62 @@ static bool grad_out_check(const char *fn, const mft_tensor *grad_out, int nd,
     return true;
 }
 
+/* cat_backward / stack_backward with a blocked grad_out or blocked tensors
+ * in ts: on plain copies, each gradient back in its tensor's format (Note
+ * [Blocked fallback outputs]); grads is written only on success. *done
+ * false: nothing is blocked, the caller runs the op. */
+static mft_status list_bw_unblocked(const char *fn, const char *op, const mft_tensor *grad_out,
+                                    int n, const mft_tensor *const *ts, int dim, mft_tensor **grads,
+                                    bool stack, bool *done) {
+    *done = false;
+    if (!grads || !ts || n < 1) return MFT_OK; /* the op reports it */
+    bool any = mft__is_blocked(grad_out);
+    for (int i = 0; i < n && !any; i++) any = mft__is_blocked(ts[i]);
+    if (!any) return MFT_OK;
+    *done = true;
+    mft_tensor **tmp = mft__alloc_or_err(fn, (size_t)n * sizeof *tmp, sizeof(void *));
+    if (!tmp) return mft_last_error();
+    memset(tmp, 0, (size_t)n * sizeof *tmp);
+    mft__unblock_list ul;
+    mft__unblock ug;
+    const int rl = mft__unblock_list_begin(&ul, op, n, ts);
+    const int rg = rl < 0 ? -1 : mft__unblock_begin(&ug, op, 1, &grad_out);
+    if (rg < 0) {
+        if (rl > 0) mft__unblock_list_end_status(&ul, MFT_ERR_NOMEM, 0, NULL, true);
+        mft__free(tmp);
+        return mft_last_error();
+    }
+    const mft_tensor *const *list = rl > 0 ? ul.plain : ts;
+    mft__scope_suspend();
+    mft_status st = stack ? mft_stack_backward(grad_out, n, list, dim, tmp)
+                          : mft_cat_backward(grad_out, n, list, dim, tmp);
+    mft__scope_resume();
+    st = mft__unblock_end_status(&ug, st);
+    if (rl > 0) {
+        st = mft__unblock_list_end_status(&ul, st, n, tmp, true);
+    } else { /* only grad_out was blocked: the plain results are the caller's */
+        for (int i = 0; st == MFT_OK && i < n; i++) {
+            mft_tensor *g = tmp[i];
+            tmp[i] = mft__retain_result(op, g);
+            mft_tensor_release(g);
+            if (!tmp[i]) { /* a scope owns the ones before */
+                for (int j = i + 1; j < n; j++) mft_tensor_release(tmp[j]);
+                st = MFT_ERR_NOMEM;
+            }
+        }
+    }
+    if (st == MFT_OK) memcpy(grads, tmp, (size_t)n * sizeof *tmp);
+    mft__free(tmp);
+    return st;
+}
+
 mft_status mft_cat_backward(const mft_tensor *grad_out, int n, const mft_tensor *const *ts,
                             int dim, mft_tensor **grads) {
     static const char fn[] = "mft_cat_backward";
+    bool done;
+    const mft_status bst =
+        list_bw_unblocked(fn, "cat_backward", grad_out, n, ts, dim, grads, false, &done);
+    if (done || bst != MFT_OK) return bst;
     if (!list_check(fn, n, ts)) return mft_last_error();
     if (!grads) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'grads' is NULL", fn);
@@ -305,6 +359,10 @@ mft_status mft_stack_backward(const mft_tensor *grad_out, int n, const mft_tenso
                               int dim, mft_tensor **grads) {
     static const char fn[] = "mft_stack_backward";
     char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
+    bool done;
+    const mft_status bst =
+        list_bw_unblocked(fn, "stack_backward", grad_out, n, ts, dim, grads, true, &done);
+    if (done || bst != MFT_OK) return bst;
     if (!list_check(fn, n, ts)) return mft_last_error();
     if (!grads) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'grads' is NULL", fn);
@@ -419,10 +477,31 @@ static mft_tensor *cat_entry(const char *fn, int n, const mft_tensor *const *ts,
     return mft__shape_ag_hand_over(fn, y);
 }
 
+/* Blocked tensors of the list go through plain copies (Note [Blocked
+ * fallback outputs], ops/blocked_outputs.c); a cat result follows the first
+ * blocked one, a stack result (one dim more) stays plain. */
 mft_tensor *mft_cat(int n, const mft_tensor *const *ts, int dim) {
+    mft__unblock_list u;
+    const int r = mft__unblock_list_begin(&u, "cat", n, ts);
+    if (r < 0) return NULL;
+    if (r > 0) {
+        mft__scope_suspend();
+        mft_tensor *y = mft_cat(n, u.plain, dim);
+        mft__scope_resume();
+        return mft__unblock_list_end(&u, y);
+    }
     return cat_entry("mft_cat", n, ts, dim, false);
 }
 
 mft_tensor *mft_stack(int n, const mft_tensor *const *ts, int dim) {
+    mft__unblock_list u;
+    const int r = mft__unblock_list_begin(&u, "stack", n, ts);
+    if (r < 0) return NULL;
+    if (r > 0) {
+        mft__scope_suspend();
+        mft_tensor *y = mft_stack(n, u.plain, dim);
+        mft__scope_resume();
+        return mft__unblock_list_end(&u, y);
+    }
     return cat_entry("mft_stack", n, ts, dim, true);
 }

@@ -27,6 +27,7 @@
  * gradient is made in x's format: the engine converts nothing. */
 #include <string.h>
 #include "shape_internal.h"
+#include "blocked_outputs.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 static const mft__kernel_def *const g_tables[] = {mft__kernels_pad, NULL};
@@ -210,6 +211,8 @@ static bool pad_bw_check(const char *fn, const mft_tensor *grad_out, const mft_t
 mft_tensor *mft_pad_backward(const mft_tensor *grad_out, const mft_tensor *x, int npad,
                              const int64_t *pads, mft_pad_mode mode) {
     static const char fn[] = "mft_pad_backward";
+    MFT__BLOCKED_FALLBACK_LIKE("pad_backward", x, mft_pad_backward(grad_out, x, npad, pads, mode),
+                               2, &grad_out, &x);
     mft_pad_params p;
     if (!pad_bw_check(fn, grad_out, x, npad, pads, mode, &p)) return NULL;
     const mft__decision dec = mft__rule_decide(MFT__RULE_BACKWARD, "pad_backward", 1, &x, MFT_CONTIGUOUS, 0);
@@ -254,6 +257,7 @@ static mft_status pad_node_backward(const mft__ag_node *n, mft_tensor *const *go
 mft_tensor *mft_pad(const mft_tensor *x, int npad, const int64_t *pads, mft_pad_mode mode,
                     double value) {
     static const char fn[] = "mft_pad";
+    MFT__BLOCKED_FALLBACK("pad", mft_pad(x, npad, pads, mode, value), 1, &x);
     if (!mft__ag_wants(1, &x)) return pad_forward(fn, x, npad, pads, mode, value);
     const bool prev = mft__shape_ag_begin();
     mft_tensor *y = pad_forward(fn, x, npad, pads, mode, value);

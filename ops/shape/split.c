@@ -7,6 +7,7 @@
  * used, from the engine) copied into one tensor in x's format: the engine
  * converts nothing. */
 #include "shape_internal.h"
+#include "blocked_outputs.h"
 
 /* ---------------------------------------------------------------- checks, forward */
 /* The views, not yet registered in any scope (the caller hands them over). */
@@ -95,9 +96,37 @@ static mft_status split_node_backward(const mft__ag_node *n, mft_tensor *const *
     return MFT_OK;
 }
 
+/* Whether every chunk of a blocked x is a view (docs/spec.md §7.8: a narrow
+ * of a blocked dim starts at a multiple of its block and ends at one or at
+ * the dim's end): dim carries no block, or split_size is a multiple of it.
+ * Arguments the forward refuses count as viewable (it reports them). */
+static bool split_viewable(const mft_tensor *x, int64_t split_size, int dim) {
+    if (!x->nblocks || dim < -x->ndim || dim >= x->ndim || split_size <= 0) return true;
+    const int d = dim < 0 ? dim + x->ndim : dim;
+    int64_t b = 1;
+    for (int k = 0; k < x->nblocks; k++)
+        if (x->block_dim[k] == d) b *= x->block_size[k];
+    return split_size % b == 0;
+}
+
+/* A blocked x splits into views when the chunks are viewable; otherwise
+ * through a plain copy (Note [Blocked fallback outputs]), the chunks back in
+ * x's format. */
 mft_status mft_split(const mft_tensor *x, int64_t split_size, int dim, int max_out,
                      mft_tensor **outs, int *nout) {
     static const char fn[] = "mft_split";
+    if (x && outs && nout && !split_viewable(x, split_size, dim)) {
+        *nout = 0;
+        mft__unblock_list u;
+        const int r = mft__unblock_list_begin(&u, "split", 1, &x);
+        if (r < 0) return mft_last_error();
+        mft__scope_suspend();
+        mft_status st = mft_split(u.plain[0], split_size, dim, max_out, outs, nout);
+        mft__scope_resume();
+        st = mft__unblock_list_end_status(&u, st, st == MFT_OK ? *nout : 0, outs, false);
+        if (st != MFT_OK) *nout = 0;
+        return st;
+    }
     const bool rec = mft__ag_wants(1, &x);
     const bool prev = mft__shape_ag_begin(); /* the views are registered below, once all exist */
     mft_status st = split_forward(fn, x, split_size, dim, max_out, outs, nout);

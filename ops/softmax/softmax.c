@@ -45,6 +45,7 @@
 #include "autograd_internal.h"
 #include "mft/cnn.h"
 #include "ops_internal.h"
+#include "blocked_outputs.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 static const mft__kernel_def *const g_tables[] = {mft__kernels_softmax, NULL};
@@ -509,10 +510,12 @@ static mft_tensor *softmax_entry(const char *fn, mft__op_id op, const mft_tensor
 }
 
 mft_tensor *mft_softmax(const mft_tensor *x, int dim) {
+    MFT__BLOCKED_FALLBACK("softmax", mft_softmax(x, dim), 1, &x);
     return softmax_entry("mft_softmax", MFT__OP_SOFTMAX, x, dim);
 }
 
 mft_tensor *mft_log_softmax(const mft_tensor *x, int dim) {
+    MFT__BLOCKED_FALLBACK("log_softmax", mft_log_softmax(x, dim), 1, &x);
     return softmax_entry("mft_log_softmax", MFT__OP_LOG_SOFTMAX, x, dim);
 }
 
@@ -576,11 +579,15 @@ static mft_tensor *softmax_bwd_impl(const char *fn, mft__op_id op, const mft_ten
 }
 
 mft_tensor *mft_softmax_backward(const mft_tensor *grad_out, const mft_tensor *out, int dim) {
+    MFT__BLOCKED_FALLBACK_LIKE("softmax_backward", out, mft_softmax_backward(grad_out, out, dim), 2,
+                               &grad_out, &out);
     return softmax_bwd_impl("mft_softmax_backward", MFT__OP_SOFTMAX_BACKWARD, grad_out, out, dim);
 }
 
 mft_tensor *mft_log_softmax_backward(const mft_tensor *grad_out, const mft_tensor *out,
                                      int dim) {
+    MFT__BLOCKED_FALLBACK_LIKE("log_softmax_backward", out,
+                               mft_log_softmax_backward(grad_out, out, dim), 2, &grad_out, &out);
     return softmax_bwd_impl("mft_log_softmax_backward", MFT__OP_LOG_SOFTMAX_BACKWARD, grad_out,
                             out, dim);
 }

@@ -16,7 +16,19 @@
  *     has a channels-last layout (conv, pool, norm, elementwise, reductions,
  *     softmax, interpolate, pad, dropout, views, conversions, losses) run
  *     with the activation CONTIGUOUS and again CHANNELS_LAST (NDHWC for the
- *     5-D ones, N,L,C for the 1-D ones).
+ *     5-D ones, N,L,C for the 1-D ones);
+ *   - blocked tensors (docs/spec.md §7.9): every sample runs a third time
+ *     with the activation (and the inputs its builder lays out like it) in
+ *     nChw16c, or nChw8c for the samples whose (op, variant) sorts at an odd
+ *     position. The checks above hold (a blocked input's .grad has its tag
+ *     and zero pads), the result equals the contiguous run's bit for bit
+ *     (mft_tensor_hash: dtype, sizes, values in logical order) and a
+ *     blocked result has zero pads. The views refused on blocked tensors by
+ *     design (BLOCKED_REFUSED: permute, transpose, unsqueeze, squeeze,
+ *     expand with MFT_ERR_FORMAT; view and a step-2 slice of the blocked
+ *     dim with MFT_ERR_NOT_VIEWABLE) assert that refusal instead (no
+ *     result, no tape node, no leak); every other DIFF op must have a
+ *     blocked run.
  * Values are kept away from kinks and ties (relu, abs, clamp, max pools,
  * amax, maximum, floor / round jumps) so central differences are valid;
  * sign / floor / ceil / round give zero gradients, which gradcheck checks
@@ -167,13 +179,11 @@ static int b_lerp(mft_format f, mft_tensor **in) { /* start, end, weight (1,1,4,
     return 3;
 }
 static int b_x_sq(mft_format f, mft_tensor **in) { /* (2,3,1,4) for squeeze */
-    (void)f;
-    in[0] = act(4, (const int64_t[]){2, 3, 1, 4}, CT, 22);
+    in[0] = act(4, (const int64_t[]){2, 3, 1, 4}, f, 22);
     return 1;
 }
 static int b_x_exp(mft_format f, mft_tensor **in) { /* (1,3,1,4) for expand */
-    (void)f;
-    in[0] = act(4, SB, CT, 23);
+    in[0] = act(4, SB, f, 23);
     return 1;
 }
 static int b_x_split(mft_format f, mft_tensor **in) { /* (2,3,5,4): chunks 2, 2, 1 of H */
@@ -262,21 +272,18 @@ static int b_ln3(mft_format f, mft_tensor **in) { /* normalized_shape (3, 4, 4),
 
 /* linear algebra */
 static int b_linear(mft_format f, mft_tensor **in) { /* x (2,3,5), w (4,5), b (4) */
-    (void)f;
-    in[0] = act(3, (const int64_t[]){2, 3, 5}, CT, 62);
+    in[0] = act(3, (const int64_t[]){2, 3, 5}, f, 62);
     in[1] = leaf(grid(2, (const int64_t[]){4, 5}, CT, 63, -1.0, 1.0, 0.5));
     in[2] = vec(4, 64, -1.0, 1.0, true);
     return 3;
 }
 static int b_matmul(mft_format f, mft_tensor **in) { /* (2,3,4) @ (4,5) */
-    (void)f;
-    in[0] = act(3, (const int64_t[]){2, 3, 4}, CT, 65);
+    in[0] = act(3, (const int64_t[]){2, 3, 4}, f, 65);
     in[1] = leaf(grid(2, (const int64_t[]){4, 5}, CT, 66, -1.0, 1.0, 0.5));
     return 2;
 }
 static int b_matmul_bcast(mft_format f, mft_tensor **in) { /* (2,1,3,4) @ (3,4,2) */
-    (void)f;
-    in[0] = act(4, (const int64_t[]){2, 1, 3, 4}, CT, 67);
+    in[0] = act(4, (const int64_t[]){2, 1, 3, 4}, f, 67);
     in[1] = leaf(grid(3, (const int64_t[]){3, 4, 2}, CT, 68, -1.0, 1.0, 0.5));
     return 2;
 }
@@ -578,6 +585,7 @@ FN(f_transpose, mft_transpose(in[0], 1, 3))
 FN(f_narrow, mft_narrow(in[0], 2, 1, 2))
 FN(f_select, mft_select(in[0], 3, -1))
 FN(f_slice, mft_slice(in[0], 1, 0, 3, 2))
+FN(f_slice_w, mft_slice(in[0], 3, 1, 4, 2))
 FN(f_unsqueeze, mft_unsqueeze(in[0], 2))
 FN(f_squeeze, mft_squeeze(in[0], 2))
 FN(f_squeeze_noop, mft_squeeze(in[0], 1))
@@ -589,12 +597,14 @@ FN(f_flatten, mft_flatten(in[0], 1, 3))
 /* conversions: always to the other format, so each call copies and records */
 FN(f_contiguous, mft_contiguous(in[0], other(mft_tensor_format(in[0]))))
 FN(f_to_format, mft_to_format(in[0], other(mft_tensor_format(in[0]))))
-/* into nChw16c (C = 3: one partial block, 13 pad lanes per pixel) */
+/* into nChw16c (C = 3: one partial block, 13 pad lanes per pixel); an
+ * nChw16c input goes to nChw8c (its own layout would give it back) */
 static mft_tensor *f_to_layout(void *ctx, mft_tensor *const *in) {
     (void)ctx;
     mft_layout l;
-    if (mft_layout_for_tag(mft_tensor_ndim(in[0]), mft_tensor_sizes(in[0]), MFT_LAYOUT_NCHW16C,
-                           &l) != MFT_OK)
+    const mft_layout_tag tag =
+        mft_tensor_format(in[0]) == MFT_NCHW16C ? MFT_LAYOUT_NCHW8C : MFT_LAYOUT_NCHW16C;
+    if (mft_layout_for_tag(mft_tensor_ndim(in[0]), mft_tensor_sizes(in[0]), tag, &l) != MFT_OK)
         return NULL;
     return mft_to_layout(in[0], &l);
 }
@@ -743,6 +753,7 @@ static const sample SAMPLES[] = {
     {"narrow", "", f_narrow, b_x, F_BOTH, 0},
     {"select", "", f_select, b_x, F_BOTH, 0},
     {"slice", "", f_slice, b_x, F_BOTH, 0},
+    {"slice", "step 2 along W", f_slice_w, b_x, F_BOTH, 0},
     {"unsqueeze", "", f_unsqueeze, b_x, F_BOTH, 0},
     {"squeeze", "", f_squeeze, b_x_sq, F_CT, 0},
     {"squeeze", "dim of size > 1", f_squeeze_noop, b_x_sq, F_CT, 0},
@@ -796,7 +807,72 @@ static void test_registry_coverage(void) {
 }
 
 /* ---------------------------------------------------------------- the sweep */
-static int g_runs = 0;
+static int g_runs = 0, g_blocked_runs = 0, g_blocked_refusals = 0;
+static bool g_ran_blocked[NSAMPLES];
+
+/* The views refused on blocked tensors by design (docs/spec.md §7.8): the
+ * blocked run of these samples asserts the refusal. */
+typedef struct blocked_refusal {
+    const char *op, *variant;
+    mft_status status;
+} blocked_refusal;
+static const blocked_refusal BLOCKED_REFUSED[] = {
+    {"permute", "", MFT_ERR_FORMAT},
+    {"transpose", "", MFT_ERR_FORMAT},
+    {"unsqueeze", "", MFT_ERR_FORMAT},
+    {"squeeze", "", MFT_ERR_FORMAT},
+    {"squeeze", "dim of size > 1", MFT_ERR_FORMAT},
+    {"expand", "", MFT_ERR_FORMAT},
+    {"view", "", MFT_ERR_NOT_VIEWABLE},
+    /* step 2 along C, the blocked dim: an element inside a block has no stride */
+    {"slice", "", MFT_ERR_NOT_VIEWABLE},
+};
+#define NREFUSED ((int)(sizeof BLOCKED_REFUSED / sizeof *BLOCKED_REFUSED))
+
+/* The status the blocked run of s must fail with; MFT_OK: it runs. */
+static mft_status blocked_refusal_of(const sample *s) {
+    for (int k = 0; k < NREFUSED; k++)
+        if (!strcmp(BLOCKED_REFUSED[k].op, s->op) &&
+            !strcmp(BLOCKED_REFUSED[k].variant, s->variant))
+            return BLOCKED_REFUSED[k].status;
+    return MFT_OK;
+}
+
+/* Whether every sample of op is refused on blocked tensors by design. */
+static bool op_refused_by_design(const char *op) {
+    bool any = false;
+    for (int s = 0; s < NSAMPLES; s++) {
+        if (strcmp(SAMPLES[s].op, op)) continue;
+        if (blocked_refusal_of(&SAMPLES[s]) == MFT_OK) return false;
+        any = true;
+    }
+    return any;
+}
+
+/* The blocked format of sample s's blocked run: nChw8c for the samples
+ * whose (op, variant) sorts at an odd position, nChw16c for the others, so
+ * both block sizes meet every family. */
+static mft_format blocked_format(int s) {
+    int rank = 0;
+    for (int t = 0; t < NSAMPLES; t++) {
+        int c = strcmp(SAMPLES[t].op, SAMPLES[s].op);
+        if (!c) c = strcmp(SAMPLES[t].variant, SAMPLES[s].variant);
+        rank += c < 0;
+    }
+    return rank % 2 ? MFT_NCHW8C : MFT_NCHW16C;
+}
+
+static const char *format_label(mft_format f) {
+    switch (f) {
+    case CT: return "contiguous";
+    case CL: return "channels_last";
+    case MFT_NCHW8C: return "nchw8c";
+    case MFT_NCHW16C: return "nchw16c";
+    default: return mft_format_name(f);
+    }
+}
+
+static bool is_blocked_format(mft_format f) { return f == MFT_NCHW8C || f == MFT_NCHW16C; }
 
 /* One forward under a tape records a node; backward with a random
  * grad_output succeeds; every input that requires grad gets a .grad with
@@ -834,21 +910,79 @@ static void check_backward(const char *what, const sample *s, int n, mft_tensor 
                   "%s: grad %d is %s, its input %s", what, i,
                   mft_format_name(mft_tensor_format(gi)),
                   mft_format_name(mft_tensor_format(in[i])));
+        if (mft_tensor_is_blocked(gi))
+            CHECK_MSG(mft_tensor_check_padding(gi) == MFT_OK, "%s: grad %d has a non-zero pad: %s",
+                      what, i, mft_last_error_message());
     }
     for (int i = 0; i < n; i++) mft_tensor_zero_grad(in[i]);
 }
 
-static void run_sample(const sample *s, mft_format f) {
+/* The blocked run's result equals (bit for bit: dtype, sizes, values in
+ * logical order) the result of the same sample on the contiguous inputs,
+ * and a blocked result keeps its pad lanes zero. */
+static void check_same_as_contiguous(const char *what, const sample *s, mft_tensor **in) {
+    mft_tensor *ref_in[MAXIN] = {0};
+    const int n = s->build(CT, ref_in);
+    mft_tensor *ref = n > 0 ? s->fn(NULL, ref_in) : NULL;
+    mft_tensor *y = s->fn(NULL, in);
+    CHECK_MSG(ref && y, "%s: forward failed (contiguous %p, blocked %p): %s", what, (void *)ref,
+              (void *)y, mft_last_error_message());
+    if (ref && y) {
+        CHECK_MSG(mft_tensor_dtype(y) == mft_tensor_dtype(ref) &&
+                      tu_has_sizes(y, mft_tensor_ndim(ref), mft_tensor_sizes(ref)),
+                  "%s: result dtype / sizes differ from the contiguous run's", what);
+        CHECK_MSG(mft_tensor_hash(y) == mft_tensor_hash(ref),
+                  "%s: result differs from the contiguous run's (hash %016llx vs %016llx)", what,
+                  (unsigned long long)mft_tensor_hash(y), (unsigned long long)mft_tensor_hash(ref));
+        if (mft_tensor_is_blocked(y))
+            CHECK_MSG(mft_tensor_check_padding(y) == MFT_OK, "%s: result has a non-zero pad: %s",
+                      what, mft_last_error_message());
+    }
+    mft_tensor_release(ref);
+    mft_tensor_release(y);
+    for (int i = 0; i < MAXIN; i++) mft_tensor_release(ref_in[i]);
+    mft_clear_error();
+}
+
+/* A view refused on blocked tensors by design: the forward fails with that
+ * status (a message naming it), records nothing and leaks nothing. */
+static void check_refused(const char *what, const sample *s, mft_tensor **in, mft_status want) {
+    CHECK(mft_tape_begin() == MFT_OK);
+    mft_clear_error();
+    mft_tensor *y = s->fn(NULL, in);
+    CHECK_MSG(y == NULL && mft_last_error() == want, "%s: expected the refusal %s, got %s (%s)",
+              what, mft_status_str(want), y ? "a result" : mft_status_str(mft_last_error()),
+              mft_last_error_message());
+    CHECK_MSG(mft_last_error_message()[0] != '\0', "%s: refusal without a message", what);
+    CHECK_EQ_I(mft_tape_size(), 0);
+    mft_tensor_release(y);
+    CHECK(mft_tape_end() == MFT_OK);
+    mft_clear_error();
+    g_blocked_refusals++;
+}
+
+static void run_sample(int si, mft_format f) {
+    const sample *s = &SAMPLES[si];
     char what[160];
     snprintf(what, sizeof what, "%s%s%s [x %s]", s->op, s->variant[0] ? " " : "", s->variant,
-             f == CL ? "channels_last" : "contiguous");
+             format_label(f));
     mft_tensor *in[MAXIN] = {0};
     mft_clear_error();
     int n = s->build(f, in);
     bool ok = n > 0 && n <= MAXIN;
     for (int i = 0; i < n && ok; i++) ok = in[i] != NULL;
     CHECK_MSG(ok, "%s: building the inputs failed: %s", what, mft_last_error_message());
-    if (ok) {
+    const bool blocked = is_blocked_format(f);
+    if (ok && blocked) {
+        /* every activation is rank 3-5, so it is blocked in this run */
+        ok = mft_tensor_is_blocked(in[0]) && mft_tensor_format(in[0]) == f;
+        CHECK_MSG(ok, "%s: the activation is %s, not blocked", what,
+                  mft_format_name(mft_tensor_format(in[0])));
+    }
+    const mft_status refused = blocked ? blocked_refusal_of(s) : MFT_OK;
+    if (ok && refused != MFT_OK) {
+        check_refused(what, s, in, refused);
+    } else if (ok) {
         g_runs++;
         mft_gradcheck_opts o = {s->eps > 0 ? s->eps : 1e-6, 1e-5, 1e-3, 7};
         mft_status st = mft_gradcheck(s->fn, NULL, n, in, &o);
@@ -857,18 +991,43 @@ static void run_sample(const sample *s, mft_format f) {
         mft_clear_error();
         check_backward(what, s, n, in);
         mft_clear_error();
+        if (blocked) {
+            check_same_as_contiguous(what, s, in);
+            g_blocked_runs++;
+            g_ran_blocked[si] = true;
+        }
     }
     CHECK_EQ_I(mft_tape_size(), 0);
     for (int i = 0; i < MAXIN; i++) mft_tensor_release(in[i]);
 }
 
+/* Every sample runs with the activation contiguous, channels-last (F_BOTH)
+ * and blocked (nChw16c or nChw8c, blocked_format); every DIFF op has a
+ * blocked run that is not a refusal, except the views refused by design. */
 static void test_gradcheck_sweep(void) {
-    g_runs = 0;
+    g_runs = g_blocked_runs = g_blocked_refusals = 0;
+    memset(g_ran_blocked, 0, sizeof g_ran_blocked);
+    int n8 = 0;
     for (int s = 0; s < NSAMPLES; s++) {
-        run_sample(&SAMPLES[s], CT);
-        if (SAMPLES[s].formats == F_BOTH) run_sample(&SAMPLES[s], CL);
+        run_sample(s, CT);
+        if (SAMPLES[s].formats == F_BOTH) run_sample(s, CL);
+        const mft_format bf = blocked_format(s);
+        n8 += bf == MFT_NCHW8C;
+        run_sample(s, bf);
     }
-    printf("sweep: %d gradchecks over %d samples\n", g_runs, NSAMPLES);
+    for (int i = 0; i < mft_op_count(); i++) {
+        const mft_op_info *r = mft_op_at(i);
+        if (!r || !r->name || r->kind != MFT_OP_KIND_DIFF) continue;
+        bool ran = false;
+        for (int s = 0; s < NSAMPLES && !ran; s++)
+            ran = g_ran_blocked[s] && !strcmp(SAMPLES[s].op, r->name);
+        CHECK_MSG(ran || op_refused_by_design(r->name),
+                  "differentiable op '%s' has no blocked run in the gradcheck sweep", r->name);
+    }
+    CHECK(n8 > 0 && n8 < NSAMPLES);
+    printf("sweep: %d gradchecks over %d samples; blocked: %d runs (%d nchw8c samples), %d "
+           "refusals by design\n",
+           g_runs, NSAMPLES, g_blocked_runs, n8, g_blocked_refusals);
 }
 
 int main(void) {
