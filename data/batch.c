@@ -332,8 +332,26 @@ mft_tensor *mft_images_to_batch(const mft_tensor *images, const int64_t *idx, in
                        mft_dtype_name(dtype));
         return NULL;
     }
+    if (fmt == MFT_NCHW8C || fmt == MFT_NCHW16C) {
+        /* a blocked batch: the plain batch, reordered into the blocks (an
+         * explicit conversion: the caller asked for the format) */
+        mft__scope_suspend();
+        mft_tensor *p = mft_images_to_batch(images, idx, count, scale, mean, std, MFT_CONTIGUOUS,
+                                            dtype);
+        mft_tensor *r = p ? mft_to_format(p, fmt) : NULL;
+        mft__scope_resume();
+        mft_tensor_release(p);
+        if (!r) {
+            mft__relabel_error(fn);
+            return NULL;
+        }
+        mft_tensor *kept = mft__retain_result(fn, r);
+        mft_tensor_release(r);
+        return kept;
+    }
     if (fmt != MFT_CONTIGUOUS && fmt != MFT_CHANNELS_LAST) {
-        mft__set_error(MFT_ERR_FORMAT, "%s: fmt must be CONTIGUOUS or CHANNELS_LAST, got %s", fn,
+        mft__set_error(MFT_ERR_FORMAT,
+                       "%s: fmt must be CONTIGUOUS, CHANNELS_LAST, NCHW8C or NCHW16C, got %s", fn,
                        mft_format_name(fmt));
         return NULL;
     }

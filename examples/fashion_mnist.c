@@ -73,7 +73,7 @@ static int fail(const char *what) {
 
 static void usage(FILE *to) {
     fprintf(to,
-            "usage: fashion_mnist [--format nhwc|nchw] [--epochs N] [--threads T] [--batch B]\n"
+            "usage: fashion_mnist [--format nhwc|nchw|nchw16c|nchw8c] [--epochs N] [--threads T] [--batch B]\n"
             "                     [--batchnorm] [--optimizer sgd|adam] [--lr LR] [--seed S]\n"
             "                     [--lr-step EPOCHS [--lr-gamma G]]   (StepLR schedule)\n"
             "                     [--save FILE] [--load FILE [--start-epoch E]]\n"
@@ -135,7 +135,8 @@ static int parse(int argc, char **argv, options *o) {
         }
 #undef OPT
     }
-    if ((strcmp(o->format, "nhwc") && strcmp(o->format, "nchw")) ||
+    if ((strcmp(o->format, "nhwc") && strcmp(o->format, "nchw") && strcmp(o->format, "nchw16c") &&
+         strcmp(o->format, "nchw8c")) ||
         (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "adam")) || o->epochs < 0 ||
         o->start_epoch < 1 ||
         o->batch <= 0 || o->threads < 0 || o->lr_step < 0) {
@@ -261,7 +262,10 @@ int main(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc; /* -1: --help */
     if (o.threads > 0) mft_set_num_threads(o.threads);
-    const mft_format fmt = strcmp(o.format, "nhwc") == 0 ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+    const mft_format fmt = !strcmp(o.format, "nhwc")      ? MFT_CHANNELS_LAST
+                           : !strcmp(o.format, "nchw16c") ? MFT_NCHW16C
+                           : !strcmp(o.format, "nchw8c")  ? MFT_NCHW8C
+                                                          : MFT_CONTIGUOUS;
     const bool bar = !o.quiet && isatty(STDERR_FILENO);
 
     mft_tensor *tr_x = NULL, *tr_y = NULL, *te_x = NULL, *te_y = NULL;

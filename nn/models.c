@@ -28,8 +28,10 @@ mft_module *mft_nn_fashion_cnn(const mft_fashion_cnn_config *cfg) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'cfg' is NULL", fn);
         return NULL;
     }
-    if (cfg->format != MFT_CONTIGUOUS && cfg->format != MFT_CHANNELS_LAST) {
-        mft__set_error(MFT_ERR_FORMAT, "%s: format must be CONTIGUOUS or CHANNELS_LAST, got %s", fn,
+    if (cfg->format != MFT_CONTIGUOUS && cfg->format != MFT_CHANNELS_LAST &&
+        cfg->format != MFT_NCHW8C && cfg->format != MFT_NCHW16C) {
+        mft__set_error(MFT_ERR_FORMAT,
+                       "%s: format must be CONTIGUOUS, CHANNELS_LAST, NCHW8C or NCHW16C, got %s", fn,
                        mft_format_name(cfg->format));
         return NULL;
     }
@@ -85,7 +87,10 @@ mft_module *mft_nn_fashion_cnn(const mft_fashion_cnn_config *cfg) {
         mft__relabel_error(fn);
         return NULL;
     }
-    if (mft_module_to_format(model, cfg->format) != MFT_OK) {
+    /* blocked formats: the activations are blocked, the weights stay plain
+     * OIHW (docs/spec.md §7.9: kernels reorder weights they need blocked) */
+    const mft_format pfmt = cfg->format == MFT_CHANNELS_LAST ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+    if (mft_module_to_format(model, pfmt) != MFT_OK) {
         mft__relabel_error(fn);
         mft_module_free(model);
         return NULL;

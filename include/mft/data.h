@@ -57,7 +57,8 @@ MFT_API mft_status mft_mnist_load(const char *dir, const char *split, mft_tensor
 /* Gathers images idx[0..count) of a U8 tensor `images` (N, H, W) or
  * (N, C, H, W), any strides, into a new tensor (count, C, H, W) (C = 1 for a
  * rank-3 input) of dtype F32 or F64, packed in fmt (CONTIGUOUS = NCHW,
- * CHANNELS_LAST = NHWC; tag DECLARED). Every element is
+ * CHANNELS_LAST = NHWC, NCHW8C / NCHW16C = blocked, reordered from the NCHW
+ * batch and counted as an explicit conversion; tag DECLARED). Every element is
  *     ((double)u8 * scale - mean) / std
  * computed in double and rounded once to dtype (one fused pass through a
  * 256-entry table, parallel over images). count may be 0 (an empty batch).

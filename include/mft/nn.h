@@ -259,7 +259,9 @@ typedef struct mft_fashion_cnn_config {
     int64_t width;       /* channels W of the first conv; 0 means 32 */
     bool batch_norm;     /* a batch_norm2d (eps 1e-5, momentum 0.1) after each conv */
     mft_format format;   /* CONTIGUOUS (0) or CHANNELS_LAST: the model is moved
-                          * there (mft_module_to_format) before it is returned */
+                          * there (mft_module_to_format) before it is returned;
+                          * NCHW8C / NCHW16C: the model is for blocked
+                          * activations and keeps CONTIGUOUS parameters */
     uint64_t seed;       /* the four affine layers get seed + 1 .. seed + 4 */
     /* Optional output: when non-NULL, on success layers[0..n) receive the
      * model's n layers in order (BORROWED: owned by the model, valid until it
@@ -295,8 +297,8 @@ typedef struct mft_fashion_cnn_config {
  * CHANNELS_LAST input, or CHANNELS_LAST weights, give CHANNELS_LAST conv,
  * relu and pool activations.
  * Errors (NULL returned, nothing leaked, the message names
- * mft_nn_fashion_cnn): NULL cfg (MFT_ERR_NULL); format neither CONTIGUOUS
- * nor CHANNELS_LAST (MFT_ERR_FORMAT); negative in_channels or width,
+ * mft_nn_fashion_cnn): NULL cfg (MFT_ERR_NULL); format not CONTIGUOUS,
+ * CHANNELS_LAST, NCHW8C or NCHW16C (MFT_ERR_FORMAT); negative in_channels or width,
  * image_size in 1..3 or negative, a feature count overflowing int64
  * (MFT_ERR_INVALID); those of the layer constructors, mft_nn_sequential
  * and mft_module_to_format (e.g. MFT_ERR_NOMEM). */
