@@ -22,6 +22,7 @@
  * construction; mft_tensor_check_padding verifies it for wrapped memory. */
 #include <string.h>
 #include "internal.h"
+#include "reorder_internal.h"
 
 /* ---------------------------------------------------------------- descriptor */
 void mft__layout_of(const mft_tensor *t, mft_layout *l) {
@@ -357,8 +358,53 @@ static void blk_copy_elements(mft_tensor *dst, const mft_tensor *src) {
     }
 }
 
+/* The spatial dims (2 .. ndim-1) of t as one flat index: true when each
+ * dim's stride is unit times the sizes after it (size-1 dims ignored);
+ * *s gets their element count. */
+static bool blk_spatial_flat(const mft_tensor *t, int64_t unit, int64_t *s) {
+    int64_t expect = unit;
+    *s = 1;
+    for (int d = t->ndim - 1; d >= 2; d--) {
+        if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
+        expect *= t->sizes[d];
+        *s *= t->sizes[d];
+    }
+    return true;
+}
+
+/* The reorder kernels (tensor/reorder_blocked.c) for an F32 copy between a
+ * C-blocked tensor (one block of 8 or 16 on dim 1, rank 3-5, spatial outer
+ * strides packed) and a plain one whose spatial dims flatten; false when
+ * the pair is not of that kind. */
+static bool blk_copy_reorder(mft_tensor *dst, const mft_tensor *src) {
+    const mft_tensor *b = dst->nblocks ? dst : src, *p = dst->nblocks ? src : dst;
+    if (dst->dtype != MFT_F32 || src->dtype != MFT_F32 || p->nblocks || b->nblocks != 1 ||
+        b->block_dim[0] != 1 || (b->block_size[0] != 8 && b->block_size[0] != 16) ||
+        b->ndim < 3 || b->ndim > 5)
+        return false;
+    const int B = (int)b->block_size[0];
+    int64_t S, Sp, ps = 1;
+    for (int d = p->ndim - 1; d >= 2; d--)
+        if (p->sizes[d] != 1) {
+            ps = p->strides[d];
+            break;
+        }
+    if (!blk_spatial_flat(b, B, &S) || !blk_spatial_flat(p, ps, &Sp)) return false;
+    const int64_t N = b->sizes[0], C = b->sizes[1];
+    const int64_t bn = N > 1 ? b->strides[0] : 0, bc1 = b->strides[1];
+    if (b->padded[1] / B > 1 && bc1 < S * B) return false;
+    float *bp = (float *)(void *)mft__tensor_ptr(b), *pp = (float *)(void *)mft__tensor_ptr(p);
+    if (dst == b)
+        mft__reorder_to_blocked_f32(pp, p->strides[0], p->strides[1], ps, bp, bn, bc1, B, N, C, S);
+    else
+        mft__reorder_from_blocked_f32(bp, bn, bc1, B, pp, p->strides[0], p->strides[1], ps, N, C,
+                                      S);
+    return true;
+}
+
 /* dst <- src, equal sizes, at least one blocked. */
 static void blk_copy_same(mft_tensor *dst, const mft_tensor *src) {
+    if (blk_copy_reorder(dst, src)) return;
     const mft_tensor *ops[2] = {dst, src};
     mft_status st = mft__blk_foreach("mft_copy_", 2, ops, blk_copy_piece, NULL);
     if (st == MFT_OK) return;
