@@ -12,7 +12,7 @@
  * docs/tutorial.md quotes this program's output. Random data: formats and
  * copies do not depend on the values.
  *
- * Usage: format_tour [nchw|nhwc|mixed]... (default: all three)
+ * Usage: format_tour [nchw|nhwc|mixed|nchw16c]... (default: all four)
  *        [--profile] (also the profiler table of the last run)
  *        [--trace FILE] (Chrome trace JSON of the last run) */
 #include <stdio.h>
@@ -28,16 +28,27 @@ typedef struct tour {
     int64_t c_in;
 } tour;
 
-static const char *short_fmt(const mft_tensor *t) {
-    return mft_tensor_format(t) == MFT_CHANNELS_LAST ? "CHANNELS_LAST" : "CONTIGUOUS";
-}
-
 static void dims(char *buf, size_t n, int nd, const int64_t *v) {
     size_t pos = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < nd && pos < n; i++)
         pos += (size_t)snprintf(buf + pos, n - pos, "%s%lld", i ? "," : "", (long long)v[i]);
     if (pos < n) snprintf(buf + pos, n - pos, "]");
 }
+
+static const char *short_fmt(const mft_tensor *t) { return mft_format_name(mft_tensor_format(t)); }
+
+/* The strides column: the strides, or for a blocked tensor (which has no
+ * plain strides, docs/spec.md §7.6) its oneDNN name. */
+static void strides_of(char *buf, size_t n, const mft_tensor *t) {
+    if (mft_tensor_is_blocked(t)) {
+        snprintf(buf, n, "%s", mft_tensor_format(t) == MFT_NCHW16C ? "(nChw16c blocks)"
+                               : mft_tensor_format(t) == MFT_NCHW8C ? "(nChw8c blocks)"
+                                                                     : "(blocked)");
+        return;
+    }
+    dims(buf, n, mft_tensor_ndim(t), mft_tensor_strides(t));
+}
+
 
 static void conv_summary(char *buf, size_t n) {
     mft_conversion_counts c = mft_conversion_counts_get();
@@ -112,7 +123,7 @@ static int run(const tour *t, bool profile, const char *trace) {
            "kernel", "conversions");
     char sz[64], st[64], cv[128];
     dims(sz, sizeof sz, 4, xs);
-    dims(st, sizeof st, 4, mft_tensor_strides(x));
+    strides_of(st, sizeof st, x);
     printf("%-17s %-15s %-18s %-13s %-12s %-40s %s\n", "input", sz, st, short_fmt(x),
            mft_origin_name(mft_tensor_format_origin(x)), "", "-");
     mft_tensor *h = x, *flat_in = NULL;
@@ -128,7 +139,7 @@ static int run(const tour *t, bool profile, const char *trace) {
                                         : "(elementwise engine)";
         conv_summary(cv, sizeof cv);
         dims(sz, sizeof sz, mft_tensor_ndim(h), mft_tensor_sizes(h));
-        dims(st, sizeof st, mft_tensor_ndim(h), mft_tensor_strides(h));
+        strides_of(st, sizeof st, h);
         printf("%-17s %-15s %-18s %-13s %-12s %-40s %s\n", names[i], sz, st, short_fmt(h),
                mft_origin_name(mft_tensor_format_origin(h)), kernel, cv);
     }
@@ -187,24 +198,27 @@ static int run(const tour *t, bool profile, const char *trace) {
 }
 
 int main(int argc, char **argv) {
-    static const tour tours[3] = {{"nchw", MFT_CONTIGUOUS, MFT_CONTIGUOUS, 1},
-                                  {"nhwc", MFT_CHANNELS_LAST, MFT_CHANNELS_LAST, 1},
-                                  {"mixed", MFT_CHANNELS_LAST, MFT_CONTIGUOUS, 3}};
-    bool want[3] = {false, false, false}, any = false, profile = false;
+    enum { NTOURS = 4 };
+    static const tour tours[NTOURS] = {{"nchw", MFT_CONTIGUOUS, MFT_CONTIGUOUS, 1},
+                                       {"nhwc", MFT_CHANNELS_LAST, MFT_CHANNELS_LAST, 1},
+                                       {"mixed", MFT_CHANNELS_LAST, MFT_CONTIGUOUS, 3},
+                                       {"nchw16c", MFT_NCHW16C, MFT_NCHW16C, 1}};
+    bool want[NTOURS] = {false, false, false, false}, any = false, profile = false;
     const char *trace = NULL;
     for (int i = 1; i < argc; i++) {
         bool ok = false;
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < NTOURS; k++)
             if (!strcmp(argv[i], tours[k].name)) ok = want[k] = any = true;
         if (!strcmp(argv[i], "--profile")) ok = profile = true;
         if (!strcmp(argv[i], "--trace") && i + 1 < argc) ok = (trace = argv[++i]) != NULL;
         if (!ok) {
-            fprintf(stderr, "usage: format_tour [nchw|nhwc|mixed]... [--profile] [--trace FILE]\n");
+            fprintf(stderr, "usage: format_tour [nchw|nhwc|mixed|nchw16c]... [--profile] "
+                            "[--trace FILE]\n");
             return 2;
         }
     }
     int rc = 0;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < NTOURS; k++)
         if (!any || want[k]) rc |= run(&tours[k], profile, trace);
     if (mft_live_tensors() != 0) {
         fprintf(stderr, "format_tour: %lld tensors leaked\n", (long long)mft_live_tensors());

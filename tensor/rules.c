@@ -408,7 +408,10 @@ size_t mft_tensor_provenance(const mft_tensor *t, char *buf, size_t len) {
             rb_printf(&b, " [rule %s: %s]: ", r->name, g_output_names[r->output]);
             rules_clause(&b, r, p->operand, p->operand_tag, p->rule_tag, p->unbatched);
         }
-        if (p->origin == MFT_INFERRED && p->fits_c != p->fits_cl)
+        if (mft__format_is_blocked(p->tag))
+            rb_printf(&b, "; the result is blocked: its descriptor is %s (docs/spec.md §7.6)",
+                      rules_fmt(p->tag));
+        else if (p->origin == MFT_INFERRED && p->fits_c != p->fits_cl)
             rb_printf(&b, "; the result's strides fit only %s",
                       p->fits_cl ? "CHANNELS_LAST" : "CONTIGUOUS");
         else if (p->origin == MFT_INFERRED && !p->fits_c && !p->fits_cl)
