@@ -369,6 +369,109 @@ static void test_gradients(void) {
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) mft_tensor_release(objs[i]);
 }
 
+/* ---------------------------------------------------------------- Ascend */
+/* Every NumPy golden case (tests/golden/ascend_layouts.txt: the slot of each
+ * element after Ascend's pad / reshape / transpose) of an mft dtype's size:
+ * to_layout puts element i at NumPy's slot and zero elsewhere, and back. */
+static void test_ascend_conversions(void) {
+    char *text = read_golden("ascend_layouts.txt");
+    if (!text) return;
+    static char *tok[OG_MAX_TOKENS];
+    static int64_t pos[OG_MAX_TOKENS];
+    int cases = 0;
+    char *cur = text;
+    for (char *line; (line = og_next_line(&cur));) {
+        if (line[0] == '#' || !line[0]) continue;
+        int nt = 0;
+        for (char *q = strtok(line, " \t\r"); q && nt < OG_MAX_TOKENS; q = strtok(NULL, " \t\r"))
+            tok[nt++] = q;
+        int t = 0;
+        const char *fmt = tok[t++];
+        const int eb = atoi(tok[t++]), nd = atoi(tok[t++]);
+        int64_t sz[MFT_MAX_DIMS], numel = 1;
+        for (int d = 0; d < nd; d++) numel *= sz[d] = atoll(tok[t++]);
+        const int64_t nslots = atoll(tok[t++]);
+        for (int64_t i = 0; i < numel && t < nt; i++) pos[i] = atoll(tok[t++]);
+        const mft_dtype dt = eb == 4 ? MFT_F32 : eb == 8 ? MFT_F64 : eb == 1 ? MFT_U8 : MFT_DTYPE_COUNT;
+        if (dt == MFT_DTYPE_COUNT) continue; /* 2-byte elements: no mft dtype */
+        mft_layout l;
+        CHECK(mft_layout_from_ascend(nd, sz, fmt, (size_t)eb, &l) == MFT_OK);
+        mft_tensor *x = mft_empty(nd, sz, dt, MFT_CONTIGUOUS);
+        int64_t idx[MFT_MAX_DIMS] = {0}, e = 0;
+        do {
+            mft_tensor_set(x, idx, (double)(e++ % 250 + 1));
+        } while (tu_next_index(nd, sz, idx));
+        mft_tensor *b = mft_to_layout(x, &l);
+        CHECK_MSG(b && mft_tensor_storage_numel(b) == nslots, "%s: %s", fmt,
+                  mft_last_error_message());
+        if (b) {
+            const unsigned char *raw = mft_tensor_data(b);
+            char *owner = calloc((size_t)nslots, 1);
+            int bad = 0;
+            for (int64_t i = 0; i < numel; i++) {
+                owner[pos[i]] = 1;
+                double v = dt == MFT_F32   ? ((const float *)(const void *)raw)[pos[i]]
+                           : dt == MFT_F64 ? ((const double *)(const void *)raw)[pos[i]]
+                                           : raw[pos[i]];
+                bad += v != (double)(i % 250 + 1);
+            }
+            for (int64_t q = 0; q < nslots; q++)
+                for (int k = 0; k < eb && !owner[q]; k++) bad += raw[q * eb + k] != 0;
+            CHECK_MSG(bad == 0, "%s (%d-byte): %d slots differ from NumPy's", fmt, eb, bad);
+            mft_tensor *back = mft_contiguous(b, MFT_CONTIGUOUS);
+            CHECK(back && same_values(back, x));
+            mft_tensor_release(back);
+            free(owner);
+        }
+        mft_tensor_release(b);
+        mft_tensor_release(x);
+        cases++;
+    }
+    CHECK_MSG(cases >= 8, "only %d Ascend cases of an mft dtype", cases);
+    free(text);
+}
+
+/* conv2d with a FRACTAL_Z weight and matmul with a FRACTAL_NZ operand give
+ * the plain results; the FRACTAL_Z leaf's gradient keeps its layout. */
+static void test_ascend_operands(void) {
+    uint64_t rng = 21;
+    const int64_t xs[4] = {2, 17, 6, 6}, ws[4] = {20, 17, 3, 3};
+    mft_tensor *x = mft_empty(4, xs, MFT_F64, MFT_CONTIGUOUS), *w = mft_empty(4, ws, MFT_F64, MFT_CONTIGUOUS);
+    tu_fill_grid(x, &rng);
+    tu_fill_grid(w, &rng);
+    mft_layout lz;
+    TU_OK_S(mft_layout_from_ascend(4, ws, "FRACTAL_Z", 8, &lz));
+    mft_tensor *wz = mft_to_layout(w, &lz);
+    CHECK(wz && mft_tensor_format(wz) == MFT_BLOCKED);
+    mft_tensor_set_requires_grad(w, true);
+    mft_tensor_set_requires_grad(wz, true);
+    const int64_t one[2] = {1, 1};
+    TU_OK_S(mft_tape_begin());
+    mft_tensor *y0 = mft_conv2d(x, w, NULL, one, one, one, 1);
+    mft_tensor *y1 = mft_conv2d(x, wz, NULL, one, one, one, 1);
+    CHECK(y0 && y1 && mft_tensor_hash(y0) == mft_tensor_hash(y1));
+    mft_tensor *l0 = mft_sum(y0, 0, NULL, false), *l1 = mft_sum(y1, 0, NULL, false);
+    TU_OK_S(mft_backward(l0, NULL));
+    TU_OK_S(mft_backward(l1, NULL));
+    mft_tape_end();
+    mft_tensor *g0 = mft_tensor_grad(w), *g1 = mft_tensor_grad(wz);
+    mft_layout lg;
+    CHECK(g1 && mft_tensor_layout(g1, &lg) == MFT_OK && mft_layout_equal(&lg, &lz));
+    CHECK(g0 && g1 && same_values(g0, g1) && mft_tensor_check_padding(g1) == MFT_OK);
+    /* FRACTAL_NZ matmul operand */
+    const int64_t as[2] = {5, 33}, bs[2] = {33, 20};
+    mft_tensor *a = mft_empty(2, as, MFT_F32, MFT_CONTIGUOUS), *b = mft_empty(2, bs, MFT_F32, MFT_CONTIGUOUS);
+    tu_fill_grid(a, &rng);
+    tu_fill_grid(b, &rng);
+    mft_layout ln;
+    TU_OK_S(mft_layout_from_ascend(2, bs, "FRACTAL_NZ", 4, &ln));
+    mft_tensor *bn = mft_to_layout(b, &ln);
+    mft_tensor *m0 = mft_matmul(a, b), *m1 = mft_matmul(a, bn);
+    CHECK(m0 && m1 && !mft_tensor_is_blocked(m1) && mft_tensor_hash(m0) == mft_tensor_hash(m1));
+    mft_tensor *objs[] = {x, w, wz, y0, y1, l0, l1, a, b, bn, m0, m1};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) mft_tensor_release(objs[i]);
+}
+
 static void test_describe(void) {
     mft_tensor *b = mft_zeros(4, (int64_t[]){1, 3, 2, 2}, MFT_F32, MFT_NCHW16C);
     char buf[4096];
@@ -388,6 +491,8 @@ int main(void) {
     RUN(test_from_blob_layout);
     RUN(test_elementwise_and_fallback);
     RUN(test_gradients);
+    RUN(test_ascend_conversions);
+    RUN(test_ascend_operands);
     RUN(test_describe);
     TEST_MAIN_END();
 }
