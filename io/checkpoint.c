@@ -190,6 +190,14 @@ static int ck_find_duplicate(const ck_name *v, int n) {
     return -1;
 }
 
+/* The format code of a tensor stored in its blocks (2: NCHW8C, 3: NCHW16C;
+ * docs/checkpoint-format.md), 0 for one stored with plain strides (other
+ * blocked layouts are stored as their plain copy). */
+static int ck_blocked_code(const mft_tensor *t) {
+    if (!t || !t->nblocks) return 0;
+    return t->tag == MFT_NCHW8C ? 2 : t->tag == MFT_NCHW16C ? 3 : 0;
+}
+
 mft_status mft_save_tensors(const char *path, int n, const char *const *names,
                             const mft_tensor *const *tensors) {
     static const char fn[] = "mft_save_tensors";
@@ -241,14 +249,29 @@ mft_status mft_save_tensors(const char *path, int n, const char *const *names,
 
     unsigned char head[CK_HEADER_LEN];
     memcpy(head, CK_MAGIC, CK_MAGIC_LEN);
-    ck_put_u32(head + 8, MFT_CHECKPOINT_VERSION);
+    uint32_t version = 1; /* version 2 only for files with blocked entries */
+    for (int i = 0; i < n; i++)
+        if (ck_blocked_code(tensors[i])) version = 2;
+    ck_put_u32(head + 8, version);
     ck_put_u32(head + 12, (uint32_t)n);
     ck_write(&w, head, sizeof head);
 
     for (int i = 0; i < n && !w.failed && st == MFT_OK; i++) {
         const mft_tensor *t = tensors[i];
         mft_tensor *packed = NULL;
-        if (!(t->flags & MFT__F_DENSE)) { /* gaps, broadcasts, overlaps: packed in its tag */
+        const int bcode = ck_blocked_code(t);
+        if (bcode) { /* in its blocks, packed (a view is packed first) */
+            if (!mft_tensor_is_contiguous(t, t->tag)) {
+                mft__scope_suspend();
+                packed = mft_contiguous(t, t->tag);
+                mft__scope_resume();
+                if (!packed) {
+                    st = mft__relabel_error(fn);
+                    break;
+                }
+                t = packed;
+            }
+        } else if (!(t->flags & MFT__F_DENSE)) { /* gaps, broadcasts, overlaps: packed in its tag */
             /* a blocked tensor is saved as its plain NCHW copy (the format
              * stores plain strides only) and so loads plain; loading into a
              * blocked target copies into its blocks */
@@ -270,19 +293,27 @@ mft_status mft_save_tensors(const char *path, int n, const char *const *names,
         memcpy(eh + 4, names[i], len);
         k = 4 + len;
         eh[k++] = (unsigned char)ck_dtype_code(t->dtype);
-        eh[k++] = (unsigned char)(t->ndim >= 3 && t->ndim <= 5 && t->tag == MFT_CHANNELS_LAST);
+        eh[k++] = bcode ? (unsigned char)bcode
+                        : (unsigned char)(t->ndim >= 3 && t->ndim <= 5 && t->tag == MFT_CHANNELS_LAST);
         eh[k++] = (unsigned char)t->ndim;
         eh[k++] = 0;
         for (int d = 0; d < t->ndim; d++, k += 8) ck_put_u64(eh + k, (uint64_t)t->sizes[d]);
         for (int d = 0; d < t->ndim; d++, k += 8) ck_put_u64(eh + k, (uint64_t)t->strides[d]);
         ck_put_u64(eh + k, 0); /* storage offset */
         k += 8;
-        ck_put_u64(eh + k, (uint64_t)t->numel * es);
+        /* a dense view covers exactly numel slots starting at its first
+         * element; a packed blocked one its layout's storage, pads included */
+        int64_t slots = t->numel;
+        if (bcode) {
+            mft_layout l;
+            mft__layout_of(t, &l);
+            mft_layout_storage_numel(&l, &slots);
+        }
+        ck_put_u64(eh + k, (uint64_t)slots * es);
         k += 8;
         ck_write(&w, eh, k);
         ck_write_pad(&w);
-        /* a dense view covers exactly numel slots starting at its first element */
-        if (t->numel > 0) ck_write_elems(&w, mft__tensor_ptr(t), t->numel, es);
+        if (slots > 0) ck_write_elems(&w, mft__tensor_ptr(t), slots, es);
         mft_tensor_release(packed);
     }
     if (st == MFT_OK && !w.failed) {
@@ -319,6 +350,9 @@ typedef struct ck_entry {
     int64_t sizes[MFT_MAX_DIMS];
     int64_t strides[MFT_MAX_DIMS];
     int64_t numel;
+    int64_t slots;        /* elements in the payload (numel, or a blocked layout's storage) */
+    bool blocked;         /* format code 2 / 3: layout holds the descriptor */
+    mft_layout layout;
     unsigned char *payload;
     uint64_t payload_bytes;
 } ck_entry;
@@ -398,6 +432,19 @@ static mft_status ck_read_file(const char *fn, const char *path, ck_file *cf) {
 
 /* Reads and verifies a whole checkpoint: on MFT_OK every entry is valid and
  * cf->sorted holds the distinct names. */
+/* Every pad lane of a blocked entry's payload is zero (docs/spec.md §7.2). */
+static bool ck_pads_zero(const ck_entry *e) {
+    const size_t es = mft__elem_size(e->dtype);
+    for (int64_t s = 0; s < e->slots; s++) {
+        bool pad = false;
+        if (mft_layout_is_pad(&e->layout, s, &pad) != MFT_OK) return false;
+        if (!pad) continue;
+        for (size_t k = 0; k < es; k++)
+            if (e->payload[(size_t)s * es + k]) return false;
+    }
+    return true;
+}
+
 static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
     memset(cf, 0, sizeof *cf);
     mft_status st = ck_read_file(fn, path, cf);
@@ -418,9 +465,10 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
         return MFT_ERR_CORRUPT;
     }
     uint32_t version = ck_get_u32(b + 8);
-    if (version != MFT_CHECKPOINT_VERSION) {
+    if (version < 1 || version > MFT_CHECKPOINT_VERSION) {
         mft__set_error(MFT_ERR_UNSUPPORTED,
-                       "%s: '%s' has checkpoint format version %u; this library reads version %d",
+                       "%s: '%s' has checkpoint format version %u; this library reads versions "
+                       "1-%d",
                        fn, path, (unsigned)version, MFT_CHECKPOINT_VERSION);
         return MFT_ERR_UNSUPPORTED;
     }
@@ -464,15 +512,19 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
         p += nl;
         unsigned dcode = b[p], tcode = b[p + 1], nd = b[p + 2], resv = b[p + 3];
         p += 4;
-        if (dcode >= CK_NDTYPES || tcode > 1 || nd > MFT_MAX_DIMS || resv != 0 ||
-            (tcode == 1 && (nd < 3 || nd > 5))) {
+        /* format codes 2 / 3 (NCHW8C / NCHW16C, in their blocks) exist from version 2 */
+        if (dcode >= CK_NDTYPES || tcode > (version >= 2 ? 3u : 1u) || nd > MFT_MAX_DIMS ||
+            resv != 0 || (tcode >= 1 && (nd < 3 || nd > 5))) {
             snprintf(msg, sizeof msg,
                      "bad codes: dtype %u, format %u, ndim %u, reserved %u", dcode, tcode, nd,
                      resv);
             return ck_corrupt(fn, path, i, msg);
         }
         e->dtype = CK_DTYPES[dcode];
-        e->tag = tcode ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+        static const mft_format tags[4] = {MFT_CONTIGUOUS, MFT_CHANNELS_LAST, MFT_NCHW8C,
+                                           MFT_NCHW16C};
+        e->tag = tags[tcode];
+        e->blocked = tcode >= 2;
         e->ndim = (int)nd;
         if (body - p < 16 * (uint64_t)nd + 16)
             return ck_corrupt(fn, path, i, "sizes and strides run past the end");
@@ -487,8 +539,32 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
         char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
         mft__fmt_dims(b1, sizeof b1, e->ndim, e->sizes);
         mft__fmt_dims(b2, sizeof b2, e->ndim, e->strides);
-        /* the rule every header obeys (Note [Geometry bound]), empty or not */
-        if (bad || mft__check_geometry(fn, e->ndim, e->sizes, e->strides, e->dtype) != MFT_OK) {
+        /* the rule every header obeys (Note [Geometry bound]), empty or not;
+         * a blocked entry's strides are the outer strides of its packed
+         * descriptor, nothing else */
+        if (!bad && e->blocked) {
+            int64_t need = 0;
+            bad = mft__check_geometry(fn, e->ndim, e->sizes, NULL, e->dtype) != MFT_OK ||
+                  mft__layout_for_format(fn, e->ndim, e->sizes, e->tag, &e->layout) != MFT_OK ||
+                  mft_layout_storage_numel(&e->layout, &need) != MFT_OK ||
+                  (uint64_t)need > (uint64_t)MFT__MAX_BYTES / mft__elem_size(e->dtype);
+            for (int d = 0; !bad && d < e->ndim; d++) {
+                const int64_t ext = d == 1 ? e->layout.padded[1] / e->layout.block_size[0]
+                                           : e->layout.padded[d];
+                bad = ext > 1 && e->strides[d] != e->layout.strides[d];
+            }
+            if (bad) {
+                char s1[MFT__DIMS_BUF], s2[MFT__DIMS_BUF];
+                snprintf(msg, sizeof msg, "sizes %s / strides %s are not a packed %s layout",
+                         mft__fmt_dims(s1, sizeof s1, e->ndim, e->sizes),
+                         mft__fmt_dims(s2, sizeof s2, e->ndim, e->strides),
+                         mft_format_name(e->tag));
+                return ck_corrupt(fn, path, i, msg);
+            }
+            e->slots = need;
+        }
+        if (bad || (!e->blocked &&
+                    mft__check_geometry(fn, e->ndim, e->sizes, e->strides, e->dtype) != MFT_OK)) {
             snprintf(msg, sizeof msg, "sizes %s / strides %s are negative or overflow", b1, b2);
             return ck_corrupt(fn, path, i, msg);
         }
@@ -496,22 +572,25 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
         for (int d = 0; d < e->ndim; d++) numel *= e->sizes[d];
         size_t es = mft__elem_size(e->dtype);
         e->numel = numel;
+        if (!e->blocked) e->slots = numel;
         p += 16 * (uint64_t)nd;
         uint64_t off = ck_get_u64(b + p), nbytes = ck_get_u64(b + p + 8);
         p += 16;
-        if (off != 0 || nbytes != (uint64_t)numel * es) {
+        if (off != 0 || nbytes != (uint64_t)e->slots * es) {
             snprintf(msg, sizeof msg, "storage offset %llu / payload %llu bytes, expected 0 / %llu",
                      (unsigned long long)off, (unsigned long long)nbytes,
-                     (unsigned long long)numel * es);
+                     (unsigned long long)e->slots * es);
             return ck_corrupt(fn, path, i, msg);
         }
-        if (numel > 0 && !mft__layout_is_dense(e->ndim, e->sizes, e->strides)) {
+        if (e->blocked) {
+            /* no plain-stride checks; the pad lanes are checked below */
+        } else if (numel > 0 && !mft__layout_is_dense(e->ndim, e->sizes, e->strides)) {
             snprintf(msg, sizeof msg, "strides %s are not dense for sizes %s", b2, b1);
             return ck_corrupt(fn, path, i, msg);
         }
         bool fits_c = mft__layout_order_fits(e->ndim, e->sizes, e->strides, MFT_CONTIGUOUS);
         bool fits_l = mft__layout_order_fits(e->ndim, e->sizes, e->strides, MFT_CHANNELS_LAST);
-        if (e->tag == MFT_CHANNELS_LAST ? !fits_l : (fits_l && !fits_c)) {
+        if (!e->blocked && (e->tag == MFT_CHANNELS_LAST ? !fits_l : (fits_l && !fits_c))) {
             snprintf(msg, sizeof msg, "format tag %s contradicts strides %s for sizes %s",
                      mft_format_name(e->tag), b2, b1);
             return ck_corrupt(fn, path, i, msg);
@@ -524,6 +603,7 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
         p += pad;
         e->payload = cf->buf + p;
         e->payload_bytes = nbytes;
+        if (e->blocked && !ck_pads_zero(e)) return ck_corrupt(fn, path, i, "a pad lane is not zero");
         p += nbytes;
         cf->sorted[i] = (ck_name){e->name, e->name_len, (int)i};
     }
@@ -541,7 +621,7 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
     }
     if (!ck_host_le())
         for (uint32_t i = 0; i < cf->count; i++)
-            ck_swap(cf->entries[i].payload, cf->entries[i].numel,
+            ck_swap(cf->entries[i].payload, cf->entries[i].slots,
                     mft__elem_size(cf->entries[i].dtype));
     return MFT_OK;
 }
@@ -613,8 +693,10 @@ mft_status mft_load_tensors_into(const char *path, int n, const char *const *nam
     mft__scope_suspend();
     for (int i = 0; i < n && st == MFT_OK; i++) {
         const ck_entry *e = match[i];
-        src[i] = mft_from_blob(e->payload, (size_t)e->payload_bytes, e->ndim, e->sizes,
-                               e->strides, 0, e->dtype, NULL, NULL);
+        src[i] = e->blocked ? mft_from_blob_layout(e->payload, (size_t)e->payload_bytes,
+                                                   &e->layout, 0, e->dtype, NULL, NULL)
+                            : mft_from_blob(e->payload, (size_t)e->payload_bytes, e->ndim,
+                                            e->sizes, e->strides, 0, e->dtype, NULL, NULL);
         if (!src[i]) st = mft__relabel_error(fn);
     }
     mft__scope_resume();
@@ -674,9 +756,10 @@ mft_status mft_load_tensors(const char *path, int *n, char ***names, mft_tensor 
     for (; made < (int)cf.count; made++) {
         const ck_entry *e = &cf.entries[made];
         nv[made] = mft__alloc_or_err(fn, e->name_len + 1, 1);
-        tv[made] = nv[made] ? mft__tensor_alloc_strided(fn, e->ndim, e->sizes, e->strides,
-                                                         e->dtype)
-                            : NULL;
+        tv[made] = !nv[made]    ? NULL
+                   : e->blocked ? mft__tensor_alloc_layout(fn, &e->layout, e->dtype)
+                                : mft__tensor_alloc_strided(fn, e->ndim, e->sizes, e->strides,
+                                                            e->dtype);
         if (!tv[made]) {
             mft__free(nv[made]);
             st = MFT_ERR_NOMEM;

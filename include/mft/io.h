@@ -19,9 +19,10 @@
 extern "C" {
 #endif
 
-/* Version of the checkpoint format this library writes (and the only one it
- * reads). */
-#define MFT_CHECKPOINT_VERSION 1
+/* Newest version of the checkpoint format (docs/checkpoint-format.md). A
+ * file is written as version 1 unless it holds an NCHW8C / NCHW16C tensor,
+ * which version 2 stores in its blocks; versions 1 and 2 are read. */
+#define MFT_CHECKPOINT_VERSION 2
 /* Longest entry name in bytes (without the terminating NUL). */
 #define MFT_CHECKPOINT_MAX_NAME 4096
 

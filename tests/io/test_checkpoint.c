@@ -364,10 +364,10 @@ static void test_corruption(void) {
     CHECK(mft_load_tensors_into(q, 3, TNAMES, g.t) == MFT_ERR_CORRUPT);
     CHECK_ERR(MFT_ERR_CORRUPT, "not an mft checkpoint");
     good[0] = 'M';
-    good[8] = 2;
+    good[8] = 3; /* a version this library does not know */
     CHECK(write_file(q, good, n));
     CHECK(mft_load_tensors_into(q, 3, TNAMES, g.t) == MFT_ERR_UNSUPPORTED);
-    CHECK_ERR(MFT_ERR_UNSUPPORTED, "version 2");
+    CHECK_ERR(MFT_ERR_UNSUPPORTED, "version 3");
     good[8] = 1;
     tmp_path(q, sizeof q, "nonexistent.ckpt");
     CHECK(mft_load_tensors_into(q, 3, TNAMES, g.t) == MFT_ERR_IO);
@@ -658,6 +658,73 @@ static void test_alloc_failures(void) {
     mft_set_allocator(NULL);
 }
 
+/* NCHW8C / NCHW16C entries (version 2): stored in their blocks, loaded in
+ * them; a view is packed first; a non-zero pad lane or a blocked code in a
+ * version-1 file is refused. */
+static void test_blocked_entries(void) {
+    char p[400], q[400];
+    tmp_path(p, sizeof p, "blocked.ckpt");
+    tmp_path(q, sizeof q, "blocked_bad.ckpt");
+    const int64_t s16[4] = {2, 17, 3, 3}, s8[4] = {4, 3, 2, 5}, sp[2] = {3, 4};
+    mft_tensor *b16 = mft_randn(4, s16, MFT_F32, MFT_NCHW16C, 1);
+    mft_tensor *b8full = mft_randn(4, s8, MFT_F64, MFT_NCHW8C, 2);
+    mft_tensor *b8 = mft_narrow(b8full, 0, 1, 2); /* a view: packed when saved */
+    mft_tensor *pl = mft_randn(2, sp, MFT_F32, MFT_CONTIGUOUS, 3);
+    const char *names[3] = {"b16", "b8", "plain"};
+    const mft_tensor *ts[3] = {b16, b8, pl};
+    CHECK(mft_save_tensors(p, 3, names, ts) == MFT_OK);
+    size_t n = 0;
+    unsigned char *good = tu_read_file(p, &n);
+    CHECK(good && n > 16 && good[8] == 2); /* version 2: it holds blocked entries */
+    int cnt = 0;
+    char **nv = NULL;
+    mft_tensor **tv = NULL;
+    CHECK(mft_load_tensors(p, &cnt, &nv, &tv) == MFT_OK && cnt == 3);
+    for (int i = 0; i < cnt; i++) {
+        int k = !strcmp(nv[i], "b16") ? 0 : !strcmp(nv[i], "b8") ? 1 : 2;
+        const mft_format want[3] = {MFT_NCHW16C, MFT_NCHW8C, MFT_CONTIGUOUS};
+        CHECK_MSG(mft_tensor_format(tv[i]) == want[k] && mft_tensor_is_contiguous(tv[i], want[k]),
+                  "%s loaded as %s", nv[i], mft_format_name(mft_tensor_format(tv[i])));
+        CHECK(mft_tensor_hash(tv[i]) == mft_tensor_hash(ts[k]));
+        CHECK(mft_tensor_check_padding(tv[i]) == MFT_OK);
+    }
+    mft_checkpoint_free_list(cnt, nv, tv);
+    /* into plain targets too */
+    mft_tensor *t16 = mft_zeros(4, s16, MFT_F32, MFT_CHANNELS_LAST);
+    CHECK(mft_load_tensors_into(p, 1, names, &t16) == MFT_OK &&
+          mft_tensor_hash(t16) == mft_tensor_hash(b16));
+    mft_tensor_release(t16);
+    /* one (1,1,1,1) nChw16c entry: its 64-byte payload ends just before the
+     * trailer, slot 0 the element, slots 1..15 pad lanes */
+    const int64_t one[4] = {1, 1, 1, 1};
+    mft_tensor *o = mft_full(4, one, MFT_F32, MFT_NCHW16C, 1.0);
+    const char *oname[1] = {"o"};
+    CHECK(mft_save_tensors(p, 1, oname, (const mft_tensor *const *)&o) == MFT_OK);
+    free(good);
+    good = tu_read_file(p, &n);
+    mft_tensor *target = mft_zeros(4, one, MFT_F32, MFT_NCHW16C);
+    if (good && n > 80) {
+        unsigned char *b = malloc(n);
+        memcpy(b, good, n);
+        b[n - 8 - 64 + 4 + 3] = 0x3f; /* slot 1 = 0.5f: a pad lane */
+        put_u64(b + n - 8, XXH3_64bits(b, n - 8));
+        CHECK(write_file(q, b, n));
+        CHECK(mft_load_tensors_into(q, 1, oname, &target) == MFT_ERR_CORRUPT);
+        CHECK_ERR(MFT_ERR_CORRUPT, "pad lane");
+        memcpy(b, good, n);
+        b[8] = 1; /* version 1 has no blocked format codes */
+        put_u64(b + n - 8, XXH3_64bits(b, n - 8));
+        CHECK(write_file(q, b, n));
+        CHECK(mft_load_tensors_into(q, 1, oname, &target) == MFT_ERR_CORRUPT);
+        CHECK_ERR(MFT_ERR_CORRUPT, "format 3");
+        CHECK(mft_tensor_get(target, (int64_t[]){0, 0, 0, 0}) == 0.0); /* untouched */
+        free(b);
+    }
+    free(good);
+    mft_tensor *objs[] = {b16, b8full, b8, pl, o, target};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) mft_tensor_release(objs[i]);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "%s/mft_test_ckpt.XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -672,6 +739,7 @@ int main(void) {
     RUN(test_mismatch);
     RUN(test_save_errors);
     RUN(test_alloc_failures);
+    RUN(test_blocked_entries);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -15,7 +15,7 @@
  *   - conversions are counted with cause "fallback"; inside a scope nothing
  *     leaks and the scope owns exactly the results;
  *   - SGD / Adam (eps 0) step a blocked parameter as its plain copy, pads
- *     stay zero; checkpoints save a blocked tensor as its plain copy and
+ *     stay zero; checkpoints save a blocked tensor in its blocks and
  *     load into a blocked target; gather_rows / images_to_batch take blocked
  *     input; mft_dispatch_call_builtin refuses a blocked operand;
  *   - allocation failures (tests/fail_alloc.h, every k, single and sticky)
@@ -328,7 +328,7 @@ static void test_checkpoint(void) {
     char **nv = NULL;
     mft_tensor **tv = NULL;
     TU_OK_S(mft_load_tensors(path, &n, &nv, &tv));
-    CHECK(n == 1 && same(tv[0], x) && in_format(tv[0], CT)); /* loaded plain */
+    CHECK(n == 1 && same(tv[0], x) && in_format(tv[0], B16)); /* loaded in its blocks */
     mft_tensor *into = mft_zeros(4, xs, MFT_F32, B8);
     mft_tensor *targets[1] = {into};
     TU_OK_S(mft_load_tensors_into(path, 1, names, targets));
