@@ -11,7 +11,8 @@
  *                real .gz files (written with gzopen/gzwrite), truncated header
  *                or data, trailing bytes, bad magic/type/rank, a cut .gz;
  *   geometry/    encoded from_blob arguments + view chains (see fuzz_geometry.c);
- *   overlap/     encoded cases (see fuzz_overlap.c). */
+ *   overlap/     encoded cases (see fuzz_overlap.c);
+ *   layout/      layout strings of the three vocabularies (see fuzz_layout.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdint.h>
@@ -302,6 +303,37 @@ static void overlap_seeds(void) {
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) write_bytes("overlap", s[i].name, s[i].p, s[i].n);
 }
 
+/* layout/: mode byte, rank byte, sizes, then a layout string in one of the
+ * three vocabularies (see fuzz_layout.c). */
+static void layout_seed(const char *name, uint8_t mode, int nd, const uint8_t *sizes,
+                        const char *s) {
+    uint8_t buf[128];
+    size_t n = 0;
+    buf[n++] = mode;
+    buf[n++] = (uint8_t)(nd - 1);
+    for (int d = 0; d < nd; d++) buf[n++] = sizes[d];
+    size_t len = strlen(s);
+    memcpy(buf + n, s, len);
+    write_bytes("layout", name, buf, n + len);
+}
+
+static void layout_seeds(void) {
+    layout_seed("nchw16c", 0, 4, (const uint8_t[]){2, 9, 3, 2}, "nChw16c");
+    layout_seed("nchw8c-letters", 0, 4, (const uint8_t[]){1, 3, 2, 5}, "aBcd8b");
+    layout_seed("ncdhw16c", 0, 5, (const uint8_t[]){1, 5, 2, 2, 3}, "nCdhw16c");
+    layout_seed("weights", 0, 4, (const uint8_t[]){5, 7, 3, 3}, "OIhw4i16o4i");
+    layout_seed("ohwi16o", 0, 4, (const uint8_t[]){9, 2, 3, 3}, "Ohwi16o");
+    layout_seed("nhwc", 0, 4, (const uint8_t[]){2, 3, 4, 4}, "nhwc");
+    layout_seed("n-blocked", 0, 2, (const uint8_t[]){9, 5}, "Ab4a");
+    layout_seed("nc1hwc0", 1 | (2 << 2), 4, (const uint8_t[]){2, 9, 2, 2}, "NC1HWC0");
+    layout_seed("ndc1hwc0", 1 | (0 << 2), 5, (const uint8_t[]){1, 9, 2, 2, 2}, "NDC1HWC0");
+    layout_seed("fractal-z", 1 | (3 << 2), 4, (const uint8_t[]){9, 5, 3, 3}, "FRACTAL_Z");
+    layout_seed("fractal-nz", 1 | (2 << 2), 3, (const uint8_t[]){2, 9, 7}, "FRACTAL_NZ");
+    layout_seed("xla-tile", 2, 2, (const uint8_t[]){3, 5}, "{1,0:T(2,2)}");
+    layout_seed("xla-two-level", 2, 2, (const uint8_t[]){9, 9}, "{1,0:T(4,4)(2,1)}");
+    layout_seed("xla-plain", 2, 3, (const uint8_t[]){2, 3, 4}, "{0,2,1}");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s CORPUS_DIR   (tests/fuzz/corpus)\n", argv[0]);
@@ -312,8 +344,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "make_seeds: cannot create %s: %s\n", g_root, strerror(errno));
         return 1;
     }
-    const char *targets[4] = {"checkpoint", "idx", "geometry", "overlap"};
-    for (int i = 0; i < 4; i++) {
+    const char *targets[5] = {"checkpoint", "idx", "geometry", "overlap", "layout"};
+    for (int i = 0; i < 5; i++) {
         char p[1024];
         snprintf(p, sizeof p, "%s/%s", g_root, targets[i]);
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
@@ -325,6 +357,7 @@ int main(int argc, char **argv) {
     idx_seeds();
     geometry_seeds();
     overlap_seeds();
+    layout_seeds();
     if (mft_live_tensors() != 0 || mft_live_storages() != 0) {
         fprintf(stderr, "make_seeds: leaked tensors\n");
         return 1;
