@@ -123,22 +123,9 @@ mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offse
                        mft_dtype_name(dtype));
         return NULL;
     }
-    mft_tensor *t = mft__alloc_or_err(fn, sizeof *t, _Alignof(mft_tensor));
+    mft_tensor *t = mft__tensor_header(fn, s, offset, l->ndim, l->sizes, l->strides, dtype);
     if (!t) return NULL;
-    memset(t, 0, sizeof *t);
-    atomic_init(&t->refcount, 1);
-    t->storage = s;
-    mft__storage_retain(s);
-    t->offset = offset;
-    t->ndim = l->ndim;
-    t->dtype = dtype;
-    t->numel = 1;
-    for (int d = 0; d < l->ndim; d++) {
-        t->sizes[d] = l->sizes[d];
-        t->strides[d] = l->strides[d];
-        t->padded[d] = l->padded[d];
-        t->numel *= l->sizes[d];
-    }
+    for (int d = 0; d < l->ndim; d++) t->padded[d] = l->padded[d];
     t->nblocks = l->nblocks;
     for (int k = 0; k < l->nblocks; k++) {
         t->block_dim[k] = l->block_dim[k];
@@ -147,13 +134,7 @@ mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offse
     t->flags = MFT__F_BLOCKED;
     t->tag = mft__layout_format(l);
     t->origin = MFT_INFERRED;
-    atomic_fetch_add(&mft__live_tensor_count, 1);
-    if (mft__scope_register(t) != MFT_OK) {
-        mft_tensor_release(t);
-        mft__set_error(MFT_ERR_NOMEM, "%s: out of memory registering the result in a scope", fn);
-        return NULL;
-    }
-    return t;
+    return mft__tensor_publish(fn, t);
 }
 
 mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype) {

@@ -136,6 +136,13 @@ mft_status mft__check_dtype(const char *fn, mft_dtype dt);
  * callers adjust it. Registered in the innermost scope. NULL on NOMEM. */
 mft_tensor *mft__tensor_new(const char *fn, mft_storage *s, int64_t offset, int ndim,
                             const int64_t *sizes, const int64_t *strides, mft_dtype dtype);
+/* The parts of mft__tensor_new: a header on s (retained) with the geometry
+ * as given (no check, no flags, no tag; counted as live), and its
+ * registration in the innermost scope (releases t and sets MFT_ERR_NOMEM
+ * naming fn when that fails). */
+mft_tensor *mft__tensor_header(const char *fn, mft_storage *s, int64_t offset, int ndim,
+                               const int64_t *sizes, const int64_t *strides, mft_dtype dtype);
+mft_tensor *mft__tensor_publish(const char *fn, mft_tensor *t);
 /* Fresh tensor with new storage, packed in fmt (CONTIGUOUS/CHANNELS_LAST), tag
  * DECLARED. */
 mft_tensor *mft__tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,

@@ -140,6 +140,18 @@ mft_tensor *mft__tensor_new(const char *fn, mft_storage *s, int64_t offset, int 
     if (mft__check_geometry_at(fn, ndim, sizes, strides, offset, dtype) != MFT_OK ||
         geometry_in_storage(fn, s, offset, ndim, sizes, strides, dtype) != MFT_OK)
         return NULL;
+    mft_tensor *t = mft__tensor_header(fn, s, offset, ndim, sizes, strides, dtype);
+    if (!t) return NULL;
+    mft__tensor_refresh(t);
+    /* no producer: ambiguous strides fall back to the suggested format */
+    mft__tensor_set_tag_from(t, (t->flags & MFT__F_CL_STRIDES) ? MFT_CHANNELS_LAST
+                                                               : MFT_CONTIGUOUS);
+    if (t->origin == MFT_INHERITED) t->origin = MFT_INFERRED;
+    return mft__tensor_publish(fn, t);
+}
+
+mft_tensor *mft__tensor_header(const char *fn, mft_storage *s, int64_t offset, int ndim,
+                               const int64_t *sizes, const int64_t *strides, mft_dtype dtype) {
     mft_tensor *t = mft__alloc_or_err(fn, sizeof *t, _Alignof(mft_tensor));
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
@@ -155,12 +167,11 @@ mft_tensor *mft__tensor_new(const char *fn, mft_storage *s, int64_t offset, int 
         t->strides[i] = strides[i];
         t->numel *= sizes[i];
     }
-    mft__tensor_refresh(t);
-    /* no producer: ambiguous strides fall back to the suggested format */
-    mft__tensor_set_tag_from(t, (t->flags & MFT__F_CL_STRIDES) ? MFT_CHANNELS_LAST
-                                                               : MFT_CONTIGUOUS);
-    if (t->origin == MFT_INHERITED) t->origin = MFT_INFERRED;
     atomic_fetch_add(&mft__live_tensor_count, 1);
+    return t;
+}
+
+mft_tensor *mft__tensor_publish(const char *fn, mft_tensor *t) {
     if (mft__scope_register(t) != MFT_OK) {
         mft_tensor_release(t);
         mft__set_error(MFT_ERR_NOMEM, "%s: out of memory registering the result in a scope", fn);

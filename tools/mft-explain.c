@@ -622,6 +622,24 @@ static int print_grid_blocked(const mft_tensor *t) {
     return 0;
 }
 
+/* "# built with HOW" (unless how is empty), then mft_tensor_describe's text;
+ * 1 (t released, message printed) when out of memory. */
+static int print_analysis(mft_tensor *t, const char *how) {
+    size_t need = mft_tensor_describe(t, NULL, 0);
+    char *text = malloc(need + 1);
+    if (!text) {
+        mft_tensor_release(t);
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    mft_tensor_describe(t, text, need + 1);
+    if (how[0]) printf("# built with %s\n", how);
+    fputs(text, stdout);
+    if (need == 0 || text[need - 1] != '\n') putchar('\n');
+    free(text);
+    return 0;
+}
+
 /* --format nchw16c / nchw8c: the blocked tags (false for other names). */
 static bool parse_blocked_format(const char *s, mft_layout_tag *tag) {
     if (ieq(s, "nchw16c") || ieq(s, "nc1hwc0")) return *tag = MFT_LAYOUT_NCHW16C, true;
@@ -852,18 +870,9 @@ int main(int argc, char **argv) {
         if (st != MFT_OK) explain_bad_args("%s", mft_last_error_message());
         mft_tensor *t = mft_empty_layout(&l, dtype);
         if (!t) explain_lib_error("mft_empty_layout");
-        size_t need = mft_tensor_describe(t, NULL, 0);
-        char *text = malloc(need + 1);
-        if (!text) {
-            mft_tensor_release(t);
-            fprintf(stderr, "%s: out of memory\n", prog);
-            return 1;
-        }
-        mft_tensor_describe(t, text, need + 1);
-        printf("# built with mft_empty_layout(%s '%s', sizes=%s, %s)\n", layout_opt, layout_arg,
-               dims, mft_dtype_name(dtype));
-        fputs(text, stdout);
-        free(text);
+        snprintf(how, sizeof how, "mft_empty_layout(%s '%s', sizes=%s, %s)", layout_opt,
+                 layout_arg, dims, mft_dtype_name(dtype));
+        if (print_analysis(t, how) != 0) return 1;
         int rc = 0;
         if (grid) rc = mft_tensor_is_blocked(t) ? print_grid_blocked(t) : print_grid(t);
         mft_tensor_release(t);
@@ -954,19 +963,12 @@ int main(int argc, char **argv) {
     }
 
     /* ---- the library's analysis */
-    size_t need = mft_tensor_describe(t, NULL, 0);
-    char *text = malloc(need + 1);
-    if (!text) {
-        mft_tensor_release(t);
-        fprintf(stderr, "%s: out of memory\n", prog);
-        return 1;
+    if (kind == BY_FORMAT && offset == 0) {
+        printf("# built with %s\n", how);
+        note_conversions(t, sizes_arg, fmt, dtype);
+        how[0] = '\0';
     }
-    mft_tensor_describe(t, text, need + 1);
-    printf("# built with %s\n", how);
-    if (kind == BY_FORMAT && offset == 0) note_conversions(t, sizes_arg, fmt, dtype);
-    fputs(text, stdout);
-    if (need == 0 || text[need - 1] != '\n') putchar('\n');
-    free(text);
+    if (print_analysis(t, how) != 0) return 1;
     if (grid && print_grid(t) != 0) {
         mft_tensor_release(t);
         explain_lib_error("mft_min_storage_numel");

@@ -16,18 +16,8 @@
  *     back in each input's layout. */
 #include <stdbool.h>
 #include "harness.h"
-#include "onednn_golden.h"
 #include "test_util.h"
-
-static char *read_golden(const char *name) {
-    char path[512];
-    snprintf(path, sizeof path, MFT_TEST_DATA_DIR "/%s", name);
-    size_t n = 0;
-    unsigned char *t = tu_read_file(path, &n);
-    CHECK_MSG(t != NULL, "cannot read %s", path);
-    if (t) t[n] = '\0';
-    return (char *)t;
-}
+#include "layout_golden.h"
 
 /* Every element of b equals the same element of a (values, any layouts). */
 static bool same_values(const mft_tensor *a, const mft_tensor *b) {
@@ -45,7 +35,7 @@ static bool same_values(const mft_tensor *a, const mft_tensor *b) {
 
 /* ---------------------------------------------------------------- oneDNN */
 static void test_onednn_reorders(void) {
-    char *text = read_golden("onednn_layouts.txt");
+    char *text = og_read_golden("onednn_layouts.txt");
     if (!text) return;
     static og_case c;
     int cases = 0;
@@ -374,24 +364,15 @@ static void test_gradients(void) {
  * element after Ascend's pad / reshape / transpose) of an mft dtype's size:
  * to_layout puts element i at NumPy's slot and zero elsewhere, and back. */
 static void test_ascend_conversions(void) {
-    char *text = read_golden("ascend_layouts.txt");
+    char *text = og_read_golden("ascend_layouts.txt");
     if (!text) return;
-    static char *tok[OG_MAX_TOKENS];
-    static int64_t pos[OG_MAX_TOKENS];
+    static og_ascend c;
     int cases = 0;
     char *cur = text;
-    for (char *line; (line = og_next_line(&cur));) {
-        if (line[0] == '#' || !line[0]) continue;
-        int nt = 0;
-        for (char *q = strtok(line, " \t\r"); q && nt < OG_MAX_TOKENS; q = strtok(NULL, " \t\r"))
-            tok[nt++] = q;
-        int t = 0;
-        const char *fmt = tok[t++];
-        const int eb = atoi(tok[t++]), nd = atoi(tok[t++]);
-        int64_t sz[MFT_MAX_DIMS], numel = 1;
-        for (int d = 0; d < nd; d++) numel *= sz[d] = atoll(tok[t++]);
-        const int64_t nslots = atoll(tok[t++]);
-        for (int64_t i = 0; i < numel && t < nt; i++) pos[i] = atoll(tok[t++]);
+    while (og_next_ascend(&cur, &c)) {
+        const char *fmt = c.format;
+        const int eb = c.elem_bytes, nd = c.nd;
+        const int64_t *sz = c.sizes, numel = c.numel, nslots = c.nslots, *pos = c.pos;
         const mft_dtype dt = eb == 4 ? MFT_F32 : eb == 8 ? MFT_F64 : eb == 1 ? MFT_U8 : MFT_DTYPE_COUNT;
         if (dt == MFT_DTYPE_COUNT) continue; /* 2-byte elements: no mft dtype */
         mft_layout l;

@@ -14,9 +14,8 @@
 #include <stdbool.h>
 #include "harness.h"
 #include "test_util.h"
-#include "onednn_golden.h"
+#include "layout_golden.h"
 
-#define LINE_MAX_TOKENS 20000
 
 /* Every logical element at its expected slot, every other slot a pad lane,
  * storage size nslots. */
@@ -57,35 +56,8 @@ static void check_positions(const char *what, const mft_layout *l, int64_t nslot
     free(owner);
 }
 
-/* Reads whitespace-separated tokens of one line. */
-static int split(char *line, char **tok, int max) {
-    int n = 0;
-    for (char *p = strtok(line, " \t\r"); p && n < max; p = strtok(NULL, " \t\r")) tok[n++] = p;
-    return n;
-}
 
-static char *next_line(char **cur) {
-    char *s = *cur;
-    if (!s || !*s) return NULL;
-    char *e = strchr(s, '\n');
-    if (e) {
-        *e = '\0';
-        *cur = e + 1;
-    } else {
-        *cur = s + strlen(s);
-    }
-    return s;
-}
 
-static char *read_golden(const char *name) {
-    char path[512];
-    snprintf(path, sizeof path, MFT_TEST_DATA_DIR "/%s", name);
-    size_t n = 0;
-    unsigned char *t = tu_read_file(path, &n);
-    CHECK_MSG(t != NULL, "cannot read %s", path);
-    if (t) t[n] = '\0';
-    return (char *)t;
-}
 
 static void round_trip_onednn(const char *what, const mft_layout *l) {
     char buf[128];
@@ -97,7 +69,7 @@ static void round_trip_onednn(const char *what, const mft_layout *l) {
 }
 
 static void test_onednn_golden(void) {
-    char *text = read_golden("onednn_layouts.txt");
+    char *text = og_read_golden("onednn_layouts.txt");
     if (!text) return;
     static og_case c;
     int cases = 0;
@@ -154,23 +126,17 @@ static void test_onednn_golden(void) {
 }
 
 static void test_ascend_golden(void) {
-    char *text = read_golden("ascend_layouts.txt");
+    char *text = og_read_golden("ascend_layouts.txt");
     if (!text) return;
-    static char *tok[LINE_MAX_TOKENS];
-    static int64_t pos[LINE_MAX_TOKENS];
+    static og_ascend c;
     int cases = 0;
     char *cur = text;
-    for (char *line; (line = next_line(&cur));) {
-        if (line[0] == '#' || !line[0]) continue;
-        int nt = split(line, tok, LINE_MAX_TOKENS), t = 0;
-        const char *fmt = tok[t++];
-        size_t eb = (size_t)atoi(tok[t++]);
-        int nd = atoi(tok[t++]);
-        int64_t sizes[MFT_MAX_DIMS], numel = 1;
-        for (int d = 0; d < nd; d++) numel *= sizes[d] = atoll(tok[t++]);
-        int64_t nslots = atoll(tok[t++]);
-        CHECK_EQ_I(nt - t, numel);
-        for (int64_t i = 0; i < numel && t < nt; i++) pos[i] = atoll(tok[t++]);
+    while (og_next_ascend(&cur, &c)) {
+        const char *fmt = c.format;
+        const size_t eb = (size_t)c.elem_bytes;
+        const int nd = c.nd;
+        const int64_t *sizes = c.sizes, nslots = c.nslots, *pos = c.pos;
+        CHECK_EQ_I(c.npos, c.numel);
         char what[96];
         snprintf(what, sizeof what, "%s %zu-byte sizes[1]=%lld", fmt, eb, (long long)sizes[1]);
         mft_layout l;
