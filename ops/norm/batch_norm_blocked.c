@@ -15,7 +15,12 @@
  * chunks of BN16_RUN pixels of one plane; each writes its 16 partial sums
  * (double) to its own slot, and the slots are combined per channel block
  * in a fixed order (sample, then chunk), so results do not depend on the
- * thread count. Inside an item, sub-blocks of NORM_SUB pixels are summed
+ * thread count. The training forward reads x from memory once for its
+ * statistics: each item sums its pixels, then sums the squared deviations
+ * from its own mean while the item is still in L1, and the items' (sum,
+ * M2) are combined by Chan's formula (M2 = sum of M2_i + n_i (m_i -
+ * mean)^2), where the plain kernels read x twice (mean, then deviations
+ * from it). Inside an item, sub-blocks of NORM_SUB pixels are summed
  * in float (four independent accumulators), each sub-block's sum added to
  * two double vectors (the NHWC kernel's float-then-double scheme), so the
  * statistics agree with the plain kernels to float rounding, not bit for
@@ -239,17 +244,29 @@ static void bn16_means(const bn16_job *j, int64_t cb, float *m16) {
     for (int l = 0; l < 16; l++) m16[l] = l < lanes ? j->m[cb * 16 + l] : 0.0f;
 }
 
-static void bn16_fwd_sums(bn16_job *j, int64_t b, int64_t e, bool dev) {
+/* Per item (at most BN16_RUN pixels: 16 KB, in L1 after the first read):
+ * p0 = its sum, p1 = its sum of squared deviations from its own mean
+ * (second pass over the item, from L1; the float mean's rounding taken out:
+ * sum (x - mf)^2 = M2 + n (m - mf)^2). */
+static void bn16_fwd_stats(void *v, int64_t b, int64_t e) {
+    bn16_job *j = v;
     for (int64_t it = b; it < e; it++) {
         int64_t cb, npix;
         const int64_t off = bn16_item(&j->g, it, &cb, &npix);
-        float m16[16];
-        if (dev) bn16_means(j, cb, m16);
-        bn16_sum_run(j->x + off, npix, dev ? m16 : NULL, j->p0 + it * 16);
+        double *sum = j->p0 + it * 16, *m2 = j->p1 + it * 16, m[16];
+        float mf[16];
+        bn16_sum_run(j->x + off, npix, NULL, sum);
+        for (int l = 0; l < 16; l++) {
+            m[l] = sum[l] / (double)npix;
+            mf[l] = (float)m[l];
+        }
+        bn16_sum_run(j->x + off, npix, mf, m2);
+        for (int l = 0; l < 16; l++) {
+            const double dm = m[l] - (double)mf[l];
+            m2[l] -= (double)npix * dm * dm;
+        }
     }
 }
-static void bn16_fwd_sum0(void *v, int64_t b, int64_t e) { bn16_fwd_sums(v, b, e, false); }
-static void bn16_fwd_sum1(void *v, int64_t b, int64_t e) { bn16_fwd_sums(v, b, e, true); }
 
 /* y = (x - m) * scale + shift: the plain kernels' float operations. */
 static void bn16_fwd_norm(void *v, int64_t b, int64_t e) {
@@ -338,7 +355,7 @@ static void bn16_bwd_dx(void *v, int64_t b, int64_t e) {
 /* ---------------------------------------------------------------- scratch */
 int64_t mft__bn16_scratch(int64_t N, int64_t C, int64_t S) {
     const int64_t items = N * ((C + 15) / 16) * ((S + BN16_RUN - 1) / BN16_RUN);
-    return 2 * C + 16 * items;
+    return 2 * C + 32 * items;
 }
 
 int64_t mft__bn16_bwd_scratch(int64_t N, int64_t C, int64_t S) {
@@ -360,21 +377,35 @@ void mft__batch_norm_nchw16c_f32(const mft_kernel_args *a) {
     float *scf = (float *)(void *)kp->scratch; /* 3*C floats fit in 2*C doubles */
     float *shf = scf + C, *mf = shf + C;
     j.p0 = kp->scratch + 2 * C;
+    j.p1 = j.p0 + 16 * items;
     j.m = mf;
     j.a = scf;
     j.b = shf;
     const int64_t grain = norm_grain(BN16_RUN * 16);
     if (kp->p.training) {
+        /* one read of x from memory: per-item sums and deviations
+         * (bn16_fwd_stats), combined in a fixed order (Chan et al.: M2 =
+         * sum of the items' M2 + n_i (m_i - mean)^2) */
         const double rows = (double)(j.g.N * j.g.S);
-        mft__parallel_for(0, items, grain, bn16_fwd_sum0, &j);
+        mft__parallel_for(0, items, grain, bn16_fwd_stats, &j);
         bn16_combine(&j.g, j.p0, kp->mean);
-        for (int64_t c = 0; c < C; c++) {
-            kp->mean[c] /= rows;
-            mf[c] = (float)kp->mean[c];
+        for (int64_t c = 0; c < C; c++) kp->mean[c] /= rows;
+        for (int64_t cb = 0; cb < j.g.C1; cb++) {
+            double acc[16] = {0};
+            const int lanes = bn16_lanes(&j.g, cb);
+            for (int64_t n = 0; n < j.g.N; n++)
+                for (int64_t ch = 0; ch < j.g.nch; ch++) {
+                    const int64_t it = (n * j.g.C1 + cb) * j.g.nch + ch;
+                    const double np =
+                        (double)(j.g.S - ch * BN16_RUN < BN16_RUN ? j.g.S - ch * BN16_RUN
+                                                                  : BN16_RUN);
+                    for (int l = 0; l < lanes; l++) {
+                        const double d = j.p0[it * 16 + l] / np - kp->mean[cb * 16 + l];
+                        acc[l] += j.p1[it * 16 + l] + np * d * d;
+                    }
+                }
+            for (int l = 0; l < lanes; l++) kp->var[cb * 16 + l] = acc[l] / rows;
         }
-        mft__parallel_for(0, items, grain, bn16_fwd_sum1, &j);
-        bn16_combine(&j.g, j.p0, kp->var);
-        for (int64_t c = 0; c < C; c++) kp->var[c] /= rows;
     }
     /* the coefficients as batch_norm_fast_run (ops/norm/batch_norm.c) */
     for (int64_t c = 0; c < C; c++) {
