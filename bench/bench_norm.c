@@ -18,7 +18,20 @@
  * layer_norm weight / bias (read, and written as gradients). Target: NHWC
  * >= 80% of the STREAM copy bandwidth and no slower than PyTorch.
  *
- * CLI: bench_norm [--threads 1,2] [--reps 15] [--json]. Exit 1 on an mft
+ * batch_norm in nChw16c against NHWC, side by side in the same run, fmt =
+ * nhwc | nchw16c (x and grad_out packed in it), on NxCxHxW in {32x64x56x56,
+ * 32x256x14x14, 32x17x56x56, 32x24x56x56}:
+ *   bn_train_fwd_<fmt>_<shape>   mft_batch_norm_ex, training (as above)
+ *   bn_eval_fwd_<fmt>_<shape>    mft_batch_norm, eval (running statistics;
+ *       bytes: x read once, y written)
+ *   bn_bwd_<fmt>_<shape>         mft_batch_norm_backward, training, grad x,
+ *       w, b with the saved statistics
+ * bytes count logical elements in both formats (nChw16c with C = 17 or 24
+ * moves its pad lanes too), so the rates compare the times directly. Target:
+ * nchw16c >= 1.0x nhwc on every shape.
+ *
+ * CLI: bench_norm [--threads 1,2] [--reps 15] [--json] [--only-bn16]
+ * (--only-bn16: only the nChw16c / NHWC batch_norm cases). Exit 1 on an mft
  * error. */
 #include "bench_util.h"
 #include "mft/cnn.h"
@@ -30,7 +43,7 @@ static const char *const KNAME[K_COUNT] = {"batch_norm_train", "group_norm_g32",
 
 typedef struct nm_case {
     char key[96];
-    int kind, bwd;
+    int kind, bwd, eval;
     mft_tensor *x, *gy, *w, *b, *rm, *rv, *mean, *rstd;
     double bytes;
 } nm_case;
@@ -44,6 +57,8 @@ static int run_case(void *ctx) {
     case K_BN:
         if (c->bwd)
             st = mft_batch_norm_backward(c->gy, c->x, c->w, c->mean, c->rstd, true, &r, &r1, &r2);
+        else if (c->eval)
+            r = mft_batch_norm(c->x, c->rm, c->rv, c->w, c->b, false, 0.1, 1e-5);
         else
             r = mft_batch_norm_ex(c->x, c->rm, c->rv, c->w, c->b, true, 0.1, 1e-5, &r1, &r2);
         break;
@@ -85,11 +100,67 @@ static const char *kernel_of(int i, void *ctx) {
     return mft_dispatch_last()->kernel;
 }
 
+/* The nChw16c / NHWC batch_norm cases of shape xs; false on an mft error. */
+static bool add_bn16(nm_case *cs, int *n, const int64_t *xs) {
+    const double xb = 4.0 * (double)(xs[0] * xs[1] * xs[2] * xs[3]);
+    char shape[48];
+    snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lld", (long long)xs[0], (long long)xs[1],
+             (long long)xs[2], (long long)xs[3]);
+    mft_tensor *x = filled(4, xs, MFT_CHANNELS_LAST, 1), *gy = filled(4, xs, MFT_CHANNELS_LAST, 2);
+    mft_tensor *w = filled(1, xs + 1, MFT_CONTIGUOUS, 3), *b = filled(1, xs + 1, MFT_CONTIGUOUS, 4);
+    bool ok = x && gy && w && b;
+    for (int f = 0; f < 2 && ok; f++) {
+        const char *fs = f ? "nchw16c" : "nhwc";
+        mft_tensor *fx = f ? mft_to_format(x, MFT_NCHW16C) : mft_tensor_retain(x);
+        mft_tensor *fg = f ? mft_to_format(gy, MFT_NCHW16C) : mft_tensor_retain(gy);
+        mft_tensor *rm = mft_zeros(1, xs + 1, MFT_F32, MFT_CONTIGUOUS);
+        mft_tensor *rv = mft_ones(1, xs + 1, MFT_F32, MFT_CONTIGUOUS);
+        mft_tensor *m = NULL, *r = NULL;
+        mft_tensor *y = fx && fg && rm && rv
+                            ? mft_batch_norm_ex(fx, rm, rv, w, b, true, 0.1, 1e-5, &m, &r)
+                            : NULL;
+        ok = y != NULL;
+        static const char *const what[3] = {"train_fwd", "eval_fwd", "bwd"};
+        for (int k = 0; k < 3 && ok; k++) {
+            nm_case *c = &cs[(*n)++];
+            c->kind = K_BN;
+            c->bwd = k == 2;
+            c->eval = k == 1;
+            snprintf(c->key, sizeof c->key, "bn_%s_%s_%s", what[k], fs, shape);
+            c->x = mft_tensor_retain(fx);
+            c->gy = mft_tensor_retain(fg);
+            c->w = mft_tensor_retain(w);
+            c->b = mft_tensor_retain(b);
+            c->rm = mft_tensor_retain(rm);
+            c->rv = mft_tensor_retain(rv);
+            c->mean = mft_tensor_retain(m);
+            c->rstd = mft_tensor_retain(r);
+            c->bytes = k == 2 ? 5.0 * xb : k == 1 ? 2.0 * xb : 3.0 * xb;
+        }
+        mft_tensor *ts[] = {fx, fg, rm, rv, m, r, y};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) mft_tensor_release(ts[i]);
+    }
+    mft_tensor *ts[] = {x, gy, w, b};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) mft_tensor_release(ts[i]);
+    return ok;
+}
+
 int main(int argc, char **argv) {
+    /* --only-bn16 is ours; the rest goes to bench_cnn_parse */
+    bool only16 = false;
+    int ac = 0;
+    char *av[64];
+    for (int i = 0; i < argc && ac < 64; i++) {
+        if (!strcmp(argv[i], "--only-bn16")) only16 = true;
+        else av[ac++] = argv[i];
+    }
     bench_cnn_args a;
-    if (bench_cnn_parse(argc, argv, "bench_norm", &a)) return 2;
+    if (bench_cnn_parse(ac, av, "bench_norm", &a)) return 2;
     bench_env_warnings("bench_norm", a.threads, a.nth);
-    enum { NC = 2 * 2 * K_COUNT };
+    static const int64_t BN16_SHAPES[][4] = {
+        {32, 64, 56, 56}, {32, 256, 14, 14}, {32, 17, 56, 56}, {32, 24, 56, 56}};
+    enum { NBN16 = (int)(sizeof BN16_SHAPES / sizeof BN16_SHAPES[0]) };
+    enum { NC = 2 * 2 * K_COUNT + NBN16 * 2 * 3 };
     nm_case cs[NC];
     bench_case bc[NC];
     memset(cs, 0, sizeof cs);
@@ -97,7 +168,12 @@ int main(int argc, char **argv) {
     const int64_t xs[4] = {8, 64, 56, 56};
     const double xb = 4.0 * 8 * 64 * 56 * 56, lwb = 4.0 * 64 * 56 * 56;
     int n = 0;
-    for (int f = 0; f < 2; f++) {
+    for (int i = 0; i < NBN16; i++)
+        if (!add_bn16(cs, &n, BN16_SHAPES[i])) {
+            fprintf(stderr, "bench_norm: %s\n", mft_last_error_message());
+            return 1;
+        }
+    for (int f = 0; f < 2 && !only16; f++) {
         const mft_format fmt = f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST;
         const char *fs = f ? "nchw" : "nhwc";
         mft_tensor *x = filled(4, xs, fmt, 1), *gy = filled(4, xs, fmt, 2);

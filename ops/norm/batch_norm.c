@@ -12,6 +12,10 @@
  * to fixed work items ((n, c) planes, or row blocks) and are combined in
  * order, so the result does not depend on the thread count; the
  * normalisation writes each element from one thread with one formula.
+ * NCHW16C (packed nChw16c, forward and backward) lives in
+ * ops/norm/batch_norm_blocked.c; the entry points below send a packed
+ * nChw16c F32 x there (bn_native16) and every other blocked x through the
+ * counted fallback.
  *
  * Validation beyond mft/cnn.h (and ops/norm/common.c): weight / bias /
  * running stats must have x's dtype; eps >= 0; training needs more than one
@@ -245,11 +249,15 @@ static mft_tensor *batch_norm_impl(const char *fn, const mft_tensor *x, mft_tens
     const int64_t S = x->numel && C ? x->numel / (x->sizes[0] * C) : 0;
     const int64_t rows = x->sizes[0] * S;
     const int64_t nblk = (rows + NORM_ROWS - 1) / NORM_ROWS;
-    const int64_t part = nblk * C > x->sizes[0] * C ? nblk * C : x->sizes[0] * C;
+    int64_t nscratch = 2 * C + (nblk * C > x->sizes[0] * C ? nblk * C : x->sizes[0] * C);
+    if (mft__is_blocked(x)) { /* the nChw16c kernel's partial sums */
+        const int64_t b16 = mft__bn16_scratch(x->sizes[0], C, S);
+        if (b16 > nscratch) nscratch = b16;
+    }
     mft__norm_kparams kp = {{eps, momentum, training, 0, 0}, weight, bias, NULL, NULL, NULL, 0};
     *pd = (bn_pending){NULL, C, x->numel ? count : 0, momentum,
                        training ? running_mean : NULL, training ? running_var : NULL};
-    return mft__norm_run(fn, MFT__OP_BATCH_NORM, x, &kp, C, 2 * C + part,
+    return mft__norm_run(fn, MFT__OP_BATCH_NORM, x, &kp, C, nscratch,
                          training ? NULL : running_mean, training ? NULL : running_var, pd,
                          smean, srstd);
 }
@@ -314,14 +322,26 @@ static bool bn_running_plain(const char *fn, const mft_tensor *rm, const mft_ten
     return true;
 }
 
+/* Note [Batch norm in nChw16c] (ops/norm/batch_norm_blocked.c): a packed
+ * nChw16c F32 x runs through the native kernels with plain (or no) weight
+ * and bias; every other blocked case (nChw8c, F64, a view that is not
+ * packed, a blocked weight or bias) goes through the counted fallback. The
+ * entry path reads only the sizes of a blocked x. */
+static bool bn_native16(const mft_tensor *x, const mft_tensor *weight, const mft_tensor *bias) {
+    return x && mft__is_blocked(x) && x->dtype == MFT_F32 && x->tag == MFT_NCHW16C &&
+           mft_tensor_is_contiguous(x, MFT_NCHW16C) && !mft__is_blocked(weight) &&
+           !mft__is_blocked(bias);
+}
+
 mft_tensor *mft_batch_norm(const mft_tensor *x, mft_tensor *running_mean, mft_tensor *running_var,
                            const mft_tensor *weight, const mft_tensor *bias, bool training,
                            double momentum, double eps) {
     if (!bn_running_plain("mft_batch_norm", running_mean, running_var)) return NULL;
-    MFT__BLOCKED_FALLBACK(
-        "batch_norm",
-        mft_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps), 3, &x,
-        &weight, &bias);
+    if (!bn_native16(x, weight, bias))
+        MFT__BLOCKED_FALLBACK(
+            "batch_norm",
+            mft_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps), 3,
+            &x, &weight, &bias);
     return batch_norm_entry("mft_batch_norm", x, running_mean, running_var, weight, bias,
                             training, momentum, eps, NULL, NULL);
 }
@@ -334,11 +354,13 @@ mft_tensor *mft_batch_norm_ex(const mft_tensor *x, mft_tensor *running_mean,
         mft__unblock_clear_outs(2, ((mft_tensor **[]){save_mean, save_invstd}));
         return NULL;
     }
-    MFT__BLOCKED_FALLBACK_OUTS("batch_norm_ex",
-                               mft_batch_norm_ex(x, running_mean, running_var, weight, bias,
-                                                 training, momentum, eps, save_mean, save_invstd),
-                               2, ((mft_tensor **[]){save_mean, save_invstd}),
-                               ((const mft_tensor *[]){NULL, NULL}), 3, &x, &weight, &bias);
+    if (!bn_native16(x, weight, bias))
+        MFT__BLOCKED_FALLBACK_OUTS(
+            "batch_norm_ex",
+            mft_batch_norm_ex(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                              save_mean, save_invstd),
+            2, ((mft_tensor **[]){save_mean, save_invstd}), ((const mft_tensor *[]){NULL, NULL}),
+            3, &x, &weight, &bias);
     return batch_norm_entry("mft_batch_norm_ex", x, running_mean, running_var, weight, bias,
                             training, momentum, eps, save_mean, save_invstd);
 }
@@ -349,13 +371,18 @@ mft_status mft_batch_norm_backward(const mft_tensor *grad_out, const mft_tensor 
                                    const mft_tensor *save_invstd, bool training,
                                    mft_tensor **grad_x, mft_tensor **grad_weight,
                                    mft_tensor **grad_bias) {
-    MFT__BLOCKED_FALLBACK_OUTS_STATUS("batch_norm_backward",
-                                      mft_batch_norm_backward(grad_out, x, weight, save_mean,
-                                                              save_invstd, training, grad_x,
-                                                              grad_weight, grad_bias),
-                                      3, ((mft_tensor **[]){grad_x, grad_weight, grad_bias}),
-                                      ((const mft_tensor *[]){x, weight, NULL}), 5, &grad_out, &x,
-                                      &weight, &save_mean, &save_invstd);
+    /* native: x packed nChw16c F32, weight and the statistics plain;
+     * grad_out in any layout (the dispatcher packs it in nChw16c when it
+     * is not: an operand conversion) */
+    if (!bn_native16(x, weight, save_mean) || mft__is_blocked(save_invstd) ||
+        (grad_out && grad_out->dtype != MFT_F32))
+        MFT__BLOCKED_FALLBACK_OUTS_STATUS(
+            "batch_norm_backward",
+            mft_batch_norm_backward(grad_out, x, weight, save_mean, save_invstd, training, grad_x,
+                                    grad_weight, grad_bias),
+            3, ((mft_tensor **[]){grad_x, grad_weight, grad_bias}),
+            ((const mft_tensor *[]){x, weight, NULL}), 5, &grad_out, &x, &weight, &save_mean,
+            &save_invstd);
     const char *fn = "mft_batch_norm_backward";
     mft__normb_clear(grad_x, grad_weight, grad_bias);
     if (!mft__norm_check_grad_x(fn, grad_out, x, 2)) return mft_last_error();
@@ -366,7 +393,11 @@ mft_status mft_batch_norm_backward(const mft_tensor *grad_out, const mft_tensor 
         return mft_last_error();
     const int64_t N = x->sizes[0], S = x->numel && C ? x->numel / (N * C) : 0;
     mft__normb_kparams kp = {.p = {.training = training}, .weight = weight};
+    int64_t nscratch = mft__nb_scratch(N, C, S);
+    if (mft__is_blocked(x)) {
+        const int64_t b16 = mft__bn16_bwd_scratch(N, C, S);
+        if (b16 > nscratch) nscratch = b16;
+    }
     return mft__normb_run(fn, MFT__OP_BATCH_NORM_BACKWARD, grad_out, x, &kp, C, save_mean,
-                          save_invstd, 1, &C, mft__nb_scratch(N, C, S), grad_x, grad_weight,
-                          grad_bias);
+                          save_invstd, 1, &C, nscratch, grad_x, grad_weight, grad_bias);
 }

@@ -140,6 +140,16 @@ static double norm_load1(const mft_tensor *t, int64_t k) {
                                    (size_t)(k * t->strides[0]) * mft__elem_size(t->dtype));
 }
 
+/* The result (y or grad_x) packed in fmt. A blocked one (batch_norm's
+ * nChw16c kernels, which write every slot, pad lanes as zeros) is not
+ * zeroed first, saving a pass over memory, unless a user kernel is
+ * registered (it might run instead and leave the pad lanes alone). */
+static mft_tensor *norm_alloc_out(const char *fn, const mft_tensor *x, mft_format fmt) {
+    if (mft__is_blocked(x) && mft__dispatch_user_count() == 0)
+        return mft__tensor_alloc_uninit(fn, x->ndim, x->sizes, x->dtype, fmt);
+    return mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt);
+}
+
 /* ---------------------------------------------------------------- forward run */
 mft_tensor *mft__norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
                           mft__norm_kparams *kp, int64_t nstat, int64_t nscratch,
@@ -162,7 +172,7 @@ mft_tensor *mft__norm_run(const char *fn, mft__op_id op, const mft_tensor *x,
             kp->var[c] = norm_load1(rvar, c);
         }
     mft__scope_suspend();
-    mft_tensor *res = mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt);
+    mft_tensor *res = norm_alloc_out(fn, x, fmt);
     bool ok = res != NULL;
     if (ok) {
         const mft_tensor *ins[1] = {x};
@@ -270,7 +280,7 @@ mft_status mft__normb_run(const char *fn, mft__op_id op, const mft_tensor *go,
     const mft_format fmt = dec.tag;
     mft__scope_suspend();
     mft_tensor *r[3] = {NULL, NULL, NULL};
-    r[0] = mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt);
+    r[0] = norm_alloc_out(fn, x, fmt);
     bool ok = r[0] != NULL;
     if (ok) {
         const mft_tensor *ins[2] = {go, x};
@@ -434,6 +444,8 @@ const mft__kernel_def mft__kernels_norm[] = {
      mft__batch_norm_nchw_f32},
     {MFT__OP_BATCH_NORM, MFT_CHANNELS_LAST, MFT_F32, "batch_norm.nhwc.f32",
      mft__batch_norm_nhwc_f32},
+    {MFT__OP_BATCH_NORM, MFT_NCHW16C, MFT_F32, "batch_norm.nchw16c.f32",
+     mft__batch_norm_nchw16c_f32},
     {MFT__OP_BATCH_NORM, MFT_CONTIGUOUS, MFT_F64, "batch_norm.nchw.f64.ref",
      mft__batch_norm_ref_F64},
     {MFT__OP_GROUP_NORM, MFT_CONTIGUOUS, MFT_F32, "group_norm.nchw.f32",
@@ -458,6 +470,8 @@ const mft__kernel_def mft__kernels_norm_backward[] = {
      mft__batch_norm_bwd_nchw_f32},
     {MFT__OP_BATCH_NORM_BACKWARD, MFT_CHANNELS_LAST, MFT_F32, "batch_norm_backward.nhwc.f32",
      mft__batch_norm_bwd_nhwc_f32},
+    {MFT__OP_BATCH_NORM_BACKWARD, MFT_NCHW16C, MFT_F32, "batch_norm_backward.nchw16c.f32",
+     mft__batch_norm_bwd_nchw16c_f32},
     {MFT__OP_BATCH_NORM_BACKWARD, MFT_CONTIGUOUS, MFT_F64, "batch_norm_backward.nchw.f64.ref",
      mft__batch_norm_bwd_ref_F64},
     {MFT__OP_BATCH_NORM_BACKWARD, MFT_CHANNELS_LAST, MFT_F64, "batch_norm_backward.nhwc.f64.ref",

@@ -9,7 +9,8 @@
  * norm), layer_norm.c (each: fast kernels forward and backward, entry
  * points, autograd), channel_backward.c (the fast backward batch_norm and
  * group_norm share), reference.c (the strided reference kernels of all
- * three ops), common.c. */
+ * three ops), batch_norm_blocked.c (batch_norm's native nChw16c F32
+ * kernels), common.c. */
 #ifndef MFT_OPS_NORM_INTERNAL_H
 #define MFT_OPS_NORM_INTERNAL_H
 
@@ -333,5 +334,13 @@ mft_kernel_fn mft__norm_backward_reference(int op, mft_dtype dt);
 void mft__nb_fast_run(const mft_kernel_args *a, bool bn, bool cl);
 /* Scratch (doubles) the fast batch/group norm backward kernels need. */
 int64_t mft__nb_scratch(int64_t N, int64_t C, int64_t S);
+
+/* batch_norm_blocked.c: the native nChw16c F32 batch_norm kernels (Note
+ * [Batch norm in nChw16c]) and the scratch (doubles) they need for an x of
+ * N samples, C channels and S spatial elements: forward, backward. */
+void mft__batch_norm_nchw16c_f32(const mft_kernel_args *a);
+void mft__batch_norm_bwd_nchw16c_f32(const mft_kernel_args *a);
+int64_t mft__bn16_scratch(int64_t N, int64_t C, int64_t S);
+int64_t mft__bn16_bwd_scratch(int64_t N, int64_t C, int64_t S);
 
 #endif
