@@ -52,14 +52,20 @@ static inline char *og_next_line(char **cur) {
     return s;
 }
 
+/* Splits a line at blanks into tok (at most OG_MAX_TOKENS); the count. */
+static inline int og_tokens(char *line, char **tok) {
+    int nt = 0;
+    for (char *p = strtok(line, " \t\r"); p && nt < OG_MAX_TOKENS; p = strtok(NULL, " \t\r"))
+        tok[nt++] = p;
+    return nt;
+}
+
 /* The next case of the text at *cur (modified in place); false at the end. */
 static inline bool og_next(char **cur, og_case *c) {
     static char *tok[OG_MAX_TOKENS];
     for (char *line; (line = og_next_line(cur));) {
         if (line[0] == '#' || !line[0]) continue;
-        int nt = 0;
-        for (char *p = strtok(line, " \t\r"); p && nt < OG_MAX_TOKENS; p = strtok(NULL, " \t\r"))
-            tok[nt++] = p;
+        const int nt = og_tokens(line, tok);
         int t = 0;
         c->alias = tok[t++];
         c->letters = tok[t++];
@@ -98,9 +104,7 @@ static inline bool og_next_ascend(char **cur, og_ascend *c) {
     static char *tok[OG_MAX_TOKENS];
     for (char *line; (line = og_next_line(cur));) {
         if (line[0] == '#' || !line[0]) continue;
-        int nt = 0;
-        for (char *p = strtok(line, " \t\r"); p && nt < OG_MAX_TOKENS; p = strtok(NULL, " \t\r"))
-            tok[nt++] = p;
+        const int nt = og_tokens(line, tok);
         int t = 0;
         c->format = tok[t++];
         c->elem_bytes = atoi(tok[t++]);
