@@ -360,5 +360,10 @@ const mft__kernel_def mft__kernels_conv_fast[] = {
      "conv3d_backward_input.ncdhw.f32.via_ndhwc_" CF_SFX, conv_bwd_in_nchw},
     {MFT__OP_CONV3D_BACKWARD_WEIGHT, MFT_CONTIGUOUS, MFT_F32,
      "conv3d_backward_weight.ncdhw.f32.via_ndhwc_" CF_SFX, conv_bwd_w_nchw},
+    {MFT__OP_CONV2D, MFT_NCHW16C, MFT_F32, "conv2d.nchw16c.f32.direct", mft__conv_b16_fwd},
+    {MFT__OP_CONV2D_BACKWARD_INPUT, MFT_NCHW16C, MFT_F32,
+     "conv2d_backward_input.nchw16c.f32.direct", mft__conv_b16_bwd_in},
+    {MFT__OP_CONV2D_BACKWARD_WEIGHT, MFT_NCHW16C, MFT_F32,
+     "conv2d_backward_weight.nchw16c.f32.direct", mft__conv_b16_bwd_w},
     {0, 0, 0, NULL, NULL},
 };

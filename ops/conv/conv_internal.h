@@ -230,4 +230,17 @@ bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, co
 /* For tests: 0 the size heuristic, 1 wherever legal, 2 never. */
 void mft__conv_wino_set_mode(int mode);
 
+/* ---------------------------------------------------------------- ops/conv/blocked16.c
+ * Native nChw16c F32 conv2d, groups 1 (Note [nChw16c direct convolution]):
+ * the kernels registered under (op, MFT_NCHW16C, MFT_F32) in chains.c's
+ * table. Activations packed nChw16c, weight plain (O, I, kh, kw) at any
+ * strides, grad_w plain at its strides. backward_input: stride 1 and
+ * padding <= dilation*(kernel-1) only (the entry checks). */
+void mft__conv_b16_fwd(const mft_kernel_args *a);
+void mft__conv_b16_bwd_in(const mft_kernel_args *a);
+void mft__conv_b16_bwd_w(const mft_kernel_args *a);
+/* grad_b (O, F32 contiguous, new) of packed nChw16c grad_y; NULL and the
+ * error set (naming fn) when the allocation fails. */
+mft_tensor *mft__conv_b16_grad_bias(const char *fn, const mft_tensor *gy);
+
 #endif
