@@ -26,6 +26,12 @@
  * >= O and the bias is read into a zero-padded vector, so the output's pad
  * lanes are exactly 0.
  *
+ * 3x3 convolutions with stride and dilation 1 run Winograd F(4x4, 3x3)
+ * (winograd.c, Note [Winograd F(4x4, 3x3)]) where its size test says it
+ * pays, forward, backward_input and backward_weight alike: its tile
+ * transforms read and write nChw16c directly (mft__wino_geom.blocked), so
+ * the blocked path keeps the NHWC path's algorithm without a conversion.
+ *
  * backward_input with stride 1 is the same kernel on grad_y with the
  * weight transposed (I <-> O) and flipped, padding d*(K-1) - p (callers
  * route stride > 1, or a padding above d*(K-1), through the fallback).
@@ -411,6 +417,23 @@ static b16g geom_b16(const mft_kernel_args *a, const mft_tensor *x, const mft_te
     return g;
 }
 
+/* Winograd F(4x4, 3x3) (winograd.c) on the nChw16c buffers of the forward
+ * convolution g with weight w: true when it applied (and ran, or failed for
+ * scratch: mft__kernel_failed); false, nothing written, otherwise. */
+static bool b16_wino(const b16g *g, const b16w *w, const float *bias, int64_t bstride,
+                     const float *x, float *y, const char *name) {
+    if (cf_mode() != 0 || g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 ||
+        g->dw != 1)
+        return false;
+    const mft__wino_geom wg = {g->N,  g->H,  g->W,  g->I,        g->O,
+                               g->OH, g->OW, g->ph, g->pw,       w->w0,
+                               {w->so, w->si, w->skh, w->skw},   bias,
+                               bstride, true};
+    if (!mft__conv_wino_applies(&wg)) return false;
+    if (mft__conv_wino_forward(&wg, x, y)) mft__dispatch_report_as(name);
+    return true;
+}
+
 void mft__conv_b16_fwd(const mft_kernel_args *a) {
     const mft_tensor *x = a->inputs[0], *w = a->inputs[1], *y = a->outputs[0];
     const mft_conv_params *p = a->params;
@@ -418,7 +441,10 @@ void mft__conv_b16_fwd(const mft_kernel_args *a) {
     const b16w ww = {(const float *)(const void *)mft__tensor_ptr(w), w->strides[0],
                      w->strides[1], w->strides[2], w->strides[3]};
     const float *bias = p->bias ? (const float *)(const void *)mft__tensor_ptr(p->bias) : NULL;
-    b16_forward(&g, &ww, bias, p->bias ? p->bias->strides[0] : 0, B16PTR(x), B16PTR(y));
+    const int64_t bs = p->bias ? p->bias->strides[0] : 0;
+    if (b16_wino(&g, &ww, bias, bs, B16PTR(x), B16PTR(y), "conv2d.nchw16c.f32.winograd_f4x3"))
+        return;
+    b16_forward(&g, &ww, bias, bs, B16PTR(x), B16PTR(y));
 }
 
 /* grad_x = the stride-1 forward convolution of grad_y with the transposed,
@@ -442,6 +468,9 @@ void mft__conv_b16_bwd_in(const mft_kernel_args *a) {
     const float *w0 = (const float *)(const void *)mft__tensor_ptr(w);
     const int64_t off = (f.KH - 1) * w->strides[2] + (f.KW - 1) * w->strides[3];
     const b16w ww = {w0 + off, w->strides[1], w->strides[0], -w->strides[2], -w->strides[3]};
+    if (b16_wino(&g, &ww, NULL, 0, B16PTR(gy), B16PTR(gx),
+                 "conv2d_backward_input.nchw16c.f32.winograd_f4x3"))
+        return;
     b16_forward(&g, &ww, NULL, 0, B16PTR(gy), B16PTR(gx));
 }
 
@@ -454,6 +483,18 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
     c.x = B16PTR(x);
     c.gw = B16PTR(gw);
     for (int i = 0; i < 4; i++) c.gws[i] = gw->strides[i];
+    if (cf_mode() == 0 && g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
+        g.dw == 1) {
+        const mft__wino_geom wg = {g.N,  g.H,  g.W,  g.I,  g.O, g.OH, g.OW, g.ph, g.pw,
+                                   NULL, {0},  NULL, 0,    true};
+        const int64_t gws[5] = {c.gws[0], c.gws[1], 0, c.gws[2], c.gws[3]};
+        if (mft__conv_wino_applies(&wg) &&
+            mft__conv_wino_backward_weight(&wg, c.gy, c.x, c.gw, gws)) {
+            mft__dispatch_report_as("conv2d_backward_weight.nchw16c.f32.winograd_f4x3");
+            return;
+        }
+        if (mft__kernel_failed()) return;
+    }
     const int64_t items = g.O1 * g.I1 * g.KH * g.KW;
     mft__parallel_for_dynamic(0, items, 1, bww_range, &c);
 }

@@ -126,7 +126,7 @@ static bool wino_geom(const cgeom *g, bool bwd, mft__wino_geom *wg) {
     if (!bwd) {
         *wg = (mft__wino_geom){g->N,   g->H,   g->W,  g->Cin, g->Cout,
                                g->OH,  g->OW,  g->p[1], g->p[2], g->w,
-                               {g->ws[0], g->ws[1], g->ws[3], g->ws[4]}, g->bias, g->bstride};
+                               {g->ws[0], g->ws[1], g->ws[3], g->ws[4]}, g->bias, g->bstride, false};
     } else {
         if (g->p[1] > 2 || g->p[2] > 2) return false;
         *wg = (mft__wino_geom){g->N,
@@ -141,7 +141,8 @@ static bool wino_geom(const cgeom *g, bool bwd, mft__wino_geom *wg) {
                                g->w + 2 * g->ws[3] + 2 * g->ws[4],
                                {g->ws[1], g->ws[0], -g->ws[3], -g->ws[4]},
                                g->bias,
-                               g->bstride};
+                               g->bstride,
+                               false};
     }
     return mft__conv_wino_applies(wg);
 }

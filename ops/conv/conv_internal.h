@@ -217,6 +217,7 @@ typedef struct mft__wino_geom {
     int64_t ws[4];
     const float *bias;
     int64_t bstride;
+    bool blocked; /* x and y (grad_y) packed nChw16c instead of NHWC (blocked16.c) */
 } mft__wino_geom;
 bool mft__conv_wino_applies(const mft__wino_geom *g);
 bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y);

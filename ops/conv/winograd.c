@@ -255,20 +255,25 @@ wg_tile_in(const wg_job *j, int64_t tl, const float *src, int64_t Hs, int64_t Ws
            int64_t oh, int64_t ow, int n, float *D, int64_t T, int64_t r, int64_t ld) {
     const int64_t img = tl / (j->TH * j->TW), ty = tl / j->TW % j->TH, tx = tl % j->TW;
     const int64_t h0 = 4 * ty - oh, w0 = 4 * tx - ow;
-    const float *base = src + img * Hs * Ws * width;
+    /* NHWC: pixel step width, channel blocks 16 apart; nChw16c: pixel step
+     * 16, channel blocks one plane apart, images padded to 16 channels */
+    const bool blk = j->g->blocked;
+    const int64_t ps = blk ? WG_L : width, cbs = blk ? Hs * Ws * WG_L : WG_L;
+    const float *base = src + img * Hs * Ws * (blk ? (width + WG_L - 1) / WG_L * WG_L : width);
     const float *rows[6];
     bool colok[6];
     for (int i = 0; i < n; i++) {
-        rows[i] = h0 + i >= 0 && h0 + i < Hs ? base + (h0 + i) * Ws * width : NULL;
+        rows[i] = h0 + i >= 0 && h0 + i < Hs ? base + (h0 + i) * Ws * ps : NULL;
         colok[i] = w0 + i >= 0 && w0 + i < Ws;
     }
     for (int64_t c0 = 0; c0 < width; c0 += WG_L) {
         const int nc = width - c0 < WG_L ? (int)(width - c0) : WG_L;
+        const int64_t co = c0 / WG_L * cbs;
         wv t[6][6];
         for (int b = 0; b < n; b++) { /* column b of the patch */
             wv d[6], r6[6];
             for (int i = 0; i < n; i++)
-                d[i] = rows[i] && colok[b] ? wv_load(rows[i] + (w0 + b) * width + c0, nc)
+                d[i] = rows[i] && colok[b] ? wv_load(rows[i] + (w0 + b) * ps + co, nc)
                                            : wv_zero();
             if (n == 6)
                 wg_bt(d, r6);
@@ -299,11 +304,15 @@ static void wg_output_tile(const wg_job *j, int64_t tl, const float *M, int64_t 
     const int64_t oh0 = 4 * ty, ow0 = 4 * tx;
     const int nh = g->OH - oh0 < 4 ? (int)(g->OH - oh0) : 4;
     const int nw = g->OW - ow0 < 4 ? (int)(g->OW - ow0) : 4;
-    float *yt = j->y + ((n * g->OH + oh0) * g->OW + ow0) * K;
+    /* NHWC, or nChw16c (pixel step 16, channel blocks one plane apart) */
+    const int64_t K16 = (K + WG_L - 1) / WG_L * WG_L;
+    const int64_t ps = g->blocked ? WG_L : K, cbs = g->blocked ? g->OH * g->OW * WG_L : WG_L;
+    float *yt = j->y + n * g->OH * g->OW * (g->blocked ? K16 : K) + (oh0 * g->OW + ow0) * ps;
     for (int h = 0; h < WG_NB / WG_L; h++) {
         const int64_t kk = k0 + h * WG_L;
         if (kk >= K) break;
         const int nk = K - kk < WG_L ? (int)(K - kk) : WG_L;
+        float *yk = yt + kk / WG_L * cbs;
         const wv bias = wv_load(j->bpad + kk, WG_L);
         wv t[6][4];
         for (int i = 0; i < 6; i++) { /* rows: t[i][.] = A^T m[i][.] */
@@ -317,7 +326,7 @@ static void wg_output_tile(const wg_job *j, int64_t tl, const float *M, int64_t 
             for (int i = 0; i < 6; i++) m[i] = t[i][q];
             wg_at(m, o);
             for (int p = 0; p < nh; p++)
-                wv_store(yt + (p * g->OW + q) * K + kk, wv_add(o[p], bias), nk);
+                wv_store(yk + (p * g->OW + q) * ps, wv_add(o[p], bias), nk);
         }
     }
 }

@@ -9,6 +9,7 @@
  *     and x: the same, grad_x nChw16c, grad_w plain in w's format; stride 2
  *     keeps the counted fallback for grad_x and still agrees;
  *   - 1 and 2 threads give bit-identical results;
+ *   - all of it with Winograd on (where it pays) and off;
  *   - the unsupported cases (F64, nChw8c, groups > 1, a blocked weight)
  *     still go through the counted fallback;
  *   - autograd through a native conv2d: the gradients match the plain run
@@ -224,8 +225,14 @@ static void test_autograd(void) {
 }
 
 int main(void) {
+    /* Winograd F(4x4, 3x3) where it pays (3x3, stride 1, C and O >= 16),
+     * then the direct kernel everywhere */
     RUN(test_forward);
     RUN(test_backward);
+    mft_conv_set_winograd(false);
+    RUN(test_forward);
+    RUN(test_backward);
+    mft_conv_set_winograd(true);
     RUN(test_fallback_cases);
     RUN(test_autograd);
     TEST_MAIN_END();
