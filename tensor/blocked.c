@@ -156,6 +156,11 @@ mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offse
 }
 
 mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype) {
+    return mft__tensor_alloc_layout_ex(fn, l, dtype, true);
+}
+
+mft_tensor *mft__tensor_alloc_layout_ex(const char *fn, const mft_layout *l, mft_dtype dtype,
+                                        bool zero) {
     if (mft__check_dtype(fn, dtype) != MFT_OK) return NULL;
     if (mft_layout_check(l) != MFT_OK) {
         mft__relabel_error(fn);
@@ -176,7 +181,7 @@ mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dt
     }
     mft_storage *s = mft__storage_new(fn, (size_t)need * es);
     if (!s) return NULL;
-    if (s->nbytes) memset(s->data, 0, s->nbytes); /* pad lanes start at zero */
+    if (zero && s->nbytes) memset(s->data, 0, s->nbytes); /* pad lanes start at zero */
     mft_tensor *t = mft__tensor_new_layout(fn, s, 0, l, dtype);
     mft__storage_release(s);
     return t;

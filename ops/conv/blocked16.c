@@ -22,9 +22,10 @@
  * one channel, not 16), so the first layer of a network needs no special
  * path. Every output element sums (input block, kh, kw, channel) in that
  * order whatever the tiling and thread count: the results do not depend on
- * the schedule. Pad lanes: the scratch weight is zero for output channels
- * >= O and the bias is read into a zero-padded vector, so the output's pad
- * lanes are exactly 0.
+ * the schedule. Pad lanes: the outputs are allocated without zeroing
+ * (mft__tensor_alloc_unzeroed: one pass over memory less) and every tile
+ * stores its pad lanes as exact zeros (a masked move, not the sums: 0 * inf
+ * would be NaN).
  *
  * 3x3 convolutions with stride and dilation 1 run Winograd F(4x4, 3x3)
  * (winograd.c, Note [Winograd F(4x4, 3x3)]) where its size test says it
@@ -102,6 +103,7 @@ typedef struct tile_args {
     const float *b16;  /* padded bias at ob */
     float *y;          /* y at (n, ob, oh, pixel 0) */
     int64_t ysO1;      /* y block stride */
+    uint32_t m0, m1;   /* real output lanes of the two blocks (pad lanes stored as 0) */
 } tile_args;
 
 #if CF_AVX512
@@ -135,9 +137,11 @@ static inline __attribute__((always_inline)) void b16_tile(const int NB, const i
                 }
             }
     }
+    /* pad lanes as exact zeros (0 * inf would not be) */
+    const __mmask16 k0 = (__mmask16)a->m0, k1 = (__mmask16)a->m1;
     for (int j = 0; j < NB; j++) {
-        _mm512_storeu_ps(a->y + j * 16, acc0[j]);
-        if (OCB == 2) _mm512_storeu_ps(a->y + a->ysO1 + j * 16, acc1[j]);
+        _mm512_storeu_ps(a->y + j * 16, _mm512_maskz_mov_ps(k0, acc0[j]));
+        if (OCB == 2) _mm512_storeu_ps(a->y + a->ysO1 + j * 16, _mm512_maskz_mov_ps(k1, acc1[j]));
     }
 }
 
@@ -196,7 +200,8 @@ static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
                     }
             }
             float *yp = a->y + o * a->ysO1 + j * 16;
-            for (int l = 0; l < 16; l++) yp[l] = acc[l];
+            const uint32_t m = o ? a->m1 : a->m0;
+            for (int l = 0; l < 16; l++) yp[l] = m >> l & 1u ? acc[l] : 0.0f;
         }
 }
 #endif
@@ -245,6 +250,9 @@ static void fwd_row(const fwd_ctx *c, int64_t n, int64_t og, int64_t oh) {
     a.wt = c->wt + ob * a.wsO1;
     a.b16 = c->b16 + ob * 16;
     a.ysO1 = ysO1;
+    const int64_t n0 = g->O - ob * 16, n1 = g->O - (ob + 1) * 16;
+    a.m0 = n0 >= 16 ? 0xffffu : (1u << n0) - 1u;
+    a.m1 = n1 >= 16 ? 0xffffu : n1 > 0 ? (1u << n1) - 1u : 0u;
     float *yrow = c->y + (n * g->O1 + ob) * ysO1 + oh * ysH;
     const float *xn = c->x + n * sN + (a.nkh > 0 ? (ih0 + khlo * g->dh) * sH : 0);
     const bool s1 = g->sw == 1;

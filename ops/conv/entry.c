@@ -342,7 +342,10 @@ static mft__op_id conv_op(int nsp, int kind) { /* kind 0 fwd, 1 bwd input, 2 bwd
 static mft_tensor *conv_run(const char *fn, mft__op_id op, mft_format fmt, int krank,
                             const int64_t *sizes, const mft_tensor *a, const mft_tensor *b,
                             bool convert_b, const mft_conv_params *p) {
-    mft_tensor *out = mft__tensor_alloc(fn, krank, sizes, a->dtype, fmt);
+    /* the nChw16c kernels write every lane (blocked16.c): no zeroing */
+    mft_tensor *out = fmt == MFT_NCHW16C
+                          ? mft__tensor_alloc_unzeroed(fn, krank, sizes, a->dtype, fmt)
+                          : mft__tensor_alloc(fn, krank, sizes, a->dtype, fmt);
     if (!out) return NULL;
     const mft_tensor *ins[2] = {a, b};
     const bool convert[2] = {true, convert_b};

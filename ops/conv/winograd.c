@@ -91,6 +91,10 @@ static inline void wv_store(float *p, wv v, int n) {
     else
         _mm512_mask_storeu_ps(p, wv_mask(n), v);
 }
+/* all 16 lanes: lanes n .. 15 as zeros (the pad lanes of an nChw16c output) */
+static inline void wv_store_z(float *p, wv v, int n) {
+    _mm512_storeu_ps(p, n >= WG_L ? v : _mm512_maskz_mov_ps(wv_mask(n), v));
+}
 static inline wv wv_add(wv a, wv b) { return _mm512_add_ps(a, b); }
 static inline wv wv_sub(wv a, wv b) { return _mm512_sub_ps(a, b); }
 static inline wv wv_mul(float s, wv a) { return _mm512_mul_ps(_mm512_set1_ps(s), a); }
@@ -111,6 +115,9 @@ static inline wv wv_load(const float *p, int n) {
 }
 static inline void wv_store(float *p, wv v, int n) {
     for (int l = 0; l < n && l < WG_L; l++) p[l] = v.v[l];
+}
+static inline void wv_store_z(float *p, wv v, int n) {
+    for (int l = 0; l < WG_L; l++) p[l] = l < n ? v.v[l] : 0.0f;
 }
 static inline wv wv_add(wv a, wv b) {
     for (int l = 0; l < WG_L; l++) a.v[l] += b.v[l];
@@ -326,7 +333,10 @@ static void wg_output_tile(const wg_job *j, int64_t tl, const float *M, int64_t 
             for (int i = 0; i < 6; i++) m[i] = t[i][q];
             wg_at(m, o);
             for (int p = 0; p < nh; p++)
-                wv_store(yk + (p * g->OW + q) * ps, wv_add(o[p], bias), nk);
+                if (g->blocked) /* the output is not zeroed: its pad lanes written */
+                    wv_store_z(yk + (p * g->OW + q) * ps, wv_add(o[p], bias), nk);
+                else
+                    wv_store(yk + (p * g->OW + q) * ps, wv_add(o[p], bias), nk);
         }
     }
 }

@@ -8,7 +8,8 @@
  *   - backward (grad_x for stride 1, grad_w, grad_b) on nChw16c grad_out
  *     and x: the same, grad_x nChw16c, grad_w plain in w's format; stride 2
  *     keeps the counted fallback for grad_x and still agrees;
- *   - 1 and 2 threads give bit-identical results;
+ *   - 1 and 2 threads give bit-identical results; an inf in x leaves the
+ *     pad lanes zero;
  *   - all of it with Winograd on (where it pays) and off;
  *   - the unsupported cases (F64, nChw8c, groups > 1, a blocked weight)
  *     still go through the counted fallback;
@@ -152,6 +153,25 @@ static void test_backward(void) {
     mft_set_num_threads(0);
 }
 
+/* an inf in x: the pad lanes of y stay exact zeros (the direct kernel and
+ * Winograd store them as zeros, not as 0 * inf) */
+static void test_inf_pads(void) {
+    const int64_t xs[4] = {1, 16, 8, 8}, ws[4] = {20, 16, 3, 3}, one[2] = {1, 1};
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 11), *w = mft_randn(4, ws, MFT_F32, CT, 12);
+    ((float *)mft_tensor_data(x))[3 * 64 + 9] = INFINITY;
+    mft_tensor *xb = mft_to_format(x, B16);
+    for (int wino = 0; wino < 2; wino++) {
+        mft_conv_set_winograd(wino == 1);
+        mft_tensor *y = mft_conv2d(xb, w, NULL, one, one, one, 1);
+        CHECK_MSG(in_format(y, B16), "winograd %d: pad lanes not zero", wino);
+        mft_tensor_release(y);
+    }
+    mft_conv_set_winograd(true);
+    mft_tensor_release(x);
+    mft_tensor_release(w);
+    mft_tensor_release(xb);
+}
+
 /* what keeps the counted fallback */
 static void test_fallback_cases(void) {
     const int64_t xs[4] = {2, 16, 5, 5}, ws[4] = {8, 16, 3, 3}, wg[4] = {8, 8, 3, 3};
@@ -233,6 +253,7 @@ int main(void) {
     RUN(test_forward);
     RUN(test_backward);
     mft_conv_set_winograd(true);
+    RUN(test_inf_pads);
     RUN(test_fallback_cases);
     RUN(test_autograd);
     TEST_MAIN_END();
