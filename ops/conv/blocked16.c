@@ -343,6 +343,54 @@ typedef struct bww_ctx {
     int64_t gws[4]; /* grad_w strides (o, i, kh, kw) */
 } bww_ctx;
 
+/* Block pair (ob, ib) with nic < 16 real input channels (C = 1 or 3 in a
+ * first layer) and at most BWW_SMALL (tap, channel) accumulators: every tap
+ * in one walk over grad_y and x, the channels that are pad lanes skipped.
+ * Each element sums over (n, oh, ow) in order, as bww_range does. */
+#define BWW_SMALL 64
+static void bww_small(const bww_ctx *c, int64_t ob, int64_t ib, int64_t nic) {
+    const b16g *g = c->g;
+    const int64_t sH = g->W * 16, sC1 = g->H * sH, sN = g->I1 * sC1;
+    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
+    const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
+    float acc[BWW_SMALL][16];
+    memset(acc, 0, sizeof acc);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+            const int64_t ih0 = oh * g->sh - g->ph;
+            int64_t khlo, khhi;
+            tap_range(ih0, g->dh, g->KH, g->H, &khlo, &khhi);
+            const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH;
+            const float *xn = c->x + n * sN + ib * sC1;
+            for (int64_t ow = 0; ow < g->OW; ow++, gp += 16) {
+                const int64_t iw0 = ow * g->sw - g->pw;
+                int64_t kwlo, kwhi;
+                tap_range(iw0, g->dw, g->KW, g->W, &kwlo, &kwhi);
+#if CF_AVX512
+                const __m512 v = _mm512_loadu_ps(gp);
+#endif
+                for (int64_t kh = khlo; kh < khhi; kh++)
+                    for (int64_t kw = kwlo; kw < kwhi; kw++) {
+                        const float *xp = xn + (ih0 + kh * g->dh) * sH + (iw0 + kw * g->dw) * 16;
+                        float(*a)[16] = acc + (kh * g->KW + kw) * nic;
+                        for (int64_t i = 0; i < nic; i++) {
+#if CF_AVX512
+                            _mm512_storeu_ps(a[i], _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v,
+                                                                   _mm512_loadu_ps(a[i])));
+#else
+                            for (int l = 0; l < 16; l++) a[i][l] += xp[i] * gp[l];
+#endif
+                        }
+                    }
+            }
+        }
+    for (int64_t t = 0; t < g->KH * g->KW; t++)
+        for (int64_t oc = 0; oc < noc; oc++)
+            for (int64_t ic = 0; ic < nic; ic++)
+                c->gw[(ob * 16 + oc) * c->gws[0] + (ib * 16 + ic) * c->gws[1] +
+                      t / g->KW * c->gws[2] + t % g->KW * c->gws[3]] = acc[t * nic + ic][oc];
+}
+
 static void bww_range(void *vctx, int64_t lo, int64_t hi) {
     const bww_ctx *c = vctx;
     const b16g *g = c->g;
@@ -354,6 +402,10 @@ static void bww_range(void *vctx, int64_t lo, int64_t hi) {
         const int64_t kh = t / g->KW, kw = t % g->KW;
         const int64_t nic = g->I - ib * 16 < 16 ? g->I - ib * 16 : 16;
         const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
+        if (nic < 16 && T * nic <= BWW_SMALL) { /* the whole pair in its tap-0 item */
+            if (t == 0) bww_small(c, ob, ib, nic);
+            continue;
+        }
         /* output pixels whose tap (kh, kw) is inside x */
         int64_t ohlo, ohhi, owlo, owhi;
         valid_range(g->OH, g->H, g->sh, kh * g->dh - g->ph, &ohlo, &ohhi);
