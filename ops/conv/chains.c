@@ -30,6 +30,9 @@
  * kernels' internal choice (the dispatcher does no conversion and counts
  * none).
  *
+ * nChw16c: the table also holds the native MFT_NCHW16C conv2d kernels of
+ * blocked16.c (Note [nChw16c direct convolution] there).
+ *
  * Winograd: 2-D 3x3 convolutions with stride 1, dilation 1 and groups 1
  * (forward, and backward_input as a forward convolution of grad_y with
  * flipped weights) run ops/conv/winograd.c's F(4x4, 3x3) where its size test

@@ -5,8 +5,8 @@
  * the layout copies (layout.c) and each algorithm's entry (indirect.c,
  * backward_weight.c, depthwise.c, depthwise_nchw.c, pointwise_nchw.c,
  * direct.c), called from the algorithm chains of chains.c; the
- * single-channel-plane kernels (plane.c) and Winograd F(4x4, 3x3)
- * (winograd.c). */
+ * single-channel-plane kernels (plane.c), Winograd F(4x4, 3x3)
+ * (winograd.c) and the native nChw16c kernels (blocked16.c). */
 #ifndef MFT_OPS_CONV_INTERNAL_H
 #define MFT_OPS_CONV_INTERNAL_H
 

@@ -15,7 +15,10 @@
  * tag is channels-last, else CONTIGUOUS; 1-D results keep x's tag (its
  * rank-3 CHANNELS_LAST is N,L,C). Backward: grad_x in x's tag (dispatched in
  * it), grad_w computed in the conv format then packed in w's tag, grad_b
- * (C_out) contiguous.
+ * (C_out) contiguous. conv2d on packed nChw16c F32 activations with a
+ * plain weight and groups 1 dispatches in MFT_NCHW16C (blocked16.c): the
+ * result and grad_x nChw16c, grad_w plain, no conversion; other blocked
+ * operands take the counted fallback (Note [Blocked fallback]).
  *
  * Autograd: the forward entry points record one tape node (conv_record)
  * whose backward calls the public backward functions, asking only for the

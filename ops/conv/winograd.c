@@ -27,6 +27,10 @@
  *   element's arithmetic does not depend on the block it is in, so results
  *   are the same at any thread count and schedule.
  * - Input pixels outside the image (padding) are zeros of the patch.
+ * - nChw16c buffers (mft__wino_geom.blocked, for ops/conv/blocked16.c):
+ *   the tile transforms read and write 16-channel vectors one channel
+ *   block plane apart instead of one pixel apart; the output's pad lanes
+ *   are stored as zeros (its storage is not zeroed first).
  * - backward_input of a 3x3 stride-1 convolution with padding p is the
  *   forward convolution of grad_y with padding 2 - p and the weights
  *   flipped in both spatial dims with input and output channels swapped;
