@@ -1,11 +1,13 @@
 /* bench/bench_conv.c — 2-D convolution through the public API (mft_conv2d,
  * mft_conv2d_backward with grad_input + grad_weight), F32, no bias, NHWC
- * (channels_last) and NCHW inputs, against the FMA peak and a STREAM copy
+ * (channels_last), NCHW and nChw16c (MFT_NCHW16C, blocked) inputs, side by
+ * side in one run, against the FMA peak and a STREAM copy
  * measured in the same process at the same thread count.
  *
  * Cases (keys shared with bench/peer_conv.py):
  *   fwd_<fmt>_<N>x<C>x<H>x<W>_k<Cout>_<k>x<k>     forward, stride 1, pad k/2
  *   fwdbwd_<fmt>_...                               forward + backward (grad_x, grad_w)
+ * with fmt nhwc, nchw or nchw16c (x and grad_y blocked, w plain)
  * for 8x64x56x56 k64 3x3, 8x128x28x28 k128 3x3, 8x256x14x14 k256 3x3,
  * 32x32x28x28 k64 3x3, 8x64x56x56 k64 1x1, the first layer 64x1x28x28 k32
  * 3x3, and depthwise 8x64x56x56 3x3 (groups 64; key ..._dw_3x3).
@@ -51,8 +53,14 @@ static int run_conv(void *ctx) {
 }
 
 static mft_tensor *filled(int nd, const int64_t *s, mft_format fmt, uint32_t seed) {
-    mft_tensor *t = mft_empty(nd, s, MFT_F32, fmt);
+    const bool blk = fmt == MFT_NCHW16C; /* filled plain: the pad lanes stay zero */
+    mft_tensor *t = mft_empty(nd, s, MFT_F32, blk ? MFT_CONTIGUOUS : fmt);
     if (t) bench_fill_f32(mft_tensor_data(t), (size_t)mft_tensor_numel(t), seed);
+    if (t && blk) {
+        mft_tensor *b = mft_to_format(t, fmt);
+        mft_tensor_release(t);
+        t = b;
+    }
     return t;
 }
 
@@ -62,7 +70,8 @@ static int setup(conv_case *c, int64_t N, int64_t C, int64_t H, int64_t W, int64
     c->fmt = fmt;
     c->bwd = bwd;
     snprintf(c->key, sizeof c->key, "%s_%s_%lldx%lldx%lldx%lld_%s%lld_%lldx%lld",
-             (const char *[]){"fwd", "fwdbwd", "bwdin", "bwdw"}[bwd], fmt == MFT_CHANNELS_LAST ? "nhwc" : "nchw", (long long)N,
+             (const char *[]){"fwd", "fwdbwd", "bwdin", "bwdw"}[bwd],
+             fmt == MFT_CHANNELS_LAST ? "nhwc" : fmt == MFT_NCHW16C ? "nchw16c" : "nchw", (long long)N,
              (long long)C, (long long)H, (long long)W, groups > 1 ? "dw" : "k",
              (long long)(groups > 1 ? 0 : K), (long long)k, (long long)k);
     if (groups > 1) { /* "..._dw_3x3" */
@@ -127,7 +136,8 @@ int main(int argc, char **argv) {
     };
     const int64_t(*shapes)[7] = nuser ? (const int64_t(*)[7])user : anchors;
     const int NS = nuser ? nuser : (int)(sizeof anchors / sizeof anchors[0]);
-    const int NB = split ? 4 : 2, NC = NS * NB * 2;
+    static const mft_format fmts[3] = {MFT_CHANNELS_LAST, MFT_CONTIGUOUS, MFT_NCHW16C};
+    const int NB = split ? 4 : 2, NC = NS * NB * 3;
     conv_case *cs = calloc(NC, sizeof *cs);
     bench_case *bc = calloc(NC, sizeof *bc);
     double *samples = calloc((size_t)NC * (size_t)reps, sizeof(double));
@@ -135,10 +145,9 @@ int main(int argc, char **argv) {
     int n = 0;
     for (int s = 0; s < NS; s++)
         for (int b = 0; b < NB; b++)
-            for (int f = 0; f < 2; f++) {
+            for (int f = 0; f < 3; f++) {
                 const int64_t *v = shapes[s];
-                if (setup(&cs[n], v[0], v[1], v[2], v[3], v[4], v[5], v[6],
-                          f ? MFT_CONTIGUOUS : MFT_CHANNELS_LAST, b)) {
+                if (setup(&cs[n], v[0], v[1], v[2], v[3], v[4], v[5], v[6], fmts[f], b)) {
                     fprintf(stderr, "bench_conv: setup failed: %s\n", mft_last_error_message());
                     return 1;
                 }

@@ -137,10 +137,12 @@ mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offse
     return mft__tensor_publish(fn, t);
 }
 
-/* zero: fill the storage with zeros (pad lanes included); else leave it
- * uninitialised. */
-static mft_tensor *blk_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype,
-                                    bool zero) {
+mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype) {
+    return mft__tensor_alloc_layout_ex(fn, l, dtype, true);
+}
+
+mft_tensor *mft__tensor_alloc_layout_ex(const char *fn, const mft_layout *l, mft_dtype dtype,
+                                        bool zero) {
     if (mft__check_dtype(fn, dtype) != MFT_OK) return NULL;
     if (mft_layout_check(l) != MFT_OK) {
         mft__relabel_error(fn);
@@ -164,21 +166,6 @@ static mft_tensor *blk_alloc_layout(const char *fn, const mft_layout *l, mft_dty
     if (zero && s->nbytes) memset(s->data, 0, s->nbytes); /* pad lanes start at zero */
     mft_tensor *t = mft__tensor_new_layout(fn, s, 0, l, dtype);
     mft__storage_release(s);
-    return t;
-}
-
-mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype) {
-    return blk_alloc_layout(fn, l, dtype, true);
-}
-
-mft_tensor *mft__tensor_alloc_uninit(const char *fn, int ndim, const int64_t *sizes,
-                                     mft_dtype dtype, mft_format fmt) {
-    if (fmt != MFT_NCHW8C && fmt != MFT_NCHW16C) return mft__tensor_alloc(fn, ndim, sizes, dtype, fmt);
-    if (mft__check_geometry(fn, ndim, sizes, NULL, dtype) != MFT_OK) return NULL;
-    mft_layout l;
-    if (mft__layout_for_format(fn, ndim, sizes, fmt, &l) != MFT_OK) return NULL;
-    mft_tensor *t = blk_alloc_layout(fn, &l, dtype, false);
-    if (t) mft__tensor_declare(t, fmt);
     return t;
 }
 

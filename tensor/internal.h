@@ -147,6 +147,10 @@ mft_tensor *mft__tensor_publish(const char *fn, mft_tensor *t);
  * DECLARED. */
 mft_tensor *mft__tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
                               mft_format fmt);
+/* mft__tensor_alloc whose NCHW8C / NCHW16C storage is not zeroed: for a
+ * kernel output written whole, pad lanes (as zeros) included. */
+mft_tensor *mft__tensor_alloc_unzeroed(const char *fn, int ndim, const int64_t *sizes,
+                                       mft_dtype dtype, mft_format fmt);
 /* Fresh tensor with new storage and the given (non-overlapping) strides. */
 mft_tensor *mft__tensor_alloc_strided(const char *fn, int ndim, const int64_t *sizes,
                                       const int64_t *strides, mft_dtype dtype);
@@ -307,11 +311,10 @@ mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offse
                                    const mft_layout *l, mft_dtype dtype);
 /* Fresh zeroed storage (pad lanes zero) holding the packed descriptor l. */
 mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype);
-/* mft__tensor_alloc whose NCHW8C / NCHW16C storage is left uninitialised
- * (not zeroed): only for a kernel that writes every slot of the packed
- * tensor, pad lanes included (as zeros), before anything reads it. */
-mft_tensor *mft__tensor_alloc_uninit(const char *fn, int ndim, const int64_t *sizes,
-                                     mft_dtype dtype, mft_format fmt);
+/* The same, not zeroed when zero is false: for a kernel's output that the
+ * kernel writes whole, pad lanes (as zeros) included. */
+mft_tensor *mft__tensor_alloc_layout_ex(const char *fn, const mft_layout *l, mft_dtype dtype,
+                                        bool zero);
 /* The format a descriptor is: CONTIGUOUS / CHANNELS_LAST for plain ones
  * (by its strides), NCHW8C / NCHW16C for one block of 8 / 16 on dim 1 of a
  * rank 3-5 layout whose outer order fits N, C1, [D,] H, W, else BLOCKED. */

@@ -203,13 +203,26 @@ mft_tensor *mft__tensor_alloc_strided(const char *fn, int ndim, const int64_t *s
     return t;
 }
 
+static mft_tensor *tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
+                                mft_format fmt, bool zero);
+
 mft_tensor *mft__tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
                               mft_format fmt) {
+    return tensor_alloc(fn, ndim, sizes, dtype, fmt, true);
+}
+
+mft_tensor *mft__tensor_alloc_unzeroed(const char *fn, int ndim, const int64_t *sizes,
+                                       mft_dtype dtype, mft_format fmt) {
+    return tensor_alloc(fn, ndim, sizes, dtype, fmt, false);
+}
+
+static mft_tensor *tensor_alloc(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
+                                mft_format fmt, bool zero) {
     if (mft__check_geometry(fn, ndim, sizes, NULL, dtype) != MFT_OK) return NULL;
     if (fmt == MFT_NCHW8C || fmt == MFT_NCHW16C) { /* docs/spec.md §7 */
         mft_layout l;
         if (mft__layout_for_format(fn, ndim, sizes, fmt, &l) != MFT_OK) return NULL;
-        mft_tensor *t = mft__tensor_alloc_layout(fn, &l, dtype);
+        mft_tensor *t = mft__tensor_alloc_layout_ex(fn, &l, dtype, zero);
         if (t) mft__tensor_declare(t, fmt);
         return t;
     }

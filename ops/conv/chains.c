@@ -30,6 +30,9 @@
  * kernels' internal choice (the dispatcher does no conversion and counts
  * none).
  *
+ * nChw16c: the table also holds the native MFT_NCHW16C conv2d kernels of
+ * blocked16.c (Note [nChw16c direct convolution] there).
+ *
  * Winograd: 2-D 3x3 convolutions with stride 1, dilation 1 and groups 1
  * (forward, and backward_input as a forward convolution of grad_y with
  * flipped weights) run ops/conv/winograd.c's F(4x4, 3x3) where its size test
@@ -126,7 +129,7 @@ static bool wino_geom(const cgeom *g, bool bwd, mft__wino_geom *wg) {
     if (!bwd) {
         *wg = (mft__wino_geom){g->N,   g->H,   g->W,  g->Cin, g->Cout,
                                g->OH,  g->OW,  g->p[1], g->p[2], g->w,
-                               {g->ws[0], g->ws[1], g->ws[3], g->ws[4]}, g->bias, g->bstride};
+                               {g->ws[0], g->ws[1], g->ws[3], g->ws[4]}, g->bias, g->bstride, false};
     } else {
         if (g->p[1] > 2 || g->p[2] > 2) return false;
         *wg = (mft__wino_geom){g->N,
@@ -141,7 +144,8 @@ static bool wino_geom(const cgeom *g, bool bwd, mft__wino_geom *wg) {
                                g->w + 2 * g->ws[3] + 2 * g->ws[4],
                                {g->ws[1], g->ws[0], -g->ws[3], -g->ws[4]},
                                g->bias,
-                               g->bstride};
+                               g->bstride,
+                               false};
     }
     return mft__conv_wino_applies(wg);
 }
@@ -360,5 +364,10 @@ const mft__kernel_def mft__kernels_conv_fast[] = {
      "conv3d_backward_input.ncdhw.f32.via_ndhwc_" CF_SFX, conv_bwd_in_nchw},
     {MFT__OP_CONV3D_BACKWARD_WEIGHT, MFT_CONTIGUOUS, MFT_F32,
      "conv3d_backward_weight.ncdhw.f32.via_ndhwc_" CF_SFX, conv_bwd_w_nchw},
+    {MFT__OP_CONV2D, MFT_NCHW16C, MFT_F32, "conv2d.nchw16c.f32.direct", mft__conv_b16_fwd},
+    {MFT__OP_CONV2D_BACKWARD_INPUT, MFT_NCHW16C, MFT_F32,
+     "conv2d_backward_input.nchw16c.f32.direct", mft__conv_b16_bwd_in},
+    {MFT__OP_CONV2D_BACKWARD_WEIGHT, MFT_NCHW16C, MFT_F32,
+     "conv2d_backward_weight.nchw16c.f32.direct", mft__conv_b16_bwd_w},
     {0, 0, 0, NULL, NULL},
 };

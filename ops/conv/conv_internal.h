@@ -5,8 +5,8 @@
  * the layout copies (layout.c) and each algorithm's entry (indirect.c,
  * backward_weight.c, depthwise.c, depthwise_nchw.c, pointwise_nchw.c,
  * direct.c), called from the algorithm chains of chains.c; the
- * single-channel-plane kernels (plane.c) and Winograd F(4x4, 3x3)
- * (winograd.c). */
+ * single-channel-plane kernels (plane.c), Winograd F(4x4, 3x3)
+ * (winograd.c) and the native nChw16c kernels (blocked16.c). */
 #ifndef MFT_OPS_CONV_INTERNAL_H
 #define MFT_OPS_CONV_INTERNAL_H
 
@@ -217,6 +217,7 @@ typedef struct mft__wino_geom {
     int64_t ws[4];
     const float *bias;
     int64_t bstride;
+    bool blocked; /* x and y (grad_y) packed nChw16c instead of NHWC (blocked16.c) */
 } mft__wino_geom;
 bool mft__conv_wino_applies(const mft__wino_geom *g);
 bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y);
@@ -229,5 +230,18 @@ bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, co
                                     float *gw, const int64_t *gws);
 /* For tests: 0 the size heuristic, 1 wherever legal, 2 never. */
 void mft__conv_wino_set_mode(int mode);
+
+/* ---------------------------------------------------------------- ops/conv/blocked16.c
+ * Native nChw16c F32 conv2d, groups 1 (Note [nChw16c direct convolution]):
+ * the kernels registered under (op, MFT_NCHW16C, MFT_F32) in chains.c's
+ * table. Activations packed nChw16c, weight plain (O, I, kh, kw) at any
+ * strides, grad_w plain at its strides. backward_input: stride 1 and
+ * padding <= dilation*(kernel-1) only (the entry checks). */
+void mft__conv_b16_fwd(const mft_kernel_args *a);
+void mft__conv_b16_bwd_in(const mft_kernel_args *a);
+void mft__conv_b16_bwd_w(const mft_kernel_args *a);
+/* grad_b (O, F32 contiguous, new) of packed nChw16c grad_y; NULL and the
+ * error set (naming fn) when the allocation fails. */
+mft_tensor *mft__conv_b16_grad_bias(const char *fn, const mft_tensor *gy);
 
 #endif

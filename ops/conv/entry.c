@@ -15,7 +15,10 @@
  * tag is channels-last, else CONTIGUOUS; 1-D results keep x's tag (its
  * rank-3 CHANNELS_LAST is N,L,C). Backward: grad_x in x's tag (dispatched in
  * it), grad_w computed in the conv format then packed in w's tag, grad_b
- * (C_out) contiguous.
+ * (C_out) contiguous. conv2d on packed nChw16c F32 activations with a
+ * plain weight and groups 1 dispatches in MFT_NCHW16C (blocked16.c): the
+ * result and grad_x nChw16c, grad_w plain, no conversion; other blocked
+ * operands take the counted fallback (Note [Blocked fallback]).
  *
  * Autograd: the forward entry points record one tape node (conv_record)
  * whose backward calls the public backward functions, asking only for the
@@ -42,6 +45,7 @@ typedef struct conv_req {
     const mft_tensor *x, *w, *b;
     const int64_t *stride, *padding, *dilation, *output_padding;
     int64_t groups;
+    bool b16;         /* native nChw16c (conv_b16_native) */
 } conv_req;
 
 /* What conv_check derives. */
@@ -341,7 +345,10 @@ static mft__op_id conv_op(int nsp, int kind) { /* kind 0 fwd, 1 bwd input, 2 bwd
 static mft_tensor *conv_run(const char *fn, mft__op_id op, mft_format fmt, int krank,
                             const int64_t *sizes, const mft_tensor *a, const mft_tensor *b,
                             bool convert_b, const mft_conv_params *p) {
-    mft_tensor *out = mft__tensor_alloc(fn, krank, sizes, a->dtype, fmt);
+    /* the nChw16c kernels write every lane (blocked16.c): no zeroing */
+    mft_tensor *out = fmt == MFT_NCHW16C
+                          ? mft__tensor_alloc_unzeroed(fn, krank, sizes, a->dtype, fmt)
+                          : mft__tensor_alloc(fn, krank, sizes, a->dtype, fmt);
     if (!out) return NULL;
     const mft_tensor *ins[2] = {a, b};
     const bool convert[2] = {true, convert_b};
@@ -416,6 +423,21 @@ static mft_status conv_record(const conv_req *r, mft_tensor *y) {
                           conv_node_backward, 3, ins, 1, &y, 2, ins, &p, sizeof p);
 }
 
+/* ---------------------------------------------------------------- native nChw16c
+ * conv2d on packed MFT_NCHW16C F32 activations with a plain F32 weight and
+ * bias and groups 1 runs the kernels of ops/conv/blocked16.c (Note [nChw16c
+ * direct convolution]): no conversion. Every other blocked case keeps the
+ * counted fallback. Only sizes of the blocked tensors are read here. */
+static bool conv_b16_act(const mft_tensor *t) {
+    return t && t->nblocks && t->dtype == MFT_F32 && t->ndim == 4 &&
+           mft_tensor_is_contiguous(t, MFT_NCHW16C);
+}
+static bool conv_b16_native(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
+                            int64_t groups) {
+    return conv_b16_act(x) && w && !w->nblocks && w->dtype == MFT_F32 && w->ndim == 4 &&
+           (!b || (!b->nblocks && b->dtype == MFT_F32)) && groups == 1;
+}
+
 /* ---------------------------------------------------------------- forward entry points */
 /* Validates, runs the forward kernel and, when the thread records and an
  * input requires grad, records the node (its internal calls run with grad
@@ -433,12 +455,12 @@ static mft_tensor *conv_forward(const conv_req *r) {
     mft_tensor *wk = xk ? conv_weight_to_kernel(r->w, r->nsp) : NULL;
     mft_tensor *yk = NULL, *res = NULL;
     if (wk) {
-        const mft__decision d = conv_decide(r, xb);
-        const mft_format fmt = d.tag;
+        const mft__decision d = r->b16 ? (mft__decision){0} : conv_decide(r, xb);
+        const mft_format fmt = r->b16 ? MFT_NCHW16C : d.tag;
         const int kind = r->transposed ? 1 : 0;
         yk = conv_run(fn, conv_op(r->nsp, kind), fmt, g.krank, g.out, xk, wk, false, &g.p);
         if (yk) res = conv_from_kernel(yk, r->nsp, g.batched, fmt);
-        if (res && g.batched) mft__rule_apply(res, &d);
+        if (res && g.batched && !r->b16) mft__rule_apply(res, &d);
     }
     mft__scope_resume();
     if (rec) mft_set_grad_enabled(grad_was);
@@ -464,16 +486,18 @@ mft_tensor *mft_conv1d(const mft_tensor *x, const mft_tensor *w, const mft_tenso
                        const int64_t dilation[1], int64_t groups) {
     MFT__BLOCKED_FALLBACK("conv1d", mft_conv1d(x, w, b, stride, padding, dilation, groups), 3, &x,
                           &w, &b);
-    conv_req r = {"mft_conv1d", 1, false, x, w, b, stride, padding, dilation, NULL, groups};
+    conv_req r = {"mft_conv1d", 1, false, x, w, b, stride, padding, dilation, NULL, groups, false};
     return conv_forward(&r);
 }
 
 mft_tensor *mft_conv2d(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                        const int64_t stride[2], const int64_t padding[2],
                        const int64_t dilation[2], int64_t groups) {
-    MFT__BLOCKED_FALLBACK("conv2d", mft_conv2d(x, w, b, stride, padding, dilation, groups), 3, &x,
-                          &w, &b);
-    conv_req r = {"mft_conv2d", 2, false, x, w, b, stride, padding, dilation, NULL, groups};
+    const bool b16 = conv_b16_native(x, w, b, groups);
+    if (!b16)
+        MFT__BLOCKED_FALLBACK("conv2d", mft_conv2d(x, w, b, stride, padding, dilation, groups), 3,
+                              &x, &w, &b);
+    conv_req r = {"mft_conv2d", 2, false, x, w, b, stride, padding, dilation, NULL, groups, b16};
     return conv_forward(&r);
 }
 
@@ -482,7 +506,7 @@ mft_tensor *mft_conv3d(const mft_tensor *x, const mft_tensor *w, const mft_tenso
                        const int64_t dilation[3], int64_t groups) {
     MFT__BLOCKED_FALLBACK("conv3d", mft_conv3d(x, w, b, stride, padding, dilation, groups), 3, &x,
                           &w, &b);
-    conv_req r = {"mft_conv3d", 3, false, x, w, b, stride, padding, dilation, NULL, groups};
+    conv_req r = {"mft_conv3d", 3, false, x, w, b, stride, padding, dilation, NULL, groups, false};
     return conv_forward(&r);
 }
 
@@ -495,7 +519,7 @@ mft_tensor *mft_conv_transpose2d(const mft_tensor *x, const mft_tensor *w, const
         mft_conv_transpose2d(x, w, b, stride, padding, output_padding, dilation, groups), 3, &x, &w,
         &b);
     conv_req r = {"mft_conv_transpose2d", 2, true, x, w, b, stride, padding, dilation,
-                  output_padding, groups};
+                  output_padding, groups, false};
     return conv_forward(&r);
 }
 
@@ -541,14 +565,32 @@ static mft_status conv_backward(const conv_req *r, const mft_tensor *grad_out, m
                                  g.p.groups,
                                  NULL};
     if (ok && gx_out) {
-        const mft_format fx = xb->tag;
+        const mft_format fx = r->b16 ? MFT_NCHW16C : xb->tag;
         mft__op_id op = r->transposed ? conv_op(nsp, 0) : conv_op(nsp, 1);
         mft_tensor *t = conv_run(fn, op, fx, g.krank, xk->sizes, gk, wk, false, &pnb);
         if (t) gx = conv_from_kernel(t, nsp, g.batched, fx);
         mft_tensor_release(t);
         ok = gx != NULL;
     }
-    if (ok && gw_out) {
+    if (ok && gw_out && r->b16) {
+        /* plain grad_w written at its strides by the nChw16c kernel */
+        gw = mft__tensor_alloc(fn, 4, wk->sizes, MFT_F32, MFT_CONTIGUOUS);
+        const mft_tensor *ins[2] = {gk, xk};
+        const bool convert[2] = {true, true};
+        if (gw && mft__dispatch(fn, g_tables, conv_op(nsp, 2), MFT_NCHW16C, MFT_F32, 2, ins,
+                                convert, 1, &gw, &pnb) != MFT_OK) {
+            mft_tensor_release(gw);
+            gw = NULL;
+        }
+        if (gw && r->w->tag != MFT_CONTIGUOUS) {
+            mft__cause_push(MFT_CAUSE_GRADIENT, "conv");
+            mft_tensor *u = mft_contiguous(gw, r->w->tag);
+            mft__cause_pop();
+            mft_tensor_release(gw);
+            gw = u;
+        }
+        ok = gw != NULL;
+    } else if (ok && gw_out) {
         const mft_format fmt = conv_decide(r, xb).tag;
         mft__op_id op = conv_op(nsp, 2);
         mft_tensor *t = r->transposed
@@ -563,7 +605,10 @@ static mft_status conv_backward(const conv_req *r, const mft_tensor *grad_out, m
         mft_tensor_release(u);
         ok = gw != NULL;
     }
-    if (ok && gb_out) {
+    if (ok && gb_out && r->b16) {
+        gb = mft__conv_b16_grad_bias(fn, grad_out);
+        ok = gb != NULL;
+    } else if (ok && gb_out) {
         int dims[5], n = 0;
         for (int d = 0; d < grad_out->ndim; d++)
             if (d != (g.batched ? 1 : 0)) dims[n++] = d;
@@ -605,7 +650,7 @@ mft_status mft_conv1d_backward(const mft_tensor *grad_out, const mft_tensor *x, 
                                       3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
                                       ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
     conv_req r = {"mft_conv1d_backward", 1, false, x, w, NULL, stride, padding, dilation, NULL,
-                  groups};
+                  groups, false};
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
 }
 
@@ -613,13 +658,22 @@ mft_status mft_conv2d_backward(const mft_tensor *grad_out, const mft_tensor *x, 
                                const int64_t stride[2], const int64_t padding[2],
                                const int64_t dilation[2], int64_t groups, mft_tensor **grad_x,
                                mft_tensor **grad_w, mft_tensor **grad_b) {
-    MFT__BLOCKED_FALLBACK_OUTS_STATUS("conv2d_backward",
-                                      mft_conv2d_backward(grad_out, x, w, stride, padding, dilation,
-                                                          groups, grad_x, grad_w, grad_b),
-                                      3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
-                                      ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
+    bool b16 = conv_b16_act(grad_out) && conv_b16_native(x, w, NULL, groups);
+    for (int d = 0; b16 && grad_x && d < 2; d++) { /* backward_input: stride 1 only */
+        const int64_t s = stride ? stride[d] : 1, p = padding ? padding[d] : 0;
+        const int64_t dl = dilation ? dilation[d] : 1;
+        b16 = s == 1 && p >= 0 && p <= CONV_MAX_PARAM && dl > 0 &&
+              (p + dl - 1) / dl <= w->sizes[2 + d] - 1; /* p <= dl * (k - 1) */
+    }
+    if (!b16)
+        MFT__BLOCKED_FALLBACK_OUTS_STATUS(
+            "conv2d_backward",
+            mft_conv2d_backward(grad_out, x, w, stride, padding, dilation, groups, grad_x, grad_w,
+                                grad_b),
+            3, ((mft_tensor **[]){grad_x, grad_w, grad_b}), ((const mft_tensor *[]){x, w, NULL}), 3,
+            &grad_out, &x, &w);
     conv_req r = {"mft_conv2d_backward", 2, false, x, w, NULL, stride, padding, dilation, NULL,
-                  groups};
+                  groups, b16};
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
 }
 
@@ -633,7 +687,7 @@ mft_status mft_conv3d_backward(const mft_tensor *grad_out, const mft_tensor *x, 
                                       3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
                                       ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
     conv_req r = {"mft_conv3d_backward", 3, false, x, w, NULL, stride, padding, dilation, NULL,
-                  groups};
+                  groups, false};
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
 }
 
@@ -650,6 +704,6 @@ mft_status mft_conv_transpose2d_backward(const mft_tensor *grad_out, const mft_t
                                       3, ((mft_tensor **[]){grad_x, grad_w, grad_b}),
                                       ((const mft_tensor *[]){x, w, NULL}), 3, &grad_out, &x, &w);
     conv_req r = {"mft_conv_transpose2d_backward", 2, true, x, w, NULL, stride, padding, dilation,
-                  output_padding, groups};
+                  output_padding, groups, false};
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
 }

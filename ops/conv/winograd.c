@@ -27,6 +27,10 @@
  *   element's arithmetic does not depend on the block it is in, so results
  *   are the same at any thread count and schedule.
  * - Input pixels outside the image (padding) are zeros of the patch.
+ * - nChw16c buffers (mft__wino_geom.blocked, for ops/conv/blocked16.c):
+ *   the tile transforms read and write 16-channel vectors one channel
+ *   block plane apart instead of one pixel apart; the output's pad lanes
+ *   are stored as zeros (its storage is not zeroed first).
  * - backward_input of a 3x3 stride-1 convolution with padding p is the
  *   forward convolution of grad_y with padding 2 - p and the weights
  *   flipped in both spatial dims with input and output channels swapped;
@@ -91,6 +95,10 @@ static inline void wv_store(float *p, wv v, int n) {
     else
         _mm512_mask_storeu_ps(p, wv_mask(n), v);
 }
+/* all 16 lanes: lanes n .. 15 as zeros (the pad lanes of an nChw16c output) */
+static inline void wv_store_z(float *p, wv v, int n) {
+    _mm512_storeu_ps(p, n >= WG_L ? v : _mm512_maskz_mov_ps(wv_mask(n), v));
+}
 static inline wv wv_add(wv a, wv b) { return _mm512_add_ps(a, b); }
 static inline wv wv_sub(wv a, wv b) { return _mm512_sub_ps(a, b); }
 static inline wv wv_mul(float s, wv a) { return _mm512_mul_ps(_mm512_set1_ps(s), a); }
@@ -111,6 +119,9 @@ static inline wv wv_load(const float *p, int n) {
 }
 static inline void wv_store(float *p, wv v, int n) {
     for (int l = 0; l < n && l < WG_L; l++) p[l] = v.v[l];
+}
+static inline void wv_store_z(float *p, wv v, int n) {
+    for (int l = 0; l < WG_L; l++) p[l] = l < n ? v.v[l] : 0.0f;
 }
 static inline wv wv_add(wv a, wv b) {
     for (int l = 0; l < WG_L; l++) a.v[l] += b.v[l];
@@ -255,20 +266,25 @@ wg_tile_in(const wg_job *j, int64_t tl, const float *src, int64_t Hs, int64_t Ws
            int64_t oh, int64_t ow, int n, float *D, int64_t T, int64_t r, int64_t ld) {
     const int64_t img = tl / (j->TH * j->TW), ty = tl / j->TW % j->TH, tx = tl % j->TW;
     const int64_t h0 = 4 * ty - oh, w0 = 4 * tx - ow;
-    const float *base = src + img * Hs * Ws * width;
+    /* NHWC: pixel step width, channel blocks 16 apart; nChw16c: pixel step
+     * 16, channel blocks one plane apart, images padded to 16 channels */
+    const bool blk = j->g->blocked;
+    const int64_t ps = blk ? WG_L : width, cbs = blk ? Hs * Ws * WG_L : WG_L;
+    const float *base = src + img * Hs * Ws * (blk ? (width + WG_L - 1) / WG_L * WG_L : width);
     const float *rows[6];
     bool colok[6];
     for (int i = 0; i < n; i++) {
-        rows[i] = h0 + i >= 0 && h0 + i < Hs ? base + (h0 + i) * Ws * width : NULL;
+        rows[i] = h0 + i >= 0 && h0 + i < Hs ? base + (h0 + i) * Ws * ps : NULL;
         colok[i] = w0 + i >= 0 && w0 + i < Ws;
     }
     for (int64_t c0 = 0; c0 < width; c0 += WG_L) {
         const int nc = width - c0 < WG_L ? (int)(width - c0) : WG_L;
+        const int64_t co = c0 / WG_L * cbs;
         wv t[6][6];
         for (int b = 0; b < n; b++) { /* column b of the patch */
             wv d[6], r6[6];
             for (int i = 0; i < n; i++)
-                d[i] = rows[i] && colok[b] ? wv_load(rows[i] + (w0 + b) * width + c0, nc)
+                d[i] = rows[i] && colok[b] ? wv_load(rows[i] + (w0 + b) * ps + co, nc)
                                            : wv_zero();
             if (n == 6)
                 wg_bt(d, r6);
@@ -299,11 +315,15 @@ static void wg_output_tile(const wg_job *j, int64_t tl, const float *M, int64_t 
     const int64_t oh0 = 4 * ty, ow0 = 4 * tx;
     const int nh = g->OH - oh0 < 4 ? (int)(g->OH - oh0) : 4;
     const int nw = g->OW - ow0 < 4 ? (int)(g->OW - ow0) : 4;
-    float *yt = j->y + ((n * g->OH + oh0) * g->OW + ow0) * K;
+    /* NHWC, or nChw16c (pixel step 16, channel blocks one plane apart) */
+    const int64_t K16 = (K + WG_L - 1) / WG_L * WG_L;
+    const int64_t ps = g->blocked ? WG_L : K, cbs = g->blocked ? g->OH * g->OW * WG_L : WG_L;
+    float *yt = j->y + n * g->OH * g->OW * (g->blocked ? K16 : K) + (oh0 * g->OW + ow0) * ps;
     for (int h = 0; h < WG_NB / WG_L; h++) {
         const int64_t kk = k0 + h * WG_L;
         if (kk >= K) break;
         const int nk = K - kk < WG_L ? (int)(K - kk) : WG_L;
+        float *yk = yt + kk / WG_L * cbs;
         const wv bias = wv_load(j->bpad + kk, WG_L);
         wv t[6][4];
         for (int i = 0; i < 6; i++) { /* rows: t[i][.] = A^T m[i][.] */
@@ -317,7 +337,10 @@ static void wg_output_tile(const wg_job *j, int64_t tl, const float *M, int64_t 
             for (int i = 0; i < 6; i++) m[i] = t[i][q];
             wg_at(m, o);
             for (int p = 0; p < nh; p++)
-                wv_store(yt + (p * g->OW + q) * K + kk, wv_add(o[p], bias), nk);
+                if (g->blocked) /* the output is not zeroed: its pad lanes written */
+                    wv_store_z(yk + (p * g->OW + q) * ps, wv_add(o[p], bias), nk);
+                else
+                    wv_store(yk + (p * g->OW + q) * ps, wv_add(o[p], bias), nk);
         }
     }
 }

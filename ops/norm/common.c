@@ -146,7 +146,7 @@ static double norm_load1(const mft_tensor *t, int64_t k) {
  * registered (it might run instead and leave the pad lanes alone). */
 static mft_tensor *norm_alloc_out(const char *fn, const mft_tensor *x, mft_format fmt) {
     if (mft__is_blocked(x) && mft__dispatch_user_count() == 0)
-        return mft__tensor_alloc_uninit(fn, x->ndim, x->sizes, x->dtype, fmt);
+        return mft__tensor_alloc_unzeroed(fn, x->ndim, x->sizes, x->dtype, fmt);
     return mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt);
 }
 

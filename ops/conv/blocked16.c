@@ -1,0 +1,597 @@
+/* ops/conv/blocked16.c — native nChw16c F32 conv2d (groups 1): forward,
+ * backward_input (stride 1) and backward_weight on activations packed in
+ * MFT_NCHW16C, the weight a plain (O, I, kh, kw) tensor of any strides, the
+ * bias plain 1-D. Registered in mft__kernels_conv_fast (chains.c) under
+ * (op, MFT_NCHW16C, MFT_F32); the entry points (entry.c) route packed
+ * nChw16c operands here instead of the counted blocked fallback.
+ *
+ * Note [nChw16c direct convolution]
+ * The forward is oneDNN's AVX-512 direct convolution: a tile is one output
+ * row segment of up to 14 pixels times one or two blocks of 16 output
+ * channels, one zmm accumulator per (pixel, block). For each input channel
+ * block, each valid tap (kh, kw) and each of its 16 input channels the
+ * tile loads the 16-output-channel weight vector(s) and FMAs them with the
+ * broadcast input scalar of every pixel. The weight is reordered per call
+ * into a zero-padded scratch (O1, I1, kh, kw, 16i, 16o): O1*I1*KH*KW*256
+ * floats (9.4 MB for 512x512x3x3, 147 KB for 64x64x3x3), one read of the
+ * weight and one write of the scratch, in parallel. Padding costs no copy:
+ * the rows of a tile run over the valid kh only, and the pixels whose
+ * window crosses the left or right border run as one-pixel tiles over their
+ * valid kw only; the interior pixels (every tap valid) run as 14-pixel
+ * tiles. The last input block loops over its real channels only (C = 1:
+ * one channel, not 16), so the first layer of a network needs no special
+ * path. Every output element sums (input block, kh, kw, channel) in that
+ * order whatever the tiling and thread count: the results do not depend on
+ * the schedule. Pad lanes: the outputs are allocated without zeroing
+ * (mft__tensor_alloc_unzeroed: one pass over memory less) and every tile
+ * stores its pad lanes as exact zeros (a masked move, not the sums: 0 * inf
+ * would be NaN).
+ *
+ * 3x3 convolutions with stride and dilation 1 run Winograd F(4x4, 3x3)
+ * (winograd.c, Note [Winograd F(4x4, 3x3)]) where its size test says it
+ * pays, forward, backward_input and backward_weight alike: its tile
+ * transforms read and write nChw16c directly (mft__wino_geom.blocked), so
+ * the blocked path keeps the NHWC path's algorithm without a conversion.
+ *
+ * backward_input with stride 1 is the same kernel on grad_y with the
+ * weight transposed (I <-> O) and flipped, padding d*(K-1) - p (callers
+ * route stride > 1, or a padding above d*(K-1), through the fallback).
+ *
+ * backward_weight: work items are (output block, input block, kh, kw);
+ * each accumulates its 16x16 tile (16 zmm, one per input channel, lanes
+ * the output channels) over every image and output pixel in a fixed order
+ * (deterministic, thread-count independent), broadcasting the input scalar
+ * and loading the grad_y vector; the tile is written to the plain grad_w
+ * at its strides. */
+#include "conv_internal.h"
+
+/* ---------------------------------------------------------------- geometry */
+typedef struct b16g {
+    int64_t N, I, O, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+    int64_t I1, O1;
+} b16g;
+
+/* w(o, i, kh, kw) = w0[o*so + i*si + kh*skh + kw*skw]; strides may be
+ * negative (the flipped weight of backward_input). */
+typedef struct b16w {
+    const float *w0;
+    int64_t so, si, skh, skw;
+} b16w;
+
+#define B16_NB 14 /* pixels per tile */
+
+/* ---------------------------------------------------------------- weight reorder */
+typedef struct reorder_ctx {
+    const b16g *g;
+    b16w w;
+    float *wt;
+} reorder_ctx;
+
+/* items ob*I1 + ib: the (kh, kw, 16i, 16o) tiles of one block pair */
+static void reorder_range(void *vctx, int64_t lo, int64_t hi) {
+    const reorder_ctx *c = vctx;
+    const b16g *g = c->g;
+    const int64_t T = g->KH * g->KW;
+    for (int64_t it = lo; it < hi; it++) {
+        const int64_t ob = it / g->I1, ib = it % g->I1;
+        float *d = c->wt + it * T * 256;
+        const int64_t no = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
+        const int64_t ni = g->I - ib * 16 < 16 ? g->I - ib * 16 : 16;
+        if (no < 16 || ni < 16) memset(d, 0, (size_t)(T * 256) * sizeof(float));
+        for (int64_t oc = 0; oc < no; oc++)
+            for (int64_t ic = 0; ic < ni; ic++) {
+                const int64_t base = (ob * 16 + oc) * c->w.so + (ib * 16 + ic) * c->w.si;
+                for (int64_t kh = 0; kh < g->KH; kh++)
+                    for (int64_t kw = 0; kw < g->KW; kw++)
+                        d[(kh * g->KW + kw) * 256 + ic * 16 + oc] =
+                            c->w.w0[base + kh * c->w.skh + kw * c->w.skw];
+            }
+    }
+}
+
+/* ---------------------------------------------------------------- tiles */
+typedef struct tile_args {
+    const float *x;    /* x at (n, ib 0, ih of khlo, iw of pixel 0 at kwlo) */
+    int64_t ps;        /* pixel step in x (floats): sw*16 */
+    int64_t sC1, sH;   /* x block and row strides */
+    int64_t nI1, lastic; /* input blocks; real channels of the last one */
+    int64_t nkh, nkw;  /* valid taps: kh in [khlo, khlo+nkh), kw likewise */
+    int64_t khlo, kwlo, KW, dh, dw;
+    const float *wt;   /* scratch weight at (ob, ib 0, tap 0) */
+    int64_t wsI1;      /* scratch stride of one input block: KH*KW*256 */
+    int64_t wsO1;      /* scratch stride of one output block */
+    const float *b16;  /* padded bias at ob */
+    float *y;          /* y at (n, ob, oh, pixel 0) */
+    int64_t ysO1;      /* y block stride */
+    uint32_t m0, m1;   /* real output lanes of the two blocks (pad lanes stored as 0) */
+} tile_args;
+
+#if CF_AVX512
+static inline __attribute__((always_inline)) void b16_tile(const int NB, const int OCB,
+                                                           const int S1, const tile_args *a) {
+    __m512 acc0[B16_NB], acc1[B16_NB];
+    const __m512 bz0 = _mm512_loadu_ps(a->b16);
+    const __m512 bz1 = OCB == 2 ? _mm512_loadu_ps(a->b16 + 16) : bz0;
+    for (int j = 0; j < NB; j++) {
+        acc0[j] = bz0;
+        acc1[j] = bz1;
+    }
+    const int64_t ps = S1 ? 16 : a->ps;
+    for (int64_t ib = 0; ib < a->nI1; ib++) {
+        const int64_t nic = ib == a->nI1 - 1 ? a->lastic : 16;
+        const float *xb = a->x + ib * a->sC1;
+        const float *wb = a->wt + ib * a->wsI1;
+        for (int64_t kh = 0; kh < a->nkh; kh++)
+            for (int64_t kw = 0; kw < a->nkw; kw++) {
+                const float *xp = xb + kh * a->dh * a->sH + kw * a->dw * 16;
+                const float *w0 = wb + ((a->khlo + kh) * a->KW + a->kwlo + kw) * 256;
+                const float *w1 = w0 + a->wsO1;
+                for (int64_t ic = 0; ic < nic; ic++) {
+                    const __m512 v0 = _mm512_loadu_ps(w0 + ic * 16);
+                    const __m512 v1 = OCB == 2 ? _mm512_loadu_ps(w1 + ic * 16) : v0;
+                    for (int j = 0; j < NB; j++) {
+                        const __m512 bx = _mm512_set1_ps(xp[j * ps + ic]);
+                        acc0[j] = _mm512_fmadd_ps(bx, v0, acc0[j]);
+                        if (OCB == 2) acc1[j] = _mm512_fmadd_ps(bx, v1, acc1[j]);
+                    }
+                }
+            }
+    }
+    /* pad lanes as exact zeros (0 * inf would not be) */
+    const __mmask16 k0 = (__mmask16)a->m0, k1 = (__mmask16)a->m1;
+    for (int j = 0; j < NB; j++) {
+        _mm512_storeu_ps(a->y + j * 16, _mm512_maskz_mov_ps(k0, acc0[j]));
+        if (OCB == 2) _mm512_storeu_ps(a->y + a->ysO1 + j * 16, _mm512_maskz_mov_ps(k1, acc1[j]));
+    }
+}
+
+typedef void (*tile_fn)(const tile_args *a);
+#define B16_T(nb, ocb, s1)                                                                         \
+    static void tile_##nb##_##ocb##_##s1(const tile_args *a) { b16_tile(nb, ocb, s1, a); }
+#define B16_TS(ocb, s1)                                                                            \
+    B16_T(1, ocb, s1)                                                                              \
+    B16_T(2, ocb, s1)                                                                              \
+    B16_T(3, ocb, s1)                                                                              \
+    B16_T(4, ocb, s1)                                                                              \
+    B16_T(5, ocb, s1)                                                                              \
+    B16_T(6, ocb, s1)                                                                              \
+    B16_T(7, ocb, s1)                                                                              \
+    B16_T(8, ocb, s1)                                                                              \
+    B16_T(9, ocb, s1)                                                                              \
+    B16_T(10, ocb, s1)                                                                             \
+    B16_T(11, ocb, s1)                                                                             \
+    B16_T(12, ocb, s1)                                                                             \
+    B16_T(13, ocb, s1)                                                                             \
+    B16_T(14, ocb, s1)
+B16_TS(1, 0)
+B16_TS(2, 0)
+B16_TS(1, 1)
+B16_TS(2, 1)
+#define B16_ROW(ocb, s1)                                                                           \
+    {NULL,                tile_1_##ocb##_##s1,  tile_2_##ocb##_##s1,  tile_3_##ocb##_##s1,         \
+     tile_4_##ocb##_##s1, tile_5_##ocb##_##s1,  tile_6_##ocb##_##s1,  tile_7_##ocb##_##s1,         \
+     tile_8_##ocb##_##s1, tile_9_##ocb##_##s1,  tile_10_##ocb##_##s1, tile_11_##ocb##_##s1,        \
+     tile_12_##ocb##_##s1, tile_13_##ocb##_##s1, tile_14_##ocb##_##s1}
+/* [ocb - 1][stride 1][nb] */
+static const tile_fn g_tiles[2][2][B16_NB + 1] = {{B16_ROW(1, 0), B16_ROW(1, 1)},
+                                                  {B16_ROW(2, 0), B16_ROW(2, 1)}};
+
+static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
+    g_tiles[ocb - 1][s1 ? 1 : 0][nb](a);
+}
+#else
+/* Portable: the same tile and summation order, one output block at a time. */
+static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
+    (void)s1;
+    for (int o = 0; o < ocb; o++)
+        for (int j = 0; j < nb; j++) {
+            float acc[16];
+            for (int l = 0; l < 16; l++) acc[l] = a->b16[o * 16 + l];
+            for (int64_t ib = 0; ib < a->nI1; ib++) {
+                const int64_t nic = ib == a->nI1 - 1 ? a->lastic : 16;
+                const float *xb = a->x + ib * a->sC1 + j * a->ps;
+                const float *wb = a->wt + o * a->wsO1 + ib * a->wsI1;
+                for (int64_t kh = 0; kh < a->nkh; kh++)
+                    for (int64_t kw = 0; kw < a->nkw; kw++) {
+                        const float *xp = xb + kh * a->dh * a->sH + kw * a->dw * 16;
+                        const float *w0 = wb + ((a->khlo + kh) * a->KW + a->kwlo + kw) * 256;
+                        for (int64_t ic = 0; ic < nic; ic++)
+                            for (int l = 0; l < 16; l++) acc[l] += xp[ic] * w0[ic * 16 + l];
+                    }
+            }
+            float *yp = a->y + o * a->ysO1 + j * 16;
+            const uint32_t m = o ? a->m1 : a->m0;
+            for (int l = 0; l < 16; l++) yp[l] = m >> l & 1u ? acc[l] : 0.0f;
+        }
+}
+#endif
+
+/* ---------------------------------------------------------------- forward driver */
+typedef struct fwd_ctx {
+    const b16g *g;
+    const float *x, *wt, *b16;
+    float *y;
+    int64_t OG; /* output block groups (of 2 blocks) */
+    bool og_major;
+} fwd_ctx;
+
+/* kernel index range [lo, hi) whose input i*d + base lies in [0, n) */
+static void tap_range(int64_t base, int64_t d, int64_t K, int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t l = base >= 0 ? 0 : (-base + d - 1) / d;
+    int64_t h = n - 1 - base < 0 ? 0 : (n - 1 - base) / d + 1;
+    if (h > K) h = K;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+static void fwd_row(const fwd_ctx *c, int64_t n, int64_t og, int64_t oh) {
+    const b16g *g = c->g;
+    const int64_t ob = og * 2;
+    const int ocb = ob + 1 < g->O1 ? 2 : 1;
+    const int64_t sH = g->W * 16, sC1 = g->H * sH, sN = g->I1 * sC1;
+    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH;
+    const int64_t ih0 = oh * g->sh - g->ph;
+    int64_t khlo, khhi;
+    tap_range(ih0, g->dh, g->KH, g->H, &khlo, &khhi);
+    tile_args a;
+    a.ps = g->sw * 16;
+    a.sC1 = sC1;
+    a.sH = sH;
+    a.nI1 = g->I1;
+    a.lastic = g->I - (g->I1 - 1) * 16;
+    a.nkh = khhi - khlo;
+    a.khlo = khlo;
+    a.KW = g->KW;
+    a.dh = g->dh;
+    a.dw = g->dw;
+    a.wsI1 = g->KH * g->KW * 256;
+    a.wsO1 = g->I1 * a.wsI1;
+    a.wt = c->wt + ob * a.wsO1;
+    a.b16 = c->b16 + ob * 16;
+    a.ysO1 = ysO1;
+    const int64_t n0 = g->O - ob * 16, n1 = g->O - (ob + 1) * 16;
+    a.m0 = n0 >= 16 ? 0xffffu : (1u << n0) - 1u;
+    a.m1 = n1 >= 16 ? 0xffffu : n1 > 0 ? (1u << n1) - 1u : 0u;
+    float *yrow = c->y + (n * g->O1 + ob) * ysO1 + oh * ysH;
+    const float *xn = c->x + n * sN + (a.nkh > 0 ? (ih0 + khlo * g->dh) * sH : 0);
+    const bool s1 = g->sw == 1;
+    /* interior pixels: every kw valid */
+    int64_t ilo = (g->pw + g->sw - 1) / g->sw;
+    const int64_t last = g->W - 1 + g->pw - (g->KW - 1) * g->dw;
+    int64_t ihi = last < 0 ? 0 : last / g->sw + 1;
+    if (ihi > g->OW) ihi = g->OW;
+    if (ilo > ihi) ilo = ihi;
+    for (int64_t ow = 0; ow < g->OW;) {
+        int nb;
+        if (ow >= ilo && ow < ihi) {
+            nb = ihi - ow < B16_NB ? (int)(ihi - ow) : B16_NB;
+            a.kwlo = 0;
+            a.nkw = g->KW;
+        } else {
+            nb = 1;
+            int64_t kwlo, kwhi;
+            tap_range(ow * g->sw - g->pw, g->dw, g->KW, g->W, &kwlo, &kwhi);
+            a.kwlo = kwlo;
+            a.nkw = kwhi - kwlo;
+        }
+        a.y = yrow + ow * 16;
+        const int64_t iw = ow * g->sw - g->pw + a.kwlo * g->dw;
+        a.x = a.nkw > 0 && a.nkh > 0 ? xn + iw * 16 : xn;
+        if (a.nkw == 0) a.nkh = 0, a.nkw = 0;
+        run_tile(nb, ocb, s1, &a);
+        a.nkh = khhi - khlo;
+        ow += nb;
+    }
+}
+
+static void fwd_range(void *vctx, int64_t lo, int64_t hi) {
+    const fwd_ctx *c = vctx;
+    const b16g *g = c->g;
+    for (int64_t it = lo; it < hi; it++) {
+        const int64_t oh = it % g->OH, r = it / g->OH;
+        int64_t n, og;
+        if (c->og_major) {
+            n = r % g->N;
+            og = r / g->N;
+        } else {
+            og = r % c->OG;
+            n = r / c->OG;
+        }
+        fwd_row(c, n, og, oh);
+    }
+}
+
+/* y = conv(x, w) + bias on packed nChw16c x and y; false when the scratch
+ * allocation failed (mft__kernel_nomem called). */
+static bool b16_forward(const b16g *g, const b16w *w, const float *bias, int64_t bstride,
+                        const float *x, float *y) {
+    const int64_t T = g->KH * g->KW;
+    const size_t nwt = (size_t)(g->O1 * g->I1 * T * 256), nb = (size_t)(g->O1 * 16);
+    const size_t bytes = (nwt + nb) * sizeof(float);
+    float *wt = mft__alloc(bytes, 64);
+    if (!wt) {
+        mft__kernel_nomem(bytes);
+        return false;
+    }
+    float *b16 = wt + nwt;
+    for (int64_t o = 0; o < g->O1 * 16; o++)
+        b16[o] = bias && o < g->O ? bias[o * bstride] : 0.0f;
+    reorder_ctx rc = {g, *w, wt};
+    mft__parallel_for(0, g->O1 * g->I1, 1, reorder_range, &rc);
+    fwd_ctx c;
+    c.g = g;
+    c.x = x;
+    c.wt = wt;
+    c.b16 = b16;
+    c.y = y;
+    c.OG = (g->O1 + 1) / 2;
+    /* weights of one block pair above one image's input: keep a weight
+     * group hot across images */
+    c.og_major = (int64_t)(32 * g->I1 * 16 * T) > g->I1 * g->H * g->W * 16;
+    const int64_t items = g->N * c.OG * g->OH;
+    mft__parallel_for_dynamic(0, items, cf_chunk(items), fwd_range, &c);
+    mft__free(wt);
+    return true;
+}
+
+/* ---------------------------------------------------------------- backward_weight */
+typedef struct bww_ctx {
+    const b16g *g;
+    const float *gy, *x;
+    float *gw;
+    int64_t gws[4]; /* grad_w strides (o, i, kh, kw) */
+} bww_ctx;
+
+/* Block pair (ob, ib) with nic < 16 real input channels (C = 1 or 3 in a
+ * first layer) and at most BWW_SMALL (tap, channel) accumulators: every tap
+ * in one walk over grad_y and x, the channels that are pad lanes skipped.
+ * Each element sums over (n, oh, ow) in order, as bww_range does. */
+#define BWW_SMALL 64
+static void bww_small(const bww_ctx *c, int64_t ob, int64_t ib, int64_t nic) {
+    const b16g *g = c->g;
+    const int64_t sH = g->W * 16, sC1 = g->H * sH, sN = g->I1 * sC1;
+    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
+    const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
+    float acc[BWW_SMALL][16];
+    memset(acc, 0, sizeof acc);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+            const int64_t ih0 = oh * g->sh - g->ph;
+            int64_t khlo, khhi;
+            tap_range(ih0, g->dh, g->KH, g->H, &khlo, &khhi);
+            const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH;
+            const float *xn = c->x + n * sN + ib * sC1;
+            for (int64_t ow = 0; ow < g->OW; ow++, gp += 16) {
+                const int64_t iw0 = ow * g->sw - g->pw;
+                int64_t kwlo, kwhi;
+                tap_range(iw0, g->dw, g->KW, g->W, &kwlo, &kwhi);
+#if CF_AVX512
+                const __m512 v = _mm512_loadu_ps(gp);
+#endif
+                for (int64_t kh = khlo; kh < khhi; kh++)
+                    for (int64_t kw = kwlo; kw < kwhi; kw++) {
+                        const float *xp = xn + (ih0 + kh * g->dh) * sH + (iw0 + kw * g->dw) * 16;
+                        float(*a)[16] = acc + (kh * g->KW + kw) * nic;
+                        for (int64_t i = 0; i < nic; i++) {
+#if CF_AVX512
+                            _mm512_storeu_ps(a[i], _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v,
+                                                                   _mm512_loadu_ps(a[i])));
+#else
+                            for (int l = 0; l < 16; l++) a[i][l] += xp[i] * gp[l];
+#endif
+                        }
+                    }
+            }
+        }
+    for (int64_t t = 0; t < g->KH * g->KW; t++)
+        for (int64_t oc = 0; oc < noc; oc++)
+            for (int64_t ic = 0; ic < nic; ic++)
+                c->gw[(ob * 16 + oc) * c->gws[0] + (ib * 16 + ic) * c->gws[1] +
+                      t / g->KW * c->gws[2] + t % g->KW * c->gws[3]] = acc[t * nic + ic][oc];
+}
+
+static void bww_range(void *vctx, int64_t lo, int64_t hi) {
+    const bww_ctx *c = vctx;
+    const b16g *g = c->g;
+    const int64_t T = g->KH * g->KW;
+    const int64_t sH = g->W * 16, sC1 = g->H * sH, sN = g->I1 * sC1;
+    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
+    for (int64_t it = lo; it < hi; it++) {
+        const int64_t t = it % T, r = it / T, ib = r % g->I1, ob = r / g->I1;
+        const int64_t kh = t / g->KW, kw = t % g->KW;
+        const int64_t nic = g->I - ib * 16 < 16 ? g->I - ib * 16 : 16;
+        const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
+        if (nic < 16 && T * nic <= BWW_SMALL) { /* the whole pair in its tap-0 item */
+            if (t == 0) bww_small(c, ob, ib, nic);
+            continue;
+        }
+        /* output pixels whose tap (kh, kw) is inside x */
+        int64_t ohlo, ohhi, owlo, owhi;
+        valid_range(g->OH, g->H, g->sh, kh * g->dh - g->ph, &ohlo, &ohhi);
+        valid_range(g->OW, g->W, g->sw, kw * g->dw - g->pw, &owlo, &owhi);
+        float tile[16][16]; /* [ic][oc] */
+#if CF_AVX512
+        __m512 acc[16];
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t n = 0; n < g->N; n++)
+            for (int64_t oh = ohlo; oh < ohhi; oh++) {
+                const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH + owlo * 16;
+                const float *xp = c->x + n * sN + ib * sC1 +
+                                  (oh * g->sh - g->ph + kh * g->dh) * sH +
+                                  (owlo * g->sw - g->pw + kw * g->dw) * 16;
+                const int64_t xs = g->sw * 16;
+                for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
+                    const __m512 v = _mm512_loadu_ps(gp);
+                    for (int i = 0; i < 16; i++)
+                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v, acc[i]);
+                }
+            }
+        for (int i = 0; i < 16; i++) _mm512_storeu_ps(tile[i], acc[i]);
+#else
+        memset(tile, 0, sizeof tile);
+        for (int64_t n = 0; n < g->N; n++)
+            for (int64_t oh = ohlo; oh < ohhi; oh++) {
+                const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH + owlo * 16;
+                const float *xp = c->x + n * sN + ib * sC1 +
+                                  (oh * g->sh - g->ph + kh * g->dh) * sH +
+                                  (owlo * g->sw - g->pw + kw * g->dw) * 16;
+                const int64_t xs = g->sw * 16;
+                for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs)
+                    for (int i = 0; i < 16; i++)
+                        for (int l = 0; l < 16; l++) tile[i][l] += xp[i] * gp[l];
+            }
+#endif
+        for (int64_t oc = 0; oc < noc; oc++)
+            for (int64_t ic = 0; ic < nic; ic++)
+                c->gw[(ob * 16 + oc) * c->gws[0] + (ib * 16 + ic) * c->gws[1] + kh * c->gws[2] +
+                      kw * c->gws[3]] = tile[ic][oc];
+    }
+}
+
+/* ---------------------------------------------------------------- kernel entries */
+#define B16PTR(t) ((float *)(void *)mft__tensor_ptr(t))
+
+/* geometry of the forward convolution x (N, I, H, W) -> y (N, O, OH, OW) */
+static b16g geom_b16(const mft_kernel_args *a, const mft_tensor *x, const mft_tensor *y,
+                     const mft_tensor *w) {
+    const mft_conv_params *p = a->params;
+    b16g g;
+    g.N = x->sizes[0];
+    g.I = x->sizes[1];
+    g.H = x->sizes[2];
+    g.W = x->sizes[3];
+    g.O = y->sizes[1];
+    g.OH = y->sizes[2];
+    g.OW = y->sizes[3];
+    g.KH = w->sizes[2];
+    g.KW = w->sizes[3];
+    g.sh = p->stride[0];
+    g.sw = p->stride[1];
+    g.ph = p->padding[0];
+    g.pw = p->padding[1];
+    g.dh = p->dilation[0];
+    g.dw = p->dilation[1];
+    g.I1 = cdiv(g.I, 16);
+    g.O1 = cdiv(g.O, 16);
+    return g;
+}
+
+/* Winograd F(4x4, 3x3) (winograd.c) on the nChw16c buffers of the forward
+ * convolution g with weight w: true when it applied (and ran, or failed for
+ * scratch: mft__kernel_failed); false, nothing written, otherwise. */
+static bool b16_wino(const b16g *g, const b16w *w, const float *bias, int64_t bstride,
+                     const float *x, float *y, const char *name) {
+    if (cf_mode() != 0 || g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 ||
+        g->dw != 1)
+        return false;
+    const mft__wino_geom wg = {g->N,  g->H,  g->W,  g->I,        g->O,
+                               g->OH, g->OW, g->ph, g->pw,       w->w0,
+                               {w->so, w->si, w->skh, w->skw},   bias,
+                               bstride, true};
+    if (!mft__conv_wino_applies(&wg)) return false;
+    if (mft__conv_wino_forward(&wg, x, y)) mft__dispatch_report_as(name);
+    return true;
+}
+
+void mft__conv_b16_fwd(const mft_kernel_args *a) {
+    const mft_tensor *x = a->inputs[0], *w = a->inputs[1], *y = a->outputs[0];
+    const mft_conv_params *p = a->params;
+    const b16g g = geom_b16(a, x, y, w);
+    const b16w ww = {(const float *)(const void *)mft__tensor_ptr(w), w->strides[0],
+                     w->strides[1], w->strides[2], w->strides[3]};
+    const float *bias = p->bias ? (const float *)(const void *)mft__tensor_ptr(p->bias) : NULL;
+    const int64_t bs = p->bias ? p->bias->strides[0] : 0;
+    if (b16_wino(&g, &ww, bias, bs, B16PTR(x), B16PTR(y), "conv2d.nchw16c.f32.winograd_f4x3"))
+        return;
+    b16_forward(&g, &ww, bias, bs, B16PTR(x), B16PTR(y));
+}
+
+/* grad_x = the stride-1 forward convolution of grad_y with the transposed,
+ * flipped weight and padding d*(K-1) - p (the entry routes only such
+ * calls here). */
+void mft__conv_b16_bwd_in(const mft_kernel_args *a) {
+    const mft_tensor *gy = a->inputs[0], *w = a->inputs[1], *gx = a->outputs[0];
+    const b16g f = geom_b16(a, gx, gy, w);
+    b16g g = f;
+    g.I = f.O;
+    g.O = f.I;
+    g.I1 = f.O1;
+    g.O1 = f.I1;
+    g.H = f.OH;
+    g.W = f.OW;
+    g.OH = f.H;
+    g.OW = f.W;
+    g.sh = g.sw = 1;
+    g.ph = f.dh * (f.KH - 1) - f.ph;
+    g.pw = f.dw * (f.KW - 1) - f.pw;
+    const float *w0 = (const float *)(const void *)mft__tensor_ptr(w);
+    const int64_t off = (f.KH - 1) * w->strides[2] + (f.KW - 1) * w->strides[3];
+    const b16w ww = {w0 + off, w->strides[1], w->strides[0], -w->strides[2], -w->strides[3]};
+    if (b16_wino(&g, &ww, NULL, 0, B16PTR(gy), B16PTR(gx),
+                 "conv2d_backward_input.nchw16c.f32.winograd_f4x3"))
+        return;
+    b16_forward(&g, &ww, NULL, 0, B16PTR(gy), B16PTR(gx));
+}
+
+void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
+    const mft_tensor *gy = a->inputs[0], *x = a->inputs[1], *gw = a->outputs[0];
+    const b16g g = geom_b16(a, x, gy, gw);
+    bww_ctx c;
+    c.g = &g;
+    c.gy = B16PTR(gy);
+    c.x = B16PTR(x);
+    c.gw = B16PTR(gw);
+    for (int i = 0; i < 4; i++) c.gws[i] = gw->strides[i];
+    if (cf_mode() == 0 && g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
+        g.dw == 1) {
+        const mft__wino_geom wg = {g.N,  g.H,  g.W,  g.I,  g.O, g.OH, g.OW, g.ph, g.pw,
+                                   NULL, {0},  NULL, 0,    true};
+        const int64_t gws[5] = {c.gws[0], c.gws[1], 0, c.gws[2], c.gws[3]};
+        if (mft__conv_wino_applies(&wg) &&
+            mft__conv_wino_backward_weight(&wg, c.gy, c.x, c.gw, gws)) {
+            mft__dispatch_report_as("conv2d_backward_weight.nchw16c.f32.winograd_f4x3");
+            return;
+        }
+        if (mft__kernel_failed()) return;
+    }
+    const int64_t items = g.O1 * g.I1 * g.KH * g.KW;
+    mft__parallel_for_dynamic(0, items, 1, bww_range, &c);
+}
+
+/* grad_b (O) = the sum of grad_y over images and pixels, per block in the
+ * order (n, pixel); deterministic. */
+typedef struct gb_ctx {
+    const float *gy;
+    float *gb;
+    int64_t N, O, O1, S;
+} gb_ctx;
+
+static void gb_range(void *vctx, int64_t lo, int64_t hi) {
+    const gb_ctx *c = vctx;
+    for (int64_t ob = lo; ob < hi; ob++) {
+        float acc[16] = {0};
+        for (int64_t n = 0; n < c->N; n++) {
+            const float *p = c->gy + (n * c->O1 + ob) * c->S * 16;
+#if CF_AVX512
+            __m512 v = _mm512_loadu_ps(acc);
+            for (int64_t q = 0; q < c->S; q++) v = _mm512_add_ps(v, _mm512_loadu_ps(p + q * 16));
+            _mm512_storeu_ps(acc, v);
+#else
+            for (int64_t q = 0; q < c->S; q++)
+                for (int l = 0; l < 16; l++) acc[l] += p[q * 16 + l];
+#endif
+        }
+        for (int64_t l = 0; l < 16 && ob * 16 + l < c->O; l++) c->gb[ob * 16 + l] = acc[l];
+    }
+}
+
+mft_tensor *mft__conv_b16_grad_bias(const char *fn, const mft_tensor *gy) {
+    const int64_t O = gy->sizes[1];
+    mft_tensor *gb = mft__tensor_alloc(fn, 1, &O, MFT_F32, MFT_CONTIGUOUS);
+    if (!gb) return NULL;
+    gb_ctx c = {B16PTR(gy), B16PTR(gb), gy->sizes[0], O, cdiv(O, 16),
+                gy->sizes[2] * gy->sizes[3]};
+    mft__parallel_for(0, c.O1, 1, gb_range, &c);
+    return gb;
+}

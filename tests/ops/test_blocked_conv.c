@@ -1,0 +1,260 @@
+/* tests/ops/test_blocked_conv.c — native nChw16c F32 conv2d (ops/conv/blocked16.c,
+ * Note [nChw16c direct convolution]):
+ *   - forward on packed nChw16c x with a plain weight and bias equals the
+ *     plain call (within 1e-5 relative) for C in {1, 3, 15, 16, 17, 33, 64},
+ *     output channels around the block size, strides, paddings, dilations,
+ *     kernel sizes, N in {1, 3}; the result is nChw16c with zero pad lanes
+ *     and no conversion is counted;
+ *   - backward (grad_x for stride 1, grad_w, grad_b) on nChw16c grad_out
+ *     and x: the same, grad_x nChw16c, grad_w plain in w's format; stride 2
+ *     keeps the counted fallback for grad_x and still agrees;
+ *   - 1 and 2 threads give bit-identical results; an inf in x leaves the
+ *     pad lanes zero;
+ *   - all of it with Winograd on (where it pays) and off;
+ *   - the unsupported cases (F64, nChw8c, groups > 1, a blocked weight)
+ *     still go through the counted fallback;
+ *   - autograd through a native conv2d: the gradients match the plain run
+ *     and no conversion is counted. */
+#include <math.h>
+#include <stdlib.h>
+#include "harness.h"
+#include "test_util.h"
+
+#define CT  MFT_CONTIGUOUS
+#define B16 MFT_NCHW16C
+#define B8  MFT_NCHW8C
+
+static int64_t conversions(void) { return mft_conversion_counts_get().total; }
+static int64_t fallbacks(void) { return mft_conversion_counts_get().count[MFT_CAUSE_FALLBACK]; }
+
+/* t is in fmt and, when blocked, its pad lanes are zero */
+static bool in_format(const mft_tensor *t, mft_format fmt) {
+    return t && mft_tensor_format(t) == fmt &&
+           (!mft_tensor_is_blocked(t) || mft_tensor_check_padding(t) == MFT_OK);
+}
+
+/* a (any format) and ref hold the same values within rtol of ref's scale */
+static bool close_to(const mft_tensor *a, const mft_tensor *ref, double rtol) {
+    if (!a || !ref || !tu_has_sizes(a, mft_tensor_ndim(ref), mft_tensor_sizes(ref))) return false;
+    mft_tensor *pa = mft_contiguous(a, CT), *pr = mft_contiguous(ref, CT);
+    bool ok = pa && pr;
+    if (ok) {
+        const float *x = mft_tensor_data(pa), *y = mft_tensor_data(pr);
+        const int64_t n = mft_tensor_numel(pr);
+        double scale = 1.0, err = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            if (fabs(y[i]) > scale) scale = fabs(y[i]);
+            if (fabs((double)x[i] - y[i]) > err) err = fabs((double)x[i] - y[i]);
+        }
+        ok = err <= rtol * scale;
+        if (!ok) fprintf(stderr, "  max error %g (scale %g)\n", err, scale);
+    }
+    mft_tensor_release(pa);
+    mft_tensor_release(pr);
+    return ok;
+}
+
+static bool same(const mft_tensor *a, const mft_tensor *b) {
+    return a && b && mft_tensor_hash(a) == mft_tensor_hash(b);
+}
+
+typedef struct ccase {
+    int64_t N, C, O, H, W, KH, KW, s, p, d;
+    bool bias;
+} ccase;
+
+static const ccase g_cases[] = {
+    {1, 1, 16, 9, 11, 3, 3, 1, 1, 1, true},    {3, 3, 5, 7, 6, 3, 3, 1, 1, 1, true},
+    {1, 15, 17, 8, 8, 3, 3, 1, 0, 1, false},   {3, 16, 16, 6, 20, 3, 3, 1, 1, 1, true},
+    {1, 17, 33, 5, 17, 3, 3, 2, 1, 1, true},   {3, 33, 40, 9, 9, 1, 1, 1, 0, 1, true},
+    {1, 64, 64, 7, 7, 3, 3, 1, 1, 1, true},    {3, 64, 32, 8, 8, 1, 1, 2, 0, 1, false},
+    {1, 16, 48, 12, 31, 5, 5, 1, 2, 1, true},  {1, 17, 16, 9, 9, 3, 3, 1, 2, 2, true},
+    {3, 3, 16, 10, 10, 7, 7, 2, 3, 1, true},   {1, 33, 1, 6, 5, 2, 3, 1, 0, 1, true},
+    {1, 1, 32, 28, 28, 3, 3, 1, 1, 1, true},   {1, 16, 16, 3, 3, 3, 3, 1, 4, 1, true},
+    {1, 15, 17, 5, 29, 1, 3, 3, 2, 1, false},
+};
+#define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
+
+static void test_forward(void) {
+    for (int i = 0; i < NCASES; i++) {
+        const ccase *c = &g_cases[i];
+        const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->KH, c->KW};
+        const int64_t st[2] = {c->s, c->s}, pd[2] = {c->p, c->p}, dl[2] = {c->d, c->d};
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 100 + i);
+        mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 200 + i);
+        mft_tensor *b = c->bias ? mft_randn(1, &c->O, MFT_F32, CT, 300 + i) : NULL;
+        mft_tensor *xb = mft_to_format(x, B16);
+        mft_tensor *ref = mft_conv2d(x, w, b, st, pd, dl, 1);
+        mft_conversion_counts_reset();
+        mft_tensor *y = mft_conv2d(xb, w, b, st, pd, dl, 1);
+        CHECK_MSG(conversions() == 0, "case %d: %lld conversions", i, (long long)conversions());
+        CHECK_MSG(in_format(y, B16), "case %d: not nChw16c with zero pads", i);
+        CHECK_MSG(close_to(y, ref, 1e-5), "case %d: forward differs", i);
+        const mft_dispatch_info *di = mft_dispatch_last();
+        CHECK_MSG(di && strstr(di->kernel, "nchw16c"), "case %d: kernel %s", i,
+                  di ? di->kernel : "?");
+        /* thread-count independent */
+        mft_set_num_threads(1);
+        mft_tensor *y1 = mft_conv2d(xb, w, b, st, pd, dl, 1);
+        mft_set_num_threads(2);
+        mft_tensor *y2 = mft_conv2d(xb, w, b, st, pd, dl, 1);
+        CHECK_MSG(same(y1, y2) && same(y1, y), "case %d: thread counts differ", i);
+        mft_tensor *ts[8] = {x, w, b, xb, ref, y, y1, y2};
+        for (int k = 0; k < 8; k++) mft_tensor_release(ts[k]);
+    }
+    mft_set_num_threads(0);
+}
+
+static void test_backward(void) {
+    for (int i = 0; i < NCASES; i++) {
+        const ccase *c = &g_cases[i];
+        const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->KH, c->KW};
+        const int64_t st[2] = {c->s, c->s}, pd[2] = {c->p, c->p}, dl[2] = {c->d, c->d};
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 400 + i);
+        mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 500 + i);
+        mft_tensor *y = mft_conv2d(x, w, NULL, st, pd, dl, 1);
+        mft_tensor *go = y ? mft_randn(4, mft_tensor_sizes(y), MFT_F32, CT, 600 + i) : NULL;
+        mft_tensor *xb = mft_to_format(x, B16), *gob = go ? mft_to_format(go, B16) : NULL;
+        mft_tensor *gx = NULL, *gw = NULL, *gb = NULL, *bx = NULL, *bw = NULL, *bb = NULL;
+        TU_OK_S(mft_conv2d_backward(go, x, w, st, pd, dl, 1, &gx, &gw, &gb));
+        const bool native_gx = c->s == 1 && c->p <= c->d * (c->KH - 1) &&
+                               c->p <= c->d * (c->KW - 1);
+        mft_conversion_counts_reset();
+        TU_OK_S(mft_conv2d_backward(gob, xb, w, st, pd, dl, 1, &bx, &bw, &bb));
+        if (native_gx)
+            CHECK_MSG(conversions() == 0, "case %d: %lld conversions", i,
+                      (long long)conversions());
+        else
+            CHECK_MSG(fallbacks() > 0, "case %d: no fallback counted", i);
+        CHECK_MSG(in_format(bx, B16), "case %d: grad_x not nChw16c with zero pads", i);
+        CHECK_MSG(in_format(bw, CT) && in_format(bb, CT), "case %d: grad_w/b format", i);
+        CHECK_MSG(close_to(bx, gx, 1e-5), "case %d: grad_x differs", i);
+        CHECK_MSG(close_to(bw, gw, 1e-5), "case %d: grad_w differs", i);
+        CHECK_MSG(close_to(bb, gb, 1e-5), "case %d: grad_b differs", i);
+        /* grad_w and grad_b alone: native whatever the stride */
+        mft_tensor *cw = NULL, *cb = NULL;
+        mft_conversion_counts_reset();
+        TU_OK_S(mft_conv2d_backward(gob, xb, w, st, pd, dl, 1, NULL, &cw, &cb));
+        CHECK_MSG(conversions() == 0, "case %d: grad_w alone converts", i);
+        CHECK_MSG(native_gx ? same(cw, bw) && same(cb, bb)
+                            : close_to(cw, gw, 1e-5) && close_to(cb, gb, 1e-5),
+                  "case %d: grad_w alone differs", i);
+        /* thread-count independent */
+        mft_tensor *t1[3] = {NULL, NULL, NULL}, *t2[3] = {NULL, NULL, NULL};
+        mft_set_num_threads(1);
+        TU_OK_S(mft_conv2d_backward(gob, xb, w, st, pd, dl, 1, &t1[0], &t1[1], &t1[2]));
+        mft_set_num_threads(2);
+        TU_OK_S(mft_conv2d_backward(gob, xb, w, st, pd, dl, 1, &t2[0], &t2[1], &t2[2]));
+        for (int k = 0; k < 3; k++) CHECK_MSG(same(t1[k], t2[k]), "case %d: threads, grad %d", i, k);
+        mft_tensor *ts[] = {x, w, y, go, xb, gob, gx, gw, gb, bx, bw, bb, cw, cb,
+                            t1[0], t1[1], t1[2], t2[0], t2[1], t2[2]};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    }
+    mft_set_num_threads(0);
+}
+
+/* an inf in x: the pad lanes of y stay exact zeros (the direct kernel and
+ * Winograd store them as zeros, not as 0 * inf) */
+static void test_inf_pads(void) {
+    const int64_t xs[4] = {1, 16, 8, 8}, ws[4] = {20, 16, 3, 3}, one[2] = {1, 1};
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 11), *w = mft_randn(4, ws, MFT_F32, CT, 12);
+    ((float *)mft_tensor_data(x))[3 * 64 + 9] = INFINITY;
+    mft_tensor *xb = mft_to_format(x, B16);
+    for (int wino = 0; wino < 2; wino++) {
+        mft_conv_set_winograd(wino == 1);
+        mft_tensor *y = mft_conv2d(xb, w, NULL, one, one, one, 1);
+        CHECK_MSG(in_format(y, B16), "winograd %d: pad lanes not zero", wino);
+        mft_tensor_release(y);
+    }
+    mft_conv_set_winograd(true);
+    mft_tensor_release(x);
+    mft_tensor_release(w);
+    mft_tensor_release(xb);
+}
+
+/* what keeps the counted fallback */
+static void test_fallback_cases(void) {
+    const int64_t xs[4] = {2, 16, 5, 5}, ws[4] = {8, 16, 3, 3}, wg[4] = {8, 8, 3, 3};
+    const int64_t one[2] = {1, 1};
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 1), *w = mft_randn(4, ws, MFT_F32, CT, 2);
+    mft_tensor *wgr = mft_randn(4, wg, MFT_F32, CT, 3);
+    mft_tensor *x64 = mft_randn(4, xs, MFT_F64, B16, 4), *w64 = mft_randn(4, ws, MFT_F64, CT, 5);
+    mft_tensor *x8 = mft_to_format(x, B8), *x16 = mft_to_format(x, B16);
+    mft_tensor *wb = mft_to_format(w, B16);
+    mft_tensor *ref = mft_conv2d(x, w, NULL, one, one, one, 1);
+    mft_tensor *refg = mft_conv2d(x, wgr, NULL, one, one, one, 2);
+    struct {
+        const char *what;
+        mft_tensor *y, *ref;
+    } r[4];
+    mft_conversion_counts_reset();
+    r[0].y = mft_conv2d(x64, w64, NULL, one, one, one, 1), r[0].ref = NULL, r[0].what = "F64";
+    CHECK(fallbacks() > 0);
+    mft_conversion_counts_reset();
+    r[1].y = mft_conv2d(x8, w, NULL, one, one, one, 1), r[1].ref = ref, r[1].what = "nChw8c";
+    CHECK(fallbacks() > 0 && in_format(r[1].y, B8));
+    mft_conversion_counts_reset();
+    r[2].y = mft_conv2d(x16, wgr, NULL, one, one, one, 2), r[2].ref = refg, r[2].what = "groups";
+    CHECK(fallbacks() > 0 && in_format(r[2].y, B16));
+    mft_conversion_counts_reset();
+    r[3].y = mft_conv2d(x16, wb, NULL, one, one, one, 1), r[3].ref = ref, r[3].what = "blocked w";
+    CHECK(fallbacks() > 0 && in_format(r[3].y, B16));
+    for (int k = 0; k < 4; k++) {
+        CHECK_MSG(r[k].y != NULL, "%s: failed", r[k].what);
+        if (r[k].ref) CHECK_MSG(close_to(r[k].y, r[k].ref, 1e-5), "%s: differs", r[k].what);
+        mft_tensor_release(r[k].y);
+    }
+    mft_tensor *ts[] = {x, w, wgr, x64, w64, x8, x16, wb, ref, refg};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+}
+
+/* autograd: a native conv2d on the tape, its backward native too */
+static void test_autograd(void) {
+    const int64_t xs[4] = {2, 17, 6, 6}, ws[4] = {20, 17, 3, 3}, one[2] = {1, 1};
+    const int64_t os = 20;
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 7), *w = mft_randn(4, ws, MFT_F32, CT, 8);
+    mft_tensor *b = mft_randn(1, &os, MFT_F32, CT, 9);
+    mft_tensor *xb = mft_to_format(x, B16);
+    TU_OK_S(mft_tensor_set_requires_grad(x, true));
+    TU_OK_S(mft_tensor_set_requires_grad(xb, true));
+    TU_OK_S(mft_tensor_set_requires_grad(w, true));
+    TU_OK_S(mft_tensor_set_requires_grad(b, true));
+    TU_OK_S(mft_tape_begin());
+    mft_tensor *y = mft_conv2d(x, w, b, one, one, one, 1);
+    mft_tensor *go = y ? mft_randn(4, mft_tensor_sizes(y), MFT_F32, CT, 10) : NULL;
+    mft_tensor *gob = go ? mft_to_format(go, B16) : NULL;
+    TU_OK_S(mft_backward(y, go));
+    TU_OK_S(mft_tape_end());
+    mft_tensor *gx = mft_tensor_retain(mft_tensor_grad(x));
+    mft_tensor *gw = mft_tensor_retain(mft_tensor_grad(w));
+    mft_tensor *gb = mft_tensor_retain(mft_tensor_grad(b));
+    TU_OK_S(mft_tensor_set_grad(w, NULL));
+    TU_OK_S(mft_tensor_set_grad(b, NULL));
+    mft_conversion_counts_reset();
+    TU_OK_S(mft_tape_begin());
+    mft_tensor *yb = mft_conv2d(xb, w, b, one, one, one, 1);
+    TU_OK_S(mft_backward(yb, gob));
+    TU_OK_S(mft_tape_end());
+    CHECK_MSG(conversions() == 0, "%lld conversions", (long long)conversions());
+    CHECK(in_format(yb, B16) && in_format(mft_tensor_grad(xb), B16));
+    CHECK(close_to(mft_tensor_grad(xb), gx, 1e-5));
+    CHECK(close_to(mft_tensor_grad(w), gw, 1e-5));
+    CHECK(close_to(mft_tensor_grad(b), gb, 1e-5));
+    mft_tensor *ts[] = {x, w, b, xb, y, go, gob, gx, gw, gb, yb};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+}
+
+int main(void) {
+    /* Winograd F(4x4, 3x3) where it pays (3x3, stride 1, C and O >= 16),
+     * then the direct kernel everywhere */
+    RUN(test_forward);
+    RUN(test_backward);
+    mft_conv_set_winograd(false);
+    RUN(test_forward);
+    RUN(test_backward);
+    mft_conv_set_winograd(true);
+    RUN(test_inf_pads);
+    RUN(test_fallback_cases);
+    RUN(test_autograd);
+    TEST_MAIN_END();
+}
