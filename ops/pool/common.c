@@ -20,6 +20,16 @@
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 const mft__kernel_def *const mft__pool_tables[] = {mft__kernels_pool, mft__kernels_pool_more, NULL};
 
+/* ---------------------------------------------------------------- blocked operands */
+static bool pool_packed16(const mft_tensor *t, mft_dtype dt) {
+    return t && t->ndim == 4 && t->dtype == dt && t->tag == MFT_NCHW16C &&
+           mft_tensor_is_contiguous(t, MFT_NCHW16C);
+}
+
+bool mft__pool_native16(const mft_tensor *x, const mft_tensor *indices) {
+    return pool_packed16(x, MFT_F32) && (!indices || pool_packed16(indices, MFT_I64));
+}
+
 /* ---------------------------------------------------------------- checks */
 /* x: non-NULL, rank nsp+1 (unbatched) or nsp+2, F32/F64, C and spatial > 0. */
 bool mft__pool_check_x(const char *fn, const mft_tensor *x, int nsp, const char *what) {
