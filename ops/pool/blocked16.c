@@ -47,20 +47,26 @@ static inline bv bv_blend(bm k, bv a, bv b) { return _mm512_mask_blend_ps(k, a, 
 static inline bv bv_keep(bm k, bv a) { return _mm512_maskz_mov_ps(k, a); }
 static inline bm bv_le0(bv a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_LE_OQ); }
 static inline bm bv_lt0(bv a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_LT_OQ); }
-typedef struct bi {
-    __m512i lo, hi;
-} bi;
-static inline bi bi_set1(int64_t v) { return (bi){_mm512_set1_epi64(v), _mm512_set1_epi64(v)}; }
+/* in-plane positions as int32 lanes (the entry checked H*W fits), widened
+ * to I64 on store */
+typedef __m512i bi;
+static inline bi bi_set1(int64_t v) { return _mm512_set1_epi32((int32_t)v); }
 static inline bi bi_blend(bm k, bi a, int64_t v) {
-    const __m512i s = _mm512_set1_epi64(v);
-    return (bi){_mm512_mask_blend_epi64((__mmask8)k, a.lo, s),
-                _mm512_mask_blend_epi64((__mmask8)(k >> 8), a.hi, s)};
+    return _mm512_mask_blend_epi32(k, a, _mm512_set1_epi32((int32_t)v));
 }
-/* lanes of k set to v */
-static inline bi bi_setm(bm k, bi a, int64_t v) { return bi_blend(k, a, v); }
 static inline void bi_st(int64_t *p, bm keep, bi a) {
-    _mm512_storeu_si512((void *)p, _mm512_maskz_mov_epi64((__mmask8)keep, a.lo));
-    _mm512_storeu_si512((void *)(p + 8), _mm512_maskz_mov_epi64((__mmask8)(keep >> 8), a.hi));
+    const __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a));
+    const __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a, 1));
+    _mm512_storeu_si512((void *)p, _mm512_maskz_mov_epi64((__mmask8)keep, lo));
+    _mm512_storeu_si512((void *)(p + 8), _mm512_maskz_mov_epi64((__mmask8)(keep >> 8), hi));
+}
+/* s + g in the lanes whose index ind equals i */
+static inline bv bv_add_eq(bv s, const float *g, const int64_t *ind, int64_t i) {
+    const __m512i t = _mm512_set1_epi64(i);
+    const bm k = (bm)(_mm512_cmpeq_epi64_mask(_mm512_loadu_si512((const void *)ind), t) |
+                      ((unsigned)_mm512_cmpeq_epi64_mask(_mm512_loadu_si512((const void *)(ind + 8)), t)
+                       << 8));
+    return _mm512_mask_add_ps(s, k, s, _mm512_loadu_ps(g));
 }
 #else
 typedef struct bv {
@@ -128,9 +134,13 @@ static inline bi bi_blend(bm k, bi a, int64_t v) {
         if (k >> l & 1u) a.i[l] = v;
     return a;
 }
-static inline bi bi_setm(bm k, bi a, int64_t v) { return bi_blend(k, a, v); }
 static inline void bi_st(int64_t *p, bm keep, bi a) {
     for (int l = 0; l < 16; l++) p[l] = keep >> l & 1u ? a.i[l] : 0;
+}
+static inline bv bv_add_eq(bv s, const float *g, const int64_t *ind, int64_t i) {
+    for (int l = 0; l < 16; l++)
+        if (ind[l] == i) s.f[l] += g[l];
+    return s;
 }
 #endif
 
@@ -140,22 +150,31 @@ static inline bm blk_keep(int64_t C, int64_t cb) {
     return n >= 16 ? (bm)0xFFFF : (bm)((1u << n) - 1u);
 }
 
-/* ---------------------------------------------------------------- the work */
+/* ---------------------------------------------------------------- the work
+ * Rows are (n, output row) forward and (n, grad_x row) backward: the
+ * window geometry of a row is computed once and serves every channel block
+ * of the image; the columns' geometry sits in tables of PM_TAB entries,
+ * filled once per range when the row fits (else per row and chunk). */
 typedef struct b16_job {
     const mft_pool2d_params *p;
     const float *x; /* forward input, or grad_out */
     float *y;       /* forward output, or grad_x */
     int64_t *yi;    /* max forward indices */
     const int64_t *ind; /* max backward indices */
-    int64_t C, C1, H, W, OH, OW; /* H, W: the input's (grad_x's) */
+    int64_t N, C, C1, H, W, OH, OW; /* H, W: the input's (grad_x's) */
     bool relu;
 } b16_job;
 
 /* x: the input-sized tensor (forward input, grad_x), y: the output-sized one */
-static b16_job b16_job_of(const mft_tensor *x, const mft_tensor *y, const void *params) {
+static b16_job b16_job_of(const mft_kernel_args *a, bool fwd) {
+    const mft_tensor *x = fwd ? a->inputs[0] : a->outputs[0];
+    const mft_tensor *y = fwd ? a->outputs[0] : a->inputs[0];
     b16_job j;
     memset(&j, 0, sizeof j);
-    j.p = params;
+    j.p = a->params;
+    j.x = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
+    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
+    j.N = x->sizes[0];
     j.C = x->sizes[1];
     j.C1 = (j.C + 15) / 16;
     j.H = x->sizes[2];
@@ -170,55 +189,65 @@ static void b16_max_rows(void *ctx, int64_t begin, int64_t end) {
     const b16_job *j = ctx;
     const mft_pool2d_params *p = j->p;
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
-    const int64_t sw = p->stride[1], dh = p->dilation[0], dw = p->dilation[1];
+    const int64_t dh = p->dilation[0], dw = p->dilation[1];
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t q = r / OH, oh = r % OH;
-        const bm keep = blk_keep(j->C, q % j->C1);
-        const float *xb = j->x + q * H * W * 16;
-        float *yb = j->y + r * OW * 16;
-        int64_t *ib = j->yi + r * OW * 16;
+        const int64_t n = r / OH, oh = r % OH;
         int64_t h0, h1;
         max_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], dh, &h0, &h1);
-        for (int64_t ow = 0; ow < OW; ow++) {
-            int64_t w0, w1;
-            max_window(ow, W, p->kernel[1], sw, p->padding[1], dw, &w0, &w1);
-            bv m = bv_set1(-INFINITY);
-            bi idx = bi_set1(h0 * W + w0);
-            for (int64_t ih = h0; ih < h1; ih += dh)
-                for (int64_t iw = w0; iw < w1; iw += dw) {
-                    const bv v = bv_ld(xb + (ih * W + iw) * 16);
-                    const bm k = bv_newmax(v, m);
-                    m = bv_blend(k, m, v);
-                    idx = bi_blend(k, idx, ih * W + iw);
+        for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
+            const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
+            if (r == begin || OW > PM_TAB) /* the columns' windows: the same every row */
+                for (int64_t t = 0; t < nw; t++)
+                    max_window(c0 + t, W, p->kernel[1], p->stride[1], p->padding[1], dw, &tw0[t],
+                               &tw1[t]);
+            for (int64_t cb = 0; cb < j->C1; cb++) {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *xb = j->x + q * H * W * 16;
+                float *yb = j->y + ((q * OH + oh) * OW + c0) * 16;
+                int64_t *ib = j->yi + ((q * OH + oh) * OW + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    const int64_t w0 = tw0[t], w1 = tw1[t];
+                    bv m = bv_set1(-INFINITY);
+                    bi idx = bi_set1(h0 * W + w0);
+                    for (int64_t ih = h0; ih < h1; ih += dh)
+                        for (int64_t iw = w0; iw < w1; iw += dw) {
+                            const bv v = bv_ld(xb + (ih * W + iw) * 16);
+                            const bm k = bv_newmax(v, m);
+                            m = bv_blend(k, m, v);
+                            idx = bi_blend(k, idx, ih * W + iw);
+                        }
+                    if (j->relu) { /* RELU_CLAMP per lane */
+                        idx = bi_blend(bv_le0(m), idx, -1);
+                        m = bv_keep((bm)~bv_lt0(m), m);
+                    }
+                    bv_st(yb + t * 16, bv_keep(keep, m));
+                    bi_st(ib + t * 16, keep, idx);
                 }
-            if (j->relu) { /* RELU_CLAMP per lane */
-                idx = bi_setm(bv_le0(m), idx, -1);
-                m = bv_keep((bm)~bv_lt0(m), m);
             }
-            bv_st(yb + ow * 16, bv_keep(keep, m));
-            bi_st(ib + ow * 16, keep, idx);
         }
     }
 }
 
 static void b16_max_forward(const mft_kernel_args *a, bool relu) {
-    b16_job j = b16_job_of(a->inputs[0], a->outputs[0], a->params);
-    j.x = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
-    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
+    b16_job j = b16_job_of(a, true);
     j.yi = (int64_t *)(void *)mft__tensor_ptr(a->outputs[1]);
     j.relu = relu;
-    const int64_t rows = a->inputs[0]->sizes[0] * j.C1 * j.OH;
-    mft__parallel_for(0, rows, pool_grain(j.OW * j.p->kernel[0] * j.p->kernel[1] * 16),
-                      b16_max_rows, &j);
+    const int64_t work = j.C1 * j.OW * j.p->kernel[0] * j.p->kernel[1] * 16;
+    mft__parallel_for(0, j.N * j.OH, pool_grain(work), b16_max_rows, &j);
 }
 
 void mft__pool_max_pool2d_nchw16c(const mft_kernel_args *a) { b16_max_forward(a, false); }
 void mft__pool_relu_max_pool2d_nchw16c(const mft_kernel_args *a) { b16_max_forward(a, true); }
 
 /* ---------------------------------------------------------------- max backward
- * Each plane scatters grad_out into its zeroed grad_x plane, outputs in
- * ascending order (as the plain kernels); indices outside [0, H*W) (relu's
- * -1) are skipped. */
+ * With the forward's windows (mft_max_pool2d_backward_windows, the tape) and
+ * none of them empty: gathered per grad_x row, each element the sum, over
+ * the outputs whose window span holds it (ascending), of grad_out where the
+ * index names it. Else each plane scatters grad_out into its zeroed grad_x
+ * plane, outputs ascending; indices outside [0, H*W) (relu's -1) are
+ * skipped. The same sums in the same order either way. */
 static void b16_max_bwd_planes(void *ctx, int64_t begin, int64_t end) {
     const b16_job *j = ctx;
     const int64_t HW = j->H * j->W, OHW = j->OH * j->OW;
@@ -236,14 +265,78 @@ static void b16_max_bwd_planes(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* Outputs [*o0, *o1) along a dim whose max window span [o*s - p, o*s - p +
+ * (k-1)*d] holds input i. */
+static inline void max_span_inv(int64_t i, int64_t out, int64_t k, int64_t s, int64_t pad,
+                                int64_t d, int64_t *o0, int64_t *o1) {
+    int64_t a = pool_div_floor(i + pad - (k - 1) * d + s - 1, s);
+    int64_t b = pool_div_floor(i + pad, s) + 1;
+    *o0 = a < 0 ? 0 : a;
+    *o1 = b > out ? out : b;
+    if (*o1 < *o0) *o1 = *o0;
+}
+
+static void b16_max_bwd_rows(void *ctx, int64_t begin, int64_t end) {
+    const b16_job *j = ctx;
+    const mft_pool2d_params *p = j->p;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / H, ih = r % H;
+        int64_t oh0, oh1;
+        max_span_inv(ih, OH, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &oh0,
+                     &oh1);
+        for (int64_t c0 = 0; c0 < W; c0 += PM_TAB) {
+            const int64_t nw = W - c0 < PM_TAB ? W - c0 : PM_TAB;
+            if (r == begin || W > PM_TAB)
+                for (int64_t t = 0; t < nw; t++)
+                    max_span_inv(c0 + t, OW, p->kernel[1], p->stride[1], p->padding[1],
+                                 p->dilation[1], &tw0[t], &tw1[t]);
+            for (int64_t cb = 0; cb < j->C1; cb++) {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *go = j->x + q * OH * OW * 16;
+                const int64_t *ind = j->ind + q * OH * OW * 16;
+                float *gx = j->y + ((q * H + ih) * W + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    const int64_t i = ih * W + c0 + t;
+                    bv s = bv_set1(0.0f);
+                    for (int64_t oh = oh0; oh < oh1; oh++)
+                        for (int64_t ow = tw0[t]; ow < tw1[t]; ow++)
+                            s = bv_add_eq(s, go + (oh * OW + ow) * 16, ind + (oh * OW + ow) * 16, i);
+                    bv_st(gx + t * 16, bv_keep(keep, s));
+                }
+            }
+        }
+    }
+}
+
+/* every max window along both dims holds an input position */
+static bool max_windows_nonempty(const b16_job *j) {
+    const mft_pool2d_params *p = j->p;
+    for (int d = 0; d < 2; d++) {
+        const int64_t out = d ? j->OW : j->OH, in = d ? j->W : j->H;
+        for (int64_t o = 0; o < out; o++) {
+            int64_t i0, i1;
+            max_window(o, in, p->kernel[d], p->stride[d], p->padding[d], p->dilation[d], &i0, &i1);
+            if (i0 >= i1) return false;
+        }
+    }
+    return true;
+}
+
 void mft__pool_max_backward_nchw16c(const mft_kernel_args *a) {
-    b16_job j = b16_job_of(a->outputs[0], a->inputs[0], a->params);
-    j.x = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
+    b16_job j = b16_job_of(a, false);
     j.ind = (const int64_t *)(const void *)mft__tensor_ptr(a->inputs[1]);
-    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
-    const int64_t planes = a->outputs[0]->sizes[0] * j.C1;
-    mft__parallel_for(0, planes, pool_grain((j.H * j.W + j.OH * j.OW) * 16), b16_max_bwd_planes,
-                      &j);
+    if (j.p && max_windows_nonempty(&j)) {
+        const int64_t terms = (j.p->kernel[0] * j.p->dilation[0] / j.p->stride[0] + 1) *
+                              (j.p->kernel[1] * j.p->dilation[1] / j.p->stride[1] + 1);
+        mft__parallel_for(0, j.N * j.H, pool_grain(j.C1 * j.W * terms * 16), b16_max_bwd_rows,
+                          &j);
+        return;
+    }
+    mft__parallel_for(0, j.N * j.C1, pool_grain((j.H * j.W + j.OH * j.OW) * 16),
+                      b16_max_bwd_planes, &j);
 }
 
 /* ---------------------------------------------------------------- avg forward */
@@ -251,169 +344,204 @@ static void b16_avg_rows(void *ctx, int64_t begin, int64_t end) {
     const b16_job *j = ctx;
     const mft_pool2d_params *p = j->p;
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
+    float tdiv[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t q = r / OH, oh = r % OH;
-        const bm keep = blk_keep(j->C, q % j->C1);
-        const float *xb = j->x + q * H * W * 16;
-        float *yb = j->y + r * OW * 16;
+        const int64_t n = r / OH, oh = r % OH;
         int64_t h0, h1, ph;
         avg_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
-        for (int64_t ow = 0; ow < OW; ow++) {
-            int64_t w0, w1, pw;
-            avg_window(ow, W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
-            const int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
-            bv s = bv_set1(0.0f);
-            for (int64_t ih = h0; ih < h1; ih++)
-                for (int64_t iw = w0; iw < w1; iw++) s = bv_add(s, bv_ld(xb + (ih * W + iw) * 16));
-            bv_st(yb + ow * 16, div ? bv_keep(keep, bv_div(s, bv_set1((float)div))) : bv_set1(0.0f));
+        for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
+            const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
+            for (int64_t t = 0; t < nw; t++) {
+                int64_t pw;
+                avg_window(c0 + t, W, p->kernel[1], p->stride[1], p->padding[1], &tw0[t],
+                           &tw1[t], &pw);
+                tdiv[t] = (float)avg_divisor(p, h0, h1, ph, tw0[t], tw1[t], pw);
+            }
+            for (int64_t cb = 0; cb < j->C1; cb++) {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *xb = j->x + q * H * W * 16;
+                float *yb = j->y + ((q * OH + oh) * OW + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    bv s = bv_set1(0.0f);
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = tw0[t]; iw < tw1[t]; iw++)
+                            s = bv_add(s, bv_ld(xb + (ih * W + iw) * 16));
+                    bv_st(yb + t * 16, tdiv[t] != 0.0f ? bv_keep(keep, bv_div(s, bv_set1(tdiv[t])))
+                                                       : bv_set1(0.0f));
+                }
+            }
         }
     }
 }
 
 void mft__pool_avg_pool2d_nchw16c(const mft_kernel_args *a) {
-    b16_job j = b16_job_of(a->inputs[0], a->outputs[0], a->params);
-    j.x = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
-    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
-    const int64_t rows = a->inputs[0]->sizes[0] * j.C1 * j.OH;
-    mft__parallel_for(0, rows, pool_grain(j.OW * j.p->kernel[0] * j.p->kernel[1] * 16),
-                      b16_avg_rows, &j);
+    b16_job j = b16_job_of(a, true);
+    const int64_t work = j.C1 * j.OW * j.p->kernel[0] * j.p->kernel[1] * 16;
+    mft__parallel_for(0, j.N * j.OH, pool_grain(work), b16_avg_rows, &j);
 }
 
-/* ---------------------------------------------------------------- avg backward
- * Gathered per grad_x row: grad_x[ih, iw] = sum over the outputs (oh, ow)
- * whose windows hold (ih, iw), ascending, of grad_out * (1/divisor). */
-static void b16_avg_bwd_rows(void *ctx, int64_t begin, int64_t end) {
-    const b16_job *j = ctx;
+/* ---------------------------------------------------------------- gathered backward
+ * avg and adaptive avg: grad_x[ih, iw] = sum over the outputs (oh, ow)
+ * whose windows hold (ih, iw), ascending, of grad_out * (1/divisor). The
+ * 1/divisor of every output is tabled once per call (inv; NULL when out of
+ * memory: computed per term). */
+typedef struct b16_gjob {
+    b16_job j;
+    bool adaptive;
+    float *inv; /* OH*OW factors, or NULL */
+} b16_gjob;
+
+/* outputs [*o0, *o1) along a dim whose window holds input i */
+static inline void win_inv(const b16_job *j, bool adaptive, int d, int64_t i, int64_t *o0,
+                           int64_t *o1) {
+    const int64_t in = d ? j->W : j->H, out = d ? j->OW : j->OH;
+    int64_t a, b;
+    if (adaptive) {
+        a = (i * out) / in;
+        b = ((i + 1) * out + in - 1) / in;
+    } else {
+        const mft_pool2d_params *p = j->p;
+        a = pool_div_floor(i + p->padding[d] - p->kernel[d], p->stride[d]) + 1;
+        b = pool_div_floor(i + p->padding[d], p->stride[d]) + 1;
+    }
+    *o0 = a < 0 ? 0 : a;
+    *o1 = b > out ? out : b;
+    if (*o1 < *o0) *o1 = *o0;
+}
+
+/* 1/divisor of output (oh, ow) (0: an empty window) */
+static inline float win_inv_div(const b16_job *j, bool adaptive, int64_t oh, int64_t ow) {
+    if (adaptive) {
+        const int64_t h0 = (oh * j->H) / j->OH, h1 = ((oh + 1) * j->H + j->OH - 1) / j->OH;
+        const int64_t w0 = (ow * j->W) / j->OW, w1 = ((ow + 1) * j->W + j->OW - 1) / j->OW;
+        return 1.0f / (float)((h1 - h0) * (w1 - w0));
+    }
     const mft_pool2d_params *p = j->p;
+    int64_t h0, h1, ph, w0, w1, pw;
+    avg_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
+    avg_window(ow, j->W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
+    const int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
+    return div ? 1.0f / (float)div : 0.0f;
+}
+
+static void b16_inv_rows(void *ctx, int64_t begin, int64_t end) {
+    b16_gjob *g = ctx;
+    float *inv = g->inv;
+    for (int64_t oh = begin; oh < end; oh++)
+        for (int64_t ow = 0; ow < g->j.OW; ow++)
+            inv[oh * g->j.OW + ow] = win_inv_div(&g->j, g->adaptive, oh, ow);
+}
+
+static void b16_gather_rows(void *ctx, int64_t begin, int64_t end) {
+    const b16_gjob *g = ctx;
+    const b16_job *j = &g->j;
+    const bool adaptive = g->adaptive;
+    const float *inv = g->inv;
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
-    const int64_t kh = p->kernel[0], kw = p->kernel[1], sh = p->stride[0], sw = p->stride[1];
-    const int64_t ph_ = p->padding[0], pw_ = p->padding[1];
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t q = r / H, ih = r % H;
-        const bm keep = blk_keep(j->C, q % j->C1);
-        const float *gob = j->x + q * OH * OW * 16;
-        float *gx = j->y + r * W * 16;
-        int64_t oh0 = pool_div_floor(ih + ph_ - kh, sh) + 1, oh1 = pool_div_floor(ih + ph_, sh) + 1;
-        if (oh0 < 0) oh0 = 0;
-        if (oh1 > OH) oh1 = OH;
-        for (int64_t iw = 0; iw < W; iw++) {
-            int64_t ow0 = pool_div_floor(iw + pw_ - kw, sw) + 1,
-                    ow1 = pool_div_floor(iw + pw_, sw) + 1;
-            if (ow0 < 0) ow0 = 0;
-            if (ow1 > OW) ow1 = OW;
-            bv s = bv_set1(0.0f);
-            for (int64_t oh = oh0; oh < oh1; oh++) {
-                int64_t h0, h1, ph;
-                avg_window(oh, H, kh, sh, ph_, &h0, &h1, &ph);
-                for (int64_t ow = ow0; ow < ow1; ow++) {
-                    int64_t w0, w1, pw;
-                    avg_window(ow, W, kw, sw, pw_, &w0, &w1, &pw);
-                    const int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
-                    if (!div) continue;
-                    s = bv_add(s, bv_mul(bv_ld(gob + (oh * OW + ow) * 16),
-                                         bv_set1(1.0f / (float)div)));
+        const int64_t n = r / H, ih = r % H;
+        int64_t oh0, oh1;
+        win_inv(j, adaptive, 0, ih, &oh0, &oh1);
+        for (int64_t c0 = 0; c0 < W; c0 += PM_TAB) {
+            const int64_t nw = W - c0 < PM_TAB ? W - c0 : PM_TAB;
+            if (r == begin || W > PM_TAB)
+                for (int64_t t = 0; t < nw; t++) win_inv(j, adaptive, 1, c0 + t, &tw0[t], &tw1[t]);
+            for (int64_t cb = 0; cb < j->C1; cb++) {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *go = j->x + q * OH * OW * 16;
+                float *gx = j->y + ((q * H + ih) * W + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    bv s = bv_set1(0.0f);
+                    for (int64_t oh = oh0; oh < oh1; oh++)
+                        for (int64_t ow = tw0[t]; ow < tw1[t]; ow++) {
+                            const float f = inv ? inv[oh * OW + ow]
+                                                : win_inv_div(j, adaptive, oh, ow);
+                            s = bv_add(s, bv_mul(bv_ld(go + (oh * OW + ow) * 16), bv_set1(f)));
+                        }
+                    bv_st(gx + t * 16, bv_keep(keep, s));
                 }
             }
-            bv_st(gx + iw * 16, bv_keep(keep, s));
         }
     }
 }
 
+static void b16_gather(const mft_kernel_args *a, bool adaptive, int64_t terms) {
+    b16_gjob g;
+    g.j = b16_job_of(a, false);
+    g.adaptive = adaptive;
+    float *inv = mft__alloc((size_t)(g.j.OH * g.j.OW) * sizeof(float), 64);
+    g.inv = NULL;
+    if (inv) {
+        g.inv = inv;
+        mft__parallel_for(0, g.j.OH, pool_grain(g.j.OW * 8), b16_inv_rows, &g);
+    }
+    mft__parallel_for(0, g.j.N * g.j.H, pool_grain(g.j.C1 * g.j.W * terms * 16), b16_gather_rows,
+                      &g);
+    mft__free(inv);
+}
+
 void mft__pool_avg_pool2d_backward_nchw16c(const mft_kernel_args *a) {
-    b16_job j = b16_job_of(a->outputs[0], a->inputs[0], a->params);
-    j.x = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
-    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
-    const int64_t terms = (j.p->kernel[0] / j.p->stride[0] + 1) * (j.p->kernel[1] / j.p->stride[1] + 1);
-    const int64_t rows = a->outputs[0]->sizes[0] * j.C1 * j.H;
-    mft__parallel_for(0, rows, pool_grain(j.W * terms * 16), b16_avg_bwd_rows, &j);
+    const mft_pool2d_params *p = a->params;
+    b16_gather(a, false, (p->kernel[0] / p->stride[0] + 1) * (p->kernel[1] / p->stride[1] + 1));
 }
 
 /* ---------------------------------------------------------------- adaptive avg
  * Window o of a dim: [floor(o*in/out), ceil((o+1)*in/out)). The forward sums
  * a window's rows in four partial sums (columns iw mod 4) and divides by the
  * window's size; a 1x1 output is global average pooling. */
-static inline void ada_win(int64_t o, int64_t in, int64_t out, int64_t *i0, int64_t *i1) {
-    *i0 = (o * in) / out;
-    *i1 = ((o + 1) * in + out - 1) / out;
-}
-
 static void b16_ada_rows(void *ctx, int64_t begin, int64_t end) {
     const b16_job *j = ctx;
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t q = r / OH, oh = r % OH;
-        const bm keep = blk_keep(j->C, q % j->C1);
-        const float *xb = j->x + q * H * W * 16;
-        float *yb = j->y + r * OW * 16;
-        int64_t h0, h1;
-        ada_win(oh, H, OH, &h0, &h1);
-        for (int64_t ow = 0; ow < OW; ow++) {
-            int64_t w0, w1;
-            ada_win(ow, W, OW, &w0, &w1);
-            bv s0 = bv_set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
-            for (int64_t ih = h0; ih < h1; ih++) {
-                const float *row = xb + ih * W * 16;
-                int64_t iw = w0;
-                for (; iw + 4 <= w1; iw += 4) {
-                    s0 = bv_add(s0, bv_ld(row + iw * 16));
-                    s1 = bv_add(s1, bv_ld(row + (iw + 1) * 16));
-                    s2 = bv_add(s2, bv_ld(row + (iw + 2) * 16));
-                    s3 = bv_add(s3, bv_ld(row + (iw + 3) * 16));
+        const int64_t n = r / OH, oh = r % OH;
+        const int64_t h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
+            const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
+            if (r == begin || OW > PM_TAB)
+                for (int64_t t = 0; t < nw; t++) {
+                    tw0[t] = ((c0 + t) * W) / OW;
+                    tw1[t] = ((c0 + t + 1) * W + OW - 1) / OW;
                 }
-                for (; iw < w1; iw++) s0 = bv_add(s0, bv_ld(row + iw * 16));
+            for (int64_t cb = 0; cb < j->C1; cb++) {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *xb = j->x + q * H * W * 16;
+                float *yb = j->y + ((q * OH + oh) * OW + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    const int64_t w0 = tw0[t], w1 = tw1[t];
+                    bv s0 = bv_set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
+                    for (int64_t ih = h0; ih < h1; ih++) {
+                        const float *row = xb + ih * W * 16;
+                        int64_t iw = w0;
+                        for (; iw + 4 <= w1; iw += 4) {
+                            s0 = bv_add(s0, bv_ld(row + iw * 16));
+                            s1 = bv_add(s1, bv_ld(row + (iw + 1) * 16));
+                            s2 = bv_add(s2, bv_ld(row + (iw + 2) * 16));
+                            s3 = bv_add(s3, bv_ld(row + (iw + 3) * 16));
+                        }
+                        for (; iw < w1; iw++) s0 = bv_add(s0, bv_ld(row + iw * 16));
+                    }
+                    const bv s = bv_add(bv_add(s0, s1), bv_add(s2, s3));
+                    const float size = (float)((h1 - h0) * (w1 - w0));
+                    bv_st(yb + t * 16, bv_keep(keep, bv_div(s, bv_set1(size))));
+                }
             }
-            const bv s = bv_add(bv_add(s0, s1), bv_add(s2, s3));
-            const float size = (float)((h1 - h0) * (w1 - w0));
-            bv_st(yb + ow * 16, bv_keep(keep, bv_div(s, bv_set1(size))));
         }
     }
 }
 
 void mft__pool_adaptive_avg_nchw16c(const mft_kernel_args *a) {
-    b16_job j = b16_job_of(a->inputs[0], a->outputs[0], a->params);
-    j.x = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
-    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
-    const int64_t rows = a->inputs[0]->sizes[0] * j.C1 * j.OH;
+    b16_job j = b16_job_of(a, true);
     const int64_t win = (j.H / j.OH + 1) * (j.W / j.OW + 1);
-    mft__parallel_for(0, rows, pool_grain(j.OW * win * 16), b16_ada_rows, &j);
-}
-
-/* Backward, gathered per grad_x row: the outputs whose windows hold (ih, iw)
- * are [floor(i*out/in), ceil((i+1)*out/in)) per dim. */
-static void b16_ada_bwd_rows(void *ctx, int64_t begin, int64_t end) {
-    const b16_job *j = ctx;
-    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
-    for (int64_t r = begin; r < end; r++) {
-        const int64_t q = r / H, ih = r % H;
-        const bm keep = blk_keep(j->C, q % j->C1);
-        const float *gob = j->x + q * OH * OW * 16;
-        float *gx = j->y + r * W * 16;
-        int64_t oh0, oh1;
-        ada_win(ih, OH, H, &oh0, &oh1);
-        for (int64_t iw = 0; iw < W; iw++) {
-            int64_t ow0, ow1;
-            ada_win(iw, OW, W, &ow0, &ow1);
-            bv s = bv_set1(0.0f);
-            for (int64_t oh = oh0; oh < oh1; oh++) {
-                int64_t h0, h1;
-                ada_win(oh, H, OH, &h0, &h1);
-                for (int64_t ow = ow0; ow < ow1; ow++) {
-                    int64_t w0, w1;
-                    ada_win(ow, W, OW, &w0, &w1);
-                    const float inv = 1.0f / (float)((h1 - h0) * (w1 - w0));
-                    s = bv_add(s, bv_mul(bv_ld(gob + (oh * OW + ow) * 16), bv_set1(inv)));
-                }
-            }
-            bv_st(gx + iw * 16, bv_keep(keep, s));
-        }
-    }
+    mft__parallel_for(0, j.N * j.OH, pool_grain(j.C1 * j.OW * win * 16), b16_ada_rows, &j);
 }
 
 void mft__pool_adaptive_avg_backward_nchw16c(const mft_kernel_args *a) {
-    b16_job j = b16_job_of(a->outputs[0], a->inputs[0], a->params);
-    j.x = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
-    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
-    const int64_t rows = a->outputs[0]->sizes[0] * j.C1 * j.H;
-    const int64_t terms = (j.OH / j.H + 2) * (j.OW / j.W + 2);
-    mft__parallel_for(0, rows, pool_grain(j.W * terms * 16), b16_ada_bwd_rows, &j);
+    const mft_tensor *go = a->inputs[0], *gx = a->outputs[0];
+    b16_gather(a, true, (go->sizes[2] / gx->sizes[2] + 2) * (go->sizes[3] / gx->sizes[3] + 2));
 }

@@ -22,8 +22,9 @@ const mft__kernel_def *const mft__pool_tables[] = {mft__kernels_pool, mft__kerne
 
 /* ---------------------------------------------------------------- blocked operands */
 static bool pool_packed16(const mft_tensor *t, mft_dtype dt) {
+    /* in-plane positions (max indices) as int32 lanes: H*W fits */
     return t && t->ndim == 4 && t->dtype == dt && t->tag == MFT_NCHW16C &&
-           mft_tensor_is_contiguous(t, MFT_NCHW16C);
+           mft_tensor_is_contiguous(t, MFT_NCHW16C) && t->sizes[2] <= INT32_MAX / t->sizes[3];
 }
 
 bool mft__pool_native16(const mft_tensor *x, const mft_tensor *indices) {
