@@ -155,7 +155,7 @@ mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offse
     return t;
 }
 
-mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype) {
+static mft_tensor *alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype, bool zero) {
     if (mft__check_dtype(fn, dtype) != MFT_OK) return NULL;
     if (mft_layout_check(l) != MFT_OK) {
         mft__relabel_error(fn);
@@ -176,9 +176,24 @@ mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dt
     }
     mft_storage *s = mft__storage_new(fn, (size_t)need * es);
     if (!s) return NULL;
-    if (s->nbytes) memset(s->data, 0, s->nbytes); /* pad lanes start at zero */
+    if (zero && s->nbytes) memset(s->data, 0, s->nbytes); /* pad lanes start at zero */
     mft_tensor *t = mft__tensor_new_layout(fn, s, 0, l, dtype);
     mft__storage_release(s);
+    return t;
+}
+
+mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype) {
+    return alloc_layout(fn, l, dtype, true);
+}
+
+mft_tensor *mft__tensor_alloc_unset(const char *fn, int ndim, const int64_t *sizes,
+                                    mft_dtype dtype, mft_format fmt) {
+    if (fmt != MFT_NCHW8C && fmt != MFT_NCHW16C) return mft__tensor_alloc(fn, ndim, sizes, dtype, fmt);
+    if (mft__check_geometry(fn, ndim, sizes, NULL, dtype) != MFT_OK) return NULL;
+    mft_layout l;
+    if (mft__layout_for_format(fn, ndim, sizes, fmt, &l) != MFT_OK) return NULL;
+    mft_tensor *t = alloc_layout(fn, &l, dtype, false);
+    if (t) mft__tensor_declare(t, fmt);
     return t;
 }
 

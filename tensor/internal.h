@@ -300,6 +300,11 @@ mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offse
                                    const mft_layout *l, mft_dtype dtype);
 /* Fresh zeroed storage (pad lanes zero) holding the packed descriptor l. */
 mft_tensor *mft__tensor_alloc_layout(const char *fn, const mft_layout *l, mft_dtype dtype);
+/* mft__tensor_alloc whose blocked storage is left unset (plain formats: the
+ * same as mft__tensor_alloc): for an output a native blocked kernel writes
+ * in full, pad lanes included, which saves the zeroing pass. */
+mft_tensor *mft__tensor_alloc_unset(const char *fn, int ndim, const int64_t *sizes,
+                                    mft_dtype dtype, mft_format fmt);
 /* The format a descriptor is: CONTIGUOUS / CHANNELS_LAST for plain ones
  * (by its strides), NCHW8C / NCHW16C for one block of 8 / 16 on dim 1 of a
  * rank 3-5 layout whose outer order fits N, C1, [D,] H, W, else BLOCKED. */

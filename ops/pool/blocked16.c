@@ -151,10 +151,10 @@ static inline bm blk_keep(int64_t C, int64_t cb) {
 }
 
 /* ---------------------------------------------------------------- the work
- * Rows are (n, output row) forward and (n, grad_x row) backward: the
- * window geometry of a row is computed once and serves every channel block
- * of the image; the columns' geometry sits in tables of PM_TAB entries,
- * filled once per range when the row fits (else per row and chunk). */
+ * Rows are (plane, output row) forward and (plane, grad_x row) backward,
+ * planes in memory order; the columns' window geometry, the same for every
+ * row, sits in tables of PM_TAB entries filled once per range when a row
+ * fits (else per row and chunk of PM_TAB columns). */
 typedef struct b16_job {
     const mft_pool2d_params *p;
     const float *x; /* forward input, or grad_out */
@@ -192,7 +192,7 @@ static void b16_max_rows(void *ctx, int64_t begin, int64_t end) {
     const int64_t dh = p->dilation[0], dw = p->dilation[1];
     int64_t tw0[PM_TAB], tw1[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t n = r / OH, oh = r % OH;
+        const int64_t n = r / OH / j->C1, cb = r / OH % j->C1, oh = r % OH;
         int64_t h0, h1;
         max_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], dh, &h0, &h1);
         for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
@@ -201,7 +201,7 @@ static void b16_max_rows(void *ctx, int64_t begin, int64_t end) {
                 for (int64_t t = 0; t < nw; t++)
                     max_window(c0 + t, W, p->kernel[1], p->stride[1], p->padding[1], dw, &tw0[t],
                                &tw1[t]);
-            for (int64_t cb = 0; cb < j->C1; cb++) {
+            {
                 const int64_t q = n * j->C1 + cb;
                 const bm keep = blk_keep(j->C, cb);
                 const float *xb = j->x + q * H * W * 16;
@@ -234,8 +234,8 @@ static void b16_max_forward(const mft_kernel_args *a, bool relu) {
     b16_job j = b16_job_of(a, true);
     j.yi = (int64_t *)(void *)mft__tensor_ptr(a->outputs[1]);
     j.relu = relu;
-    const int64_t work = j.C1 * j.OW * j.p->kernel[0] * j.p->kernel[1] * 16;
-    mft__parallel_for(0, j.N * j.OH, pool_grain(work), b16_max_rows, &j);
+    const int64_t work = j.OW * j.p->kernel[0] * j.p->kernel[1] * 16;
+    mft__parallel_for(0, j.N * j.C1 * j.OH, pool_grain(work), b16_max_rows, &j);
 }
 
 void mft__pool_max_pool2d_nchw16c(const mft_kernel_args *a) { b16_max_forward(a, false); }
@@ -282,7 +282,7 @@ static void b16_max_bwd_rows(void *ctx, int64_t begin, int64_t end) {
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
     int64_t tw0[PM_TAB], tw1[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t n = r / H, ih = r % H;
+        const int64_t n = r / H / j->C1, cb = r / H % j->C1, ih = r % H;
         int64_t oh0, oh1;
         max_span_inv(ih, OH, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &oh0,
                      &oh1);
@@ -292,7 +292,7 @@ static void b16_max_bwd_rows(void *ctx, int64_t begin, int64_t end) {
                 for (int64_t t = 0; t < nw; t++)
                     max_span_inv(c0 + t, OW, p->kernel[1], p->stride[1], p->padding[1],
                                  p->dilation[1], &tw0[t], &tw1[t]);
-            for (int64_t cb = 0; cb < j->C1; cb++) {
+            {
                 const int64_t q = n * j->C1 + cb;
                 const bm keep = blk_keep(j->C, cb);
                 const float *go = j->x + q * OH * OW * 16;
@@ -331,7 +331,7 @@ void mft__pool_max_backward_nchw16c(const mft_kernel_args *a) {
     if (j.p && max_windows_nonempty(&j)) {
         const int64_t terms = (j.p->kernel[0] * j.p->dilation[0] / j.p->stride[0] + 1) *
                               (j.p->kernel[1] * j.p->dilation[1] / j.p->stride[1] + 1);
-        mft__parallel_for(0, j.N * j.H, pool_grain(j.C1 * j.W * terms * 16), b16_max_bwd_rows,
+        mft__parallel_for(0, j.N * j.C1 * j.H, pool_grain(j.W * terms * 16), b16_max_bwd_rows,
                           &j);
         return;
     }
@@ -347,7 +347,7 @@ static void b16_avg_rows(void *ctx, int64_t begin, int64_t end) {
     int64_t tw0[PM_TAB], tw1[PM_TAB];
     float tdiv[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t n = r / OH, oh = r % OH;
+        const int64_t n = r / OH / j->C1, cb = r / OH % j->C1, oh = r % OH;
         int64_t h0, h1, ph;
         avg_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
         for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
@@ -358,7 +358,7 @@ static void b16_avg_rows(void *ctx, int64_t begin, int64_t end) {
                            &tw1[t], &pw);
                 tdiv[t] = (float)avg_divisor(p, h0, h1, ph, tw0[t], tw1[t], pw);
             }
-            for (int64_t cb = 0; cb < j->C1; cb++) {
+            {
                 const int64_t q = n * j->C1 + cb;
                 const bm keep = blk_keep(j->C, cb);
                 const float *xb = j->x + q * H * W * 16;
@@ -378,8 +378,8 @@ static void b16_avg_rows(void *ctx, int64_t begin, int64_t end) {
 
 void mft__pool_avg_pool2d_nchw16c(const mft_kernel_args *a) {
     b16_job j = b16_job_of(a, true);
-    const int64_t work = j.C1 * j.OW * j.p->kernel[0] * j.p->kernel[1] * 16;
-    mft__parallel_for(0, j.N * j.OH, pool_grain(work), b16_avg_rows, &j);
+    const int64_t work = j.OW * j.p->kernel[0] * j.p->kernel[1] * 16;
+    mft__parallel_for(0, j.N * j.C1 * j.OH, pool_grain(work), b16_avg_rows, &j);
 }
 
 /* ---------------------------------------------------------------- gathered backward
@@ -442,14 +442,22 @@ static void b16_gather_rows(void *ctx, int64_t begin, int64_t end) {
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
     int64_t tw0[PM_TAB], tw1[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t n = r / H, ih = r % H;
+        const int64_t n = r / H / j->C1, cb = r / H % j->C1, ih = r % H;
+        if (OH == 1 && OW == 1) { /* global pooling: one value per plane, broadcast */
+            const float f = inv ? inv[0] : win_inv_div(j, adaptive, 0, 0);
+            const bv v = bv_keep(blk_keep(j->C, cb),
+                                 bv_mul(bv_ld(j->x + (n * j->C1 + cb) * 16), bv_set1(f)));
+            float *gx = j->y + ((n * j->C1 + cb) * H + ih) * W * 16;
+            for (int64_t iw = 0; iw < W; iw++) bv_st(gx + iw * 16, v);
+            continue;
+        }
         int64_t oh0, oh1;
         win_inv(j, adaptive, 0, ih, &oh0, &oh1);
         for (int64_t c0 = 0; c0 < W; c0 += PM_TAB) {
             const int64_t nw = W - c0 < PM_TAB ? W - c0 : PM_TAB;
             if (r == begin || W > PM_TAB)
                 for (int64_t t = 0; t < nw; t++) win_inv(j, adaptive, 1, c0 + t, &tw0[t], &tw1[t]);
-            for (int64_t cb = 0; cb < j->C1; cb++) {
+            {
                 const int64_t q = n * j->C1 + cb;
                 const bm keep = blk_keep(j->C, cb);
                 const float *go = j->x + q * OH * OW * 16;
@@ -479,7 +487,7 @@ static void b16_gather(const mft_kernel_args *a, bool adaptive, int64_t terms) {
         g.inv = inv;
         mft__parallel_for(0, g.j.OH, pool_grain(g.j.OW * 8), b16_inv_rows, &g);
     }
-    mft__parallel_for(0, g.j.N * g.j.H, pool_grain(g.j.C1 * g.j.W * terms * 16), b16_gather_rows,
+    mft__parallel_for(0, g.j.N * g.j.C1 * g.j.H, pool_grain(g.j.W * terms * 16), b16_gather_rows,
                       &g);
     mft__free(inv);
 }
@@ -498,7 +506,7 @@ static void b16_ada_rows(void *ctx, int64_t begin, int64_t end) {
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
     int64_t tw0[PM_TAB], tw1[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t n = r / OH, oh = r % OH;
+        const int64_t n = r / OH / j->C1, cb = r / OH % j->C1, oh = r % OH;
         const int64_t h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
         for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
             const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
@@ -507,7 +515,7 @@ static void b16_ada_rows(void *ctx, int64_t begin, int64_t end) {
                     tw0[t] = ((c0 + t) * W) / OW;
                     tw1[t] = ((c0 + t + 1) * W + OW - 1) / OW;
                 }
-            for (int64_t cb = 0; cb < j->C1; cb++) {
+            {
                 const int64_t q = n * j->C1 + cb;
                 const bm keep = blk_keep(j->C, cb);
                 const float *xb = j->x + q * H * W * 16;
@@ -538,7 +546,7 @@ static void b16_ada_rows(void *ctx, int64_t begin, int64_t end) {
 void mft__pool_adaptive_avg_nchw16c(const mft_kernel_args *a) {
     b16_job j = b16_job_of(a, true);
     const int64_t win = (j.H / j.OH + 1) * (j.W / j.OW + 1);
-    mft__parallel_for(0, j.N * j.OH, pool_grain(j.C1 * j.OW * win * 16), b16_ada_rows, &j);
+    mft__parallel_for(0, j.N * j.C1 * j.OH, pool_grain(j.OW * win * 16), b16_ada_rows, &j);
 }
 
 void mft__pool_adaptive_avg_backward_nchw16c(const mft_kernel_args *a) {

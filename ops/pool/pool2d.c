@@ -217,11 +217,11 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     mft_tensor *outs[2] = {NULL, NULL};
     bool ok = x4 != NULL;
     if (ok) {
-        outs[0] = mft__tensor_alloc(fn, 4, out4, x->dtype, fmt);
+        outs[0] = mft__pool_alloc_out(fn, 4, out4, x->dtype, fmt);
         ok = outs[0] != NULL;
     }
     if (ok && is_max) {
-        outs[1] = mft__tensor_alloc(fn, 4, out4, MFT_I64, fmt);
+        outs[1] = mft__pool_alloc_out(fn, 4, out4, MFT_I64, fmt);
         ok = outs[1] != NULL;
     }
     if (ok) {

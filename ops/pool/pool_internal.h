@@ -565,6 +565,11 @@ void mft__pool_adaptive_avg_backward_nchw16c(const mft_kernel_args *a);
  * the kernels of blocked16.c take without conversion (others go through the
  * blocked fallback). indices (NULL: not checked) must be I64 packed NCHW16C. */
 bool mft__pool_native16(const mft_tensor *x, const mft_tensor *indices);
+/* Allocates an output packed in fmt: NCHW16C outputs are left unset when
+ * only the built-in kernels (which write every lane, pads included) can
+ * run, zeroed when a user kernel is registered (it may skip the pads). */
+mft_tensor *mft__pool_alloc_out(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
+                                mft_format fmt);
 
 /* ---------------------------------------------------------------- reference.c
  * The naive kernels, which define the semantics: the 2-D forward ones in the
