@@ -443,7 +443,7 @@ static void b16_gather_rows(void *ctx, int64_t begin, int64_t end) {
     int64_t tw0[PM_TAB], tw1[PM_TAB];
     for (int64_t r = begin; r < end; r++) {
         const int64_t n = r / H / j->C1, cb = r / H % j->C1, ih = r % H;
-        if (OH == 1 && OW == 1) { /* global pooling: one value per plane, broadcast */
+        if (adaptive && OH == 1 && OW == 1) { /* global pooling: one value per plane */
             const float f = inv ? inv[0] : win_inv_div(j, adaptive, 0, 0);
             const bv v = bv_keep(blk_keep(j->C, cb),
                                  bv_mul(bv_ld(j->x + (n * j->C1 + cb) * 16), bv_set1(f)));
