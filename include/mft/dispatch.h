@@ -96,9 +96,14 @@ typedef bool (*mft_kernel_applies_fn)(const mft_kernel_args *args, void *ctx);
 
 /* A user kernel registration (mft_dispatch_register_ex).
  *   op       a dispatched op's name ("conv2d"; the table in docs/dispatch.md);
- *   format   CONTIGUOUS, CHANNELS_LAST or MFT_FORMAT_ANY: the format of the
- *            key, and the packed format the kernel's operands come in (ANY:
- *            the op's operands as they are, any strides);
+ *   format   CONTIGUOUS, CHANNELS_LAST, NCHW8C, NCHW16C or MFT_FORMAT_ANY:
+ *            the format of the key, and the packed format the kernel's
+ *            operands come in (ANY: the op's operands as they are, any
+ *            strides). A blocked key runs when the op dispatches packed
+ *            operands of that format natively (docs/spec.md §7: the 2-D max,
+ *            relu max, avg and adaptive avg pools and their backward take
+ *            packed NCHW16C F32; other blocked operands go through the plain
+ *            fallback, so such a key is not asked then);
  *   dtype    one of the dtypes the op has built-in kernels for;
  *   name     how the kernel is reported (copied; 1-63 characters);
  *   fn       the kernel;
@@ -119,8 +124,9 @@ typedef struct mft_kernel_reg {
 /* Adds the user kernel described by reg, or replaces the one registered for
  * the same (op, format, dtype). Errors (nothing is registered then): NULL
  * reg, op, name or fn (MFT_ERR_NULL); an op that is not dispatched
- * (MFT_ERR_INVALID); a format other than CONTIGUOUS, CHANNELS_LAST, ANY, or
- * CHANNELS_LAST for an op whose format rule always gives CONTIGUOUS results
+ * (MFT_ERR_INVALID); a format other than CONTIGUOUS, CHANNELS_LAST, NCHW8C,
+ * NCHW16C, ANY, or CHANNELS_LAST / NCHW8C / NCHW16C for an op whose format
+ * rule always gives CONTIGUOUS results
  * (matmul: its kernels are only ever asked for CONTIGUOUS) (MFT_ERR_FORMAT);
  * a dtype the op has no built-in kernel for, so that no call could ever
  * reach the kernel (conv2d with u8; the message lists the op's dtypes)

@@ -78,9 +78,12 @@ static bool dispatch_check_key(const char *fn, const char *op, mft_format fmt, m
         mft__set_error(MFT_ERR_INVALID, "%s: no dispatched op named \"%s\"", fn, op);
         return false;
     }
-    if (fmt != MFT_CONTIGUOUS && fmt != MFT_CHANNELS_LAST && fmt != MFT_FORMAT_ANY) {
-        mft__set_error(MFT_ERR_FORMAT, "%s: format %d is not CONTIGUOUS, CHANNELS_LAST or ANY", fn,
-                       (int)fmt);
+    /* the blocked formats with a tag (docs/spec.md §7): a kernel for them
+     * runs when an op dispatches its packed blocked operands natively */
+    if (fmt != MFT_CONTIGUOUS && fmt != MFT_CHANNELS_LAST && fmt != MFT_FORMAT_ANY &&
+        fmt != MFT_NCHW8C && fmt != MFT_NCHW16C) {
+        mft__set_error(MFT_ERR_FORMAT, "%s: format %d is not CONTIGUOUS, CHANNELS_LAST, NCHW8C, "
+                       "NCHW16C or ANY", fn, (int)fmt);
         return false;
     }
     if (mft__check_dtype(fn, dtype) != MFT_OK) return false;
@@ -91,8 +94,9 @@ static bool dispatch_check_key(const char *fn, const char *op, mft_format fmt, m
 /* What registration refuses beyond a malformed key: a key no dispatch can
  * ever ask for. The op's dtypes are those of its built-in kernels (an op
  * validates its dtype before dispatching and has a kernel for every dtype it
- * accepts: the registry test checks the reference); CHANNELS_LAST is never
- * asked of an op whose format rule always gives CONTIGUOUS results. */
+ * accepts: the registry test checks the reference); CHANNELS_LAST (or a
+ * blocked format) is never asked of an op whose format rule always gives
+ * CONTIGUOUS results. */
 static bool dispatch_check_reachable(const char *fn, const char *op, mft__op_id id, mft_format fmt,
                                      mft_dtype dtype) {
     const unsigned dts = mft__builtin_dtypes(id);
@@ -104,10 +108,11 @@ static bool dispatch_check_reachable(const char *fn, const char *op, mft__op_id 
         return false;
     }
     const mft_format_rule *rule = mft_op_at((int)id)->rule;
-    if (fmt == MFT_CHANNELS_LAST && rule && rule->output == MFT_RULE_CONTIGUOUS) {
+    if ((fmt == MFT_CHANNELS_LAST || fmt == MFT_NCHW8C || fmt == MFT_NCHW16C) && rule &&
+        rule->output == MFT_RULE_CONTIGUOUS) {
         mft__set_error(MFT_ERR_FORMAT, "%s: op %s is only dispatched in CONTIGUOUS (its format "
-                       "rule \"%s\" gives CONTIGUOUS results), so a CHANNELS_LAST kernel would "
-                       "never run", fn, op, rule->name);
+                       "rule \"%s\" gives CONTIGUOUS results), so a %s kernel would never run",
+                       fn, op, rule->name, mft_format_name(fmt));
         return false;
     }
     return true;

@@ -4,7 +4,10 @@
  * window arithmetic; they run through the machinery of common.c. The
  * kernels are the rank-generic ones with adaptive windows (pm_geom kind
  * PM_ADAPT): max_nchw.c, max_nhwc.c (forward; the backward is max pooling's),
- * avg_nchw.c (with the global pooling paths), avg_nhwc.c, reference.c. */
+ * avg_nchw.c (with the global pooling paths), avg_nhwc.c, reference.c;
+ * blocked16.c runs adaptive avg pooling (2-D, forward and backward) and the
+ * max backward on rank-4 F32 operands packed in NCHW16C without conversion;
+ * other blocked operands take the counted fallback. */
 #include "pool_internal.h"
 #include "blocked_outputs.h"
 
@@ -112,7 +115,8 @@ static mft_tensor *pm_adaptive_avg_backward(const char *fn, int nsp, const mft_t
 
 /* ---------------------------------------------------------------- entry points */
 mft_tensor *mft_adaptive_avg_pool2d(const mft_tensor *x, const int64_t out[2]) {
-    MFT__BLOCKED_FALLBACK("adaptive_avg_pool2d", mft_adaptive_avg_pool2d(x, out), 1, &x);
+    if (!mft__pool_native16(x, NULL))
+        MFT__BLOCKED_FALLBACK("adaptive_avg_pool2d", mft_adaptive_avg_pool2d(x, out), 1, &x);
     return pm_adaptive("mft_adaptive_avg_pool2d", 2, false, x, out, NULL);
 }
 
@@ -131,7 +135,8 @@ mft_tensor *mft_adaptive_max_pool2d_with_indices(const mft_tensor *x, const int6
 
 mft_tensor *mft_adaptive_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                              const mft_tensor *indices) {
-    MFT__BLOCKED_FALLBACK_LIKE("adaptive_max_pool2d_backward", x,
+    if (!mft__pool_native16(grad_out, NULL) || !mft__pool_native16(x, indices))
+        MFT__BLOCKED_FALLBACK_LIKE("adaptive_max_pool2d_backward", x,
                                mft_adaptive_max_pool2d_backward(grad_out, x, indices), 3, &grad_out,
                                &x, &indices);
     return mft__pool_max_backward("mft_adaptive_max_pool2d_backward", 2, grad_out, x, indices,
@@ -139,7 +144,8 @@ mft_tensor *mft_adaptive_max_pool2d_backward(const mft_tensor *grad_out, const m
 }
 
 mft_tensor *mft_adaptive_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x) {
-    MFT__BLOCKED_FALLBACK_LIKE("adaptive_avg_pool2d_backward", x,
+    if (!mft__pool_native16(grad_out, NULL) || !mft__pool_native16(x, NULL))
+        MFT__BLOCKED_FALLBACK_LIKE("adaptive_avg_pool2d_backward", x,
                                mft_adaptive_avg_pool2d_backward(grad_out, x), 2, &grad_out, &x);
     return pm_adaptive_avg_backward("mft_adaptive_avg_pool2d_backward", 2, grad_out, x);
 }

@@ -20,6 +20,24 @@
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
 const mft__kernel_def *const mft__pool_tables[] = {mft__kernels_pool, mft__kernels_pool_more, NULL};
 
+/* ---------------------------------------------------------------- blocked operands */
+static bool pool_packed16(const mft_tensor *t, mft_dtype dt) {
+    /* in-plane positions (max indices) as int32 lanes: H*W fits */
+    return t && t->ndim == 4 && t->dtype == dt && t->tag == MFT_NCHW16C &&
+           mft_tensor_is_contiguous(t, MFT_NCHW16C) && t->sizes[2] <= INT32_MAX / t->sizes[3];
+}
+
+bool mft__pool_native16(const mft_tensor *x, const mft_tensor *indices) {
+    return pool_packed16(x, MFT_F32) && (!indices || pool_packed16(indices, MFT_I64));
+}
+
+mft_tensor *mft__pool_alloc_out(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
+                                mft_format fmt) {
+    return fmt == MFT_NCHW16C && mft__dispatch_user_count() == 0
+               ? mft__tensor_alloc_unzeroed(fn, ndim, sizes, dtype, fmt)
+               : mft__tensor_alloc(fn, ndim, sizes, dtype, fmt);
+}
+
 /* ---------------------------------------------------------------- checks */
 /* x: non-NULL, rank nsp+1 (unbatched) or nsp+2, F32/F64, C and spatial > 0. */
 bool mft__pool_check_x(const char *fn, const mft_tensor *x, int nsp, const char *what) {
@@ -301,7 +319,7 @@ mft_tensor *mft__pool_execute(const pm_exec *e, mft_tensor **second) {
         ok = ins[i] != NULL;
     }
     for (int i = 0; ok && i < e->nout; i++) {
-        outs[i] = mft__tensor_alloc(fn, R, e->osz, e->odt[i], e->fmt);
+        outs[i] = mft__pool_alloc_out(fn, R, e->osz, e->odt[i], e->fmt);
         ok = outs[i] != NULL;
     }
     if (ok) {

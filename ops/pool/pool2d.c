@@ -24,7 +24,13 @@
  * packed in x's tag (docs/spec.md §4); rank 3 results are CONTIGUOUS like PyTorch's
  * (mft's rank-3 CHANNELS_LAST means N,L,C, which is no pooling layout).
  * Under a recording tape the entry points also record a node whose backward
- * runs mft_max_pool2d_backward_windows / mft_avg_pool2d_backward (below). */
+ * runs mft_max_pool2d_backward_windows / mft_avg_pool2d_backward (below).
+ *
+ * Blocked operands: rank-4 F32 inputs packed in NCHW16C run the native
+ * kernels of blocked16.c (results, indices and gradients packed NCHW16C, no
+ * conversion; the backward needs grad_out, x and the indices packed so);
+ * every other blocked case takes the counted fallback (Note [Blocked
+ * fallback]). */
 #include "pool_internal.h"
 #include "blocked_outputs.h"
 
@@ -211,11 +217,11 @@ static mft_tensor *pool_run(const char *fn, mft__op_id op, const mft_tensor *x, 
     mft_tensor *outs[2] = {NULL, NULL};
     bool ok = x4 != NULL;
     if (ok) {
-        outs[0] = mft__tensor_alloc(fn, 4, out4, x->dtype, fmt);
+        outs[0] = mft__pool_alloc_out(fn, 4, out4, x->dtype, fmt);
         ok = outs[0] != NULL;
     }
     if (ok && is_max) {
-        outs[1] = mft__tensor_alloc(fn, 4, out4, MFT_I64, fmt);
+        outs[1] = mft__pool_alloc_out(fn, 4, out4, MFT_I64, fmt);
         ok = outs[1] != NULL;
     }
     if (ok) {
@@ -257,7 +263,8 @@ mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64_t kerne
                                         const int64_t stride[2], const int64_t padding[2],
                                         const int64_t dilation[2], bool ceil_mode,
                                         mft_tensor **indices) {
-    MFT__BLOCKED_FALLBACK_OUTS(
+    if (!mft__pool_native16(x, NULL))
+        MFT__BLOCKED_FALLBACK_OUTS(
         "max_pool2d_with_indices",
         mft_max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, indices), 1,
         ((mft_tensor **[]){indices}), ((const mft_tensor *[]){NULL}), 1, &x);
@@ -267,7 +274,8 @@ mft_tensor *mft_max_pool2d_with_indices(const mft_tensor *x, const int64_t kerne
 
 mft_tensor *mft_max_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                            const int64_t padding[2], const int64_t dilation[2], bool ceil_mode) {
-    MFT__BLOCKED_FALLBACK("max_pool2d", mft_max_pool2d(x, kernel, stride, padding, dilation, ceil_mode),
+    if (!mft__pool_native16(x, NULL))
+        MFT__BLOCKED_FALLBACK("max_pool2d", mft_max_pool2d(x, kernel, stride, padding, dilation, ceil_mode),
                           1, &x);
     return max_entry("mft_max_pool2d", MFT__OP_MAX_POOL2D, x, kernel, stride, padding, dilation,
                      ceil_mode, false, NULL);
@@ -277,7 +285,8 @@ mft_tensor *mft_relu_max_pool2d_with_indices(const mft_tensor *x, const int64_t 
                                              const int64_t stride[2], const int64_t padding[2],
                                              const int64_t dilation[2], bool ceil_mode,
                                              mft_tensor **indices) {
-    MFT__BLOCKED_FALLBACK_OUTS(
+    if (!mft__pool_native16(x, NULL))
+        MFT__BLOCKED_FALLBACK_OUTS(
         "relu_max_pool2d_with_indices",
         mft_relu_max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, indices),
         1, ((mft_tensor **[]){indices}), ((const mft_tensor *[]){NULL}), 1, &x);
@@ -288,7 +297,8 @@ mft_tensor *mft_relu_max_pool2d_with_indices(const mft_tensor *x, const int64_t 
 mft_tensor *mft_relu_max_pool2d(const mft_tensor *x, const int64_t kernel[2],
                                 const int64_t stride[2], const int64_t padding[2],
                                 const int64_t dilation[2], bool ceil_mode) {
-    MFT__BLOCKED_FALLBACK("relu_max_pool2d",
+    if (!mft__pool_native16(x, NULL))
+        MFT__BLOCKED_FALLBACK("relu_max_pool2d",
                           mft_relu_max_pool2d(x, kernel, stride, padding, dilation, ceil_mode), 1,
                           &x);
     return max_entry("mft_relu_max_pool2d", MFT__OP_RELU_MAX_POOL2D, x, kernel, stride, padding,
@@ -298,7 +308,8 @@ mft_tensor *mft_relu_max_pool2d(const mft_tensor *x, const int64_t kernel[2],
 mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                            const int64_t padding[2], bool ceil_mode, bool count_include_pad,
                            int64_t divisor_override) {
-    MFT__BLOCKED_FALLBACK(
+    if (!mft__pool_native16(x, NULL))
+        MFT__BLOCKED_FALLBACK(
         "avg_pool2d",
         mft_avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override),
         1, &x);
@@ -309,7 +320,8 @@ mft_tensor *mft_avg_pool2d(const mft_tensor *x, const int64_t kernel[2], const i
 /* ---------------------------------------------------------------- backward */
 mft_tensor *mft_max_pool2d_backward(const mft_tensor *grad_out, const mft_tensor *x,
                                     const mft_tensor *indices) {
-    MFT__BLOCKED_FALLBACK_LIKE("max_pool2d_backward", x,
+    if (!mft__pool_native16(grad_out, NULL) || !mft__pool_native16(x, indices))
+        MFT__BLOCKED_FALLBACK_LIKE("max_pool2d_backward", x,
                                mft_max_pool2d_backward(grad_out, x, indices), 3, &grad_out, &x,
                                &indices);
     return mft__pool_max_backward("mft_max_pool2d_backward", 2, grad_out, x, indices, NULL);
@@ -319,7 +331,8 @@ mft_tensor *mft_max_pool2d_backward_windows(const mft_tensor *grad_out, const mf
                                             const mft_tensor *indices, const int64_t kernel[2],
                                             const int64_t stride[2], const int64_t padding[2],
                                             const int64_t dilation[2], bool ceil_mode) {
-    MFT__BLOCKED_FALLBACK_LIKE("max_pool2d_backward_windows", x,
+    if (!mft__pool_native16(grad_out, NULL) || !mft__pool_native16(x, indices))
+        MFT__BLOCKED_FALLBACK_LIKE("max_pool2d_backward_windows", x,
                                mft_max_pool2d_backward_windows(grad_out, x, indices, kernel, stride,
                                                                padding, dilation, ceil_mode),
                                3, &grad_out, &x, &indices);
@@ -345,7 +358,8 @@ mft_tensor *mft_avg_pool2d_backward(const mft_tensor *grad_out, const mft_tensor
                                     const int64_t kernel[2], const int64_t stride[2],
                                     const int64_t padding[2], bool ceil_mode,
                                     bool count_include_pad, int64_t divisor_override) {
-    MFT__BLOCKED_FALLBACK_LIKE("avg_pool2d_backward", x,
+    if (!mft__pool_native16(grad_out, NULL) || !mft__pool_native16(x, NULL))
+        MFT__BLOCKED_FALLBACK_LIKE("avg_pool2d_backward", x,
                                mft_avg_pool2d_backward(grad_out, x, kernel, stride, padding,
                                                        ceil_mode, count_include_pad,
                                                        divisor_override),

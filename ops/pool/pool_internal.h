@@ -553,6 +553,23 @@ void mft__pool_adaptive_avg_nhwc(const mft_kernel_args *a);
 void mft__pool_avg_pool2d_backward_nhwc(const mft_kernel_args *a);
 void mft__pool_avg_pool3d_backward_nhwc(const mft_kernel_args *a);
 void mft__pool_adaptive_avg_backward_nhwc(const mft_kernel_args *a);
+/* blocked16.c: NCHW16C F32 (nChw16c; max indices I64 nChw16c too) */
+void mft__pool_max_pool2d_nchw16c(const mft_kernel_args *a);
+void mft__pool_relu_max_pool2d_nchw16c(const mft_kernel_args *a);
+void mft__pool_max_backward_nchw16c(const mft_kernel_args *a);
+void mft__pool_avg_pool2d_nchw16c(const mft_kernel_args *a);
+void mft__pool_avg_pool2d_backward_nchw16c(const mft_kernel_args *a);
+void mft__pool_adaptive_avg_nchw16c(const mft_kernel_args *a);
+void mft__pool_adaptive_avg_backward_nchw16c(const mft_kernel_args *a);
+/* True when x is a rank-4 F32 tensor packed in NCHW16C: the blocked operand
+ * the kernels of blocked16.c take without conversion (others go through the
+ * blocked fallback). indices (NULL: not checked) must be I64 packed NCHW16C. */
+bool mft__pool_native16(const mft_tensor *x, const mft_tensor *indices);
+/* Allocates an output packed in fmt: NCHW16C outputs are left unset when
+ * only the built-in kernels (which write every lane, pads included) can
+ * run, zeroed when a user kernel is registered (it may skip the pads). */
+mft_tensor *mft__pool_alloc_out(const char *fn, int ndim, const int64_t *sizes, mft_dtype dtype,
+                                mft_format fmt);
 
 /* ---------------------------------------------------------------- reference.c
  * The naive kernels, which define the semantics: the 2-D forward ones in the

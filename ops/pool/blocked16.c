@@ -1,0 +1,555 @@
+/* ops/pool/blocked16.c — the native nChw16c (MFT_NCHW16C) F32 pooling
+ * kernels, forward and backward: max_pool2d and relu_max_pool2d (values and
+ * indices), their backward (max_pool2d_backward, which adaptive max pooling
+ * does not reach: its entry keeps the fallback), avg_pool2d and its backward,
+ * adaptive_avg_pool2d (global average pooling included) and its backward.
+ *
+ * Layout (docs/spec.md §7): logical N,C,H,W; memory N, C1 = ceil(C/16), H, W,
+ * 16, packed. Element (n, c, h, w) sits at ((n*C1 + c/16)*H + h)*W + w)*16 +
+ * c%16, so one window tap of 16 channels is one 64-byte vector and each
+ * per-channel operation is one vector operation. A plane q = n*C1 + cb is
+ * one (n, channel block) image of H*W vectors. The indices of max pooling
+ * are I64 nChw16c too (h*W + w within the plane, as the plain kernels'),
+ * computed natively; the backward reads them in that layout.
+ *
+ * Pad lanes (c in [C, C1*16)) are zero in every input and are written zero
+ * in every output (values and indices): empty max windows (-inf), relu's -1
+ * indices and negative divisor_override (-0.0) would otherwise leak there.
+ *
+ * Semantics are those of reference.c (pool2d.c states them): max replaces
+ * on greater-or-NaN, windows visited row by row; avg sums the clipped
+ * window in window order and divides by the divisor. Forward sums follow
+ * the reference's order per channel, so avg and max forward equal the
+ * reference bitwise; the backward sums go over the outputs in ascending
+ * order times 1/divisor, within a few ulps of the plain kernels.
+ *
+ * Work splits over rows (forward: (plane, oh); avg backward: (plane, ih)) or
+ * planes (max backward scatters within its plane), so the results never
+ * depend on the thread count. AVX-512 builds use __m512 / __mmask16; other
+ * builds run the same code on 16-float structs (bv_* below). */
+#include "pool_internal.h"
+
+/* ---------------------------------------------------------------- 16-lane vectors */
+#if POOL_HAVE_Z16
+typedef __m512 bv;
+typedef __mmask16 bm;
+static inline bv bv_ld(const float *p) { return _mm512_loadu_ps(p); }
+static inline void bv_st(float *p, bv v) { _mm512_storeu_ps(p, v); }
+static inline bv bv_set1(float f) { return _mm512_set1_ps(f); }
+static inline bv bv_add(bv a, bv b) { return _mm512_add_ps(a, b); }
+static inline bv bv_mul(bv a, bv b) { return _mm512_mul_ps(a, b); }
+static inline bv bv_div(bv a, bv b) { return _mm512_div_ps(a, b); }
+/* lanes where v replaces the running max m: v > m or v is NaN */
+static inline bm bv_newmax(bv v, bv m) {
+    return (bm)(_mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));
+}
+static inline bv bv_blend(bm k, bv a, bv b) { return _mm512_mask_blend_ps(k, a, b); }
+static inline bv bv_keep(bm k, bv a) { return _mm512_maskz_mov_ps(k, a); }
+static inline bm bv_le0(bv a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_LE_OQ); }
+static inline bm bv_lt0(bv a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_LT_OQ); }
+/* in-plane positions as int32 lanes (the entry checked H*W fits), widened
+ * to I64 on store */
+typedef __m512i bi;
+static inline bi bi_set1(int64_t v) { return _mm512_set1_epi32((int32_t)v); }
+static inline bi bi_blend(bm k, bi a, int64_t v) {
+    return _mm512_mask_blend_epi32(k, a, _mm512_set1_epi32((int32_t)v));
+}
+static inline void bi_st(int64_t *p, bm keep, bi a) {
+    const __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a));
+    const __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a, 1));
+    _mm512_storeu_si512((void *)p, _mm512_maskz_mov_epi64((__mmask8)keep, lo));
+    _mm512_storeu_si512((void *)(p + 8), _mm512_maskz_mov_epi64((__mmask8)(keep >> 8), hi));
+}
+/* s + g in the lanes whose index ind equals i */
+static inline bv bv_add_eq(bv s, const float *g, const int64_t *ind, int64_t i) {
+    const __m512i t = _mm512_set1_epi64(i);
+    const bm k = (bm)(_mm512_cmpeq_epi64_mask(_mm512_loadu_si512((const void *)ind), t) |
+                      ((unsigned)_mm512_cmpeq_epi64_mask(_mm512_loadu_si512((const void *)(ind + 8)), t)
+                       << 8));
+    return _mm512_mask_add_ps(s, k, s, _mm512_loadu_ps(g));
+}
+#else
+typedef struct bv {
+    float f[16];
+} bv;
+typedef uint32_t bm;
+static inline bv bv_ld(const float *p) {
+    bv v;
+    memcpy(v.f, p, sizeof v.f);
+    return v;
+}
+static inline void bv_st(float *p, bv v) { memcpy(p, v.f, sizeof v.f); }
+static inline bv bv_set1(float f) {
+    bv v;
+    for (int l = 0; l < 16; l++) v.f[l] = f;
+    return v;
+}
+#define BV_BINOP(name, op)                                                                    \
+    static inline bv name(bv a, bv b) {                                                        \
+        for (int l = 0; l < 16; l++) a.f[l] = a.f[l] op b.f[l];                                \
+        return a;                                                                              \
+    }
+BV_BINOP(bv_add, +)
+BV_BINOP(bv_mul, *)
+BV_BINOP(bv_div, /)
+#undef BV_BINOP
+static inline bm bv_newmax(bv v, bv m) {
+    bm k = 0;
+    for (int l = 0; l < 16; l++)
+        if (v.f[l] > m.f[l] || v.f[l] != v.f[l]) k |= 1u << l;
+    return k;
+}
+static inline bv bv_blend(bm k, bv a, bv b) {
+    for (int l = 0; l < 16; l++)
+        if (k >> l & 1u) a.f[l] = b.f[l];
+    return a;
+}
+static inline bv bv_keep(bm k, bv a) {
+    for (int l = 0; l < 16; l++)
+        if (!(k >> l & 1u)) a.f[l] = 0.0f;
+    return a;
+}
+static inline bm bv_le0(bv a) {
+    bm k = 0;
+    for (int l = 0; l < 16; l++)
+        if (a.f[l] <= 0.0f) k |= 1u << l;
+    return k;
+}
+static inline bm bv_lt0(bv a) {
+    bm k = 0;
+    for (int l = 0; l < 16; l++)
+        if (a.f[l] < 0.0f) k |= 1u << l;
+    return k;
+}
+typedef struct bi {
+    int64_t i[16];
+} bi;
+static inline bi bi_set1(int64_t v) {
+    bi a;
+    for (int l = 0; l < 16; l++) a.i[l] = v;
+    return a;
+}
+static inline bi bi_blend(bm k, bi a, int64_t v) {
+    for (int l = 0; l < 16; l++)
+        if (k >> l & 1u) a.i[l] = v;
+    return a;
+}
+static inline void bi_st(int64_t *p, bm keep, bi a) {
+    for (int l = 0; l < 16; l++) p[l] = keep >> l & 1u ? a.i[l] : 0;
+}
+static inline bv bv_add_eq(bv s, const float *g, const int64_t *ind, int64_t i) {
+    for (int l = 0; l < 16; l++)
+        if (ind[l] == i) s.f[l] += g[l];
+    return s;
+}
+#endif
+
+/* The lanes of channel block cb holding channels (< C). */
+static inline bm blk_keep(int64_t C, int64_t cb) {
+    const int64_t n = C - cb * 16;
+    return n >= 16 ? (bm)0xFFFF : (bm)((1u << n) - 1u);
+}
+
+/* ---------------------------------------------------------------- the work
+ * Rows are (plane, output row) forward and (plane, grad_x row) backward,
+ * planes in memory order; the columns' window geometry, the same for every
+ * row, sits in tables of PM_TAB entries filled once per range when a row
+ * fits (else per row and chunk of PM_TAB columns). */
+typedef struct b16_job {
+    const mft_pool2d_params *p;
+    const float *x; /* forward input, or grad_out */
+    float *y;       /* forward output, or grad_x */
+    int64_t *yi;    /* max forward indices */
+    const int64_t *ind; /* max backward indices */
+    int64_t N, C, C1, H, W, OH, OW; /* H, W: the input's (grad_x's) */
+    bool relu;
+} b16_job;
+
+/* x: the input-sized tensor (forward input, grad_x), y: the output-sized one */
+static b16_job b16_job_of(const mft_kernel_args *a, bool fwd) {
+    const mft_tensor *x = fwd ? a->inputs[0] : a->outputs[0];
+    const mft_tensor *y = fwd ? a->outputs[0] : a->inputs[0];
+    b16_job j;
+    memset(&j, 0, sizeof j);
+    j.p = a->params;
+    j.x = (const float *)(const void *)mft__tensor_ptr(a->inputs[0]);
+    j.y = (float *)(void *)mft__tensor_ptr(a->outputs[0]);
+    j.N = x->sizes[0];
+    j.C = x->sizes[1];
+    j.C1 = (j.C + 15) / 16;
+    j.H = x->sizes[2];
+    j.W = x->sizes[3];
+    j.OH = y->sizes[2];
+    j.OW = y->sizes[3];
+    return j;
+}
+
+/* ---------------------------------------------------------------- max forward */
+static void b16_max_rows(void *ctx, int64_t begin, int64_t end) {
+    const b16_job *j = ctx;
+    const mft_pool2d_params *p = j->p;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    const int64_t dh = p->dilation[0], dw = p->dilation[1];
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / OH / j->C1, cb = r / OH % j->C1, oh = r % OH;
+        int64_t h0, h1;
+        max_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], dh, &h0, &h1);
+        for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
+            const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
+            if (r == begin || OW > PM_TAB) /* the columns' windows: the same every row */
+                for (int64_t t = 0; t < nw; t++)
+                    max_window(c0 + t, W, p->kernel[1], p->stride[1], p->padding[1], dw, &tw0[t],
+                               &tw1[t]);
+            {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *xb = j->x + q * H * W * 16;
+                float *yb = j->y + ((q * OH + oh) * OW + c0) * 16;
+                int64_t *ib = j->yi + ((q * OH + oh) * OW + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    const int64_t w0 = tw0[t], w1 = tw1[t];
+                    bv m = bv_set1(-INFINITY);
+                    bi idx = bi_set1(h0 * W + w0);
+                    for (int64_t ih = h0; ih < h1; ih += dh)
+                        for (int64_t iw = w0; iw < w1; iw += dw) {
+                            const bv v = bv_ld(xb + (ih * W + iw) * 16);
+                            const bm k = bv_newmax(v, m);
+                            m = bv_blend(k, m, v);
+                            idx = bi_blend(k, idx, ih * W + iw);
+                        }
+                    if (j->relu) { /* RELU_CLAMP per lane */
+                        idx = bi_blend(bv_le0(m), idx, -1);
+                        m = bv_keep((bm)~bv_lt0(m), m);
+                    }
+                    bv_st(yb + t * 16, bv_keep(keep, m));
+                    bi_st(ib + t * 16, keep, idx);
+                }
+            }
+        }
+    }
+}
+
+static void b16_max_forward(const mft_kernel_args *a, bool relu) {
+    b16_job j = b16_job_of(a, true);
+    j.yi = (int64_t *)(void *)mft__tensor_ptr(a->outputs[1]);
+    j.relu = relu;
+    const int64_t work = j.OW * j.p->kernel[0] * j.p->kernel[1] * 16;
+    mft__parallel_for(0, j.N * j.C1 * j.OH, pool_grain(work), b16_max_rows, &j);
+}
+
+void mft__pool_max_pool2d_nchw16c(const mft_kernel_args *a) { b16_max_forward(a, false); }
+void mft__pool_relu_max_pool2d_nchw16c(const mft_kernel_args *a) { b16_max_forward(a, true); }
+
+/* ---------------------------------------------------------------- max backward
+ * With the forward's windows (mft_max_pool2d_backward_windows, the tape) and
+ * none of them empty: gathered per grad_x row, each element the sum, over
+ * the outputs whose window span holds it (ascending), of grad_out where the
+ * index names it. Else each plane scatters grad_out into its zeroed grad_x
+ * plane, outputs ascending; indices outside [0, H*W) (relu's -1) are
+ * skipped. The same sums in the same order either way. */
+static void b16_max_bwd_planes(void *ctx, int64_t begin, int64_t end) {
+    const b16_job *j = ctx;
+    const int64_t HW = j->H * j->W, OHW = j->OH * j->OW;
+    for (int64_t q = begin; q < end; q++) {
+        const int64_t nl = j->C - (q % j->C1) * 16 < 16 ? j->C - (q % j->C1) * 16 : 16;
+        float *gx = j->y + q * HW * 16;
+        const float *go = j->x + q * OHW * 16;
+        const int64_t *ind = j->ind + q * OHW * 16;
+        memset(gx, 0, (size_t)(HW * 16) * sizeof(float));
+        for (int64_t o = 0; o < OHW; o++)
+            for (int64_t l = 0; l < nl; l++) {
+                const int64_t i = ind[o * 16 + l];
+                if (i >= 0 && i < HW) gx[i * 16 + l] += go[o * 16 + l];
+            }
+    }
+}
+
+/* Outputs [*o0, *o1) along a dim whose max window span [o*s - p, o*s - p +
+ * (k-1)*d] holds input i. */
+static inline void max_span_inv(int64_t i, int64_t out, int64_t k, int64_t s, int64_t pad,
+                                int64_t d, int64_t *o0, int64_t *o1) {
+    int64_t a = pool_div_floor(i + pad - (k - 1) * d + s - 1, s);
+    int64_t b = pool_div_floor(i + pad, s) + 1;
+    *o0 = a < 0 ? 0 : a;
+    *o1 = b > out ? out : b;
+    if (*o1 < *o0) *o1 = *o0;
+}
+
+static void b16_max_bwd_rows(void *ctx, int64_t begin, int64_t end) {
+    const b16_job *j = ctx;
+    const mft_pool2d_params *p = j->p;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / H / j->C1, cb = r / H % j->C1, ih = r % H;
+        int64_t oh0, oh1;
+        max_span_inv(ih, OH, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &oh0,
+                     &oh1);
+        for (int64_t c0 = 0; c0 < W; c0 += PM_TAB) {
+            const int64_t nw = W - c0 < PM_TAB ? W - c0 : PM_TAB;
+            if (r == begin || W > PM_TAB)
+                for (int64_t t = 0; t < nw; t++)
+                    max_span_inv(c0 + t, OW, p->kernel[1], p->stride[1], p->padding[1],
+                                 p->dilation[1], &tw0[t], &tw1[t]);
+            {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *go = j->x + q * OH * OW * 16;
+                const int64_t *ind = j->ind + q * OH * OW * 16;
+                float *gx = j->y + ((q * H + ih) * W + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    const int64_t i = ih * W + c0 + t;
+                    bv s = bv_set1(0.0f);
+                    for (int64_t oh = oh0; oh < oh1; oh++)
+                        for (int64_t ow = tw0[t]; ow < tw1[t]; ow++)
+                            s = bv_add_eq(s, go + (oh * OW + ow) * 16, ind + (oh * OW + ow) * 16, i);
+                    bv_st(gx + t * 16, bv_keep(keep, s));
+                }
+            }
+        }
+    }
+}
+
+/* every max window along both dims holds an input position */
+static bool max_windows_nonempty(const b16_job *j) {
+    const mft_pool2d_params *p = j->p;
+    for (int d = 0; d < 2; d++) {
+        const int64_t out = d ? j->OW : j->OH, in = d ? j->W : j->H;
+        for (int64_t o = 0; o < out; o++) {
+            int64_t i0, i1;
+            max_window(o, in, p->kernel[d], p->stride[d], p->padding[d], p->dilation[d], &i0, &i1);
+            if (i0 >= i1) return false;
+        }
+    }
+    return true;
+}
+
+void mft__pool_max_backward_nchw16c(const mft_kernel_args *a) {
+    b16_job j = b16_job_of(a, false);
+    j.ind = (const int64_t *)(const void *)mft__tensor_ptr(a->inputs[1]);
+    if (j.p && max_windows_nonempty(&j)) {
+        const int64_t terms = (j.p->kernel[0] * j.p->dilation[0] / j.p->stride[0] + 1) *
+                              (j.p->kernel[1] * j.p->dilation[1] / j.p->stride[1] + 1);
+        mft__parallel_for(0, j.N * j.C1 * j.H, pool_grain(j.W * terms * 16), b16_max_bwd_rows,
+                          &j);
+        return;
+    }
+    mft__parallel_for(0, j.N * j.C1, pool_grain((j.H * j.W + j.OH * j.OW) * 16),
+                      b16_max_bwd_planes, &j);
+}
+
+/* ---------------------------------------------------------------- avg forward */
+static void b16_avg_rows(void *ctx, int64_t begin, int64_t end) {
+    const b16_job *j = ctx;
+    const mft_pool2d_params *p = j->p;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
+    float tdiv[PM_TAB];
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / OH / j->C1, cb = r / OH % j->C1, oh = r % OH;
+        int64_t h0, h1, ph;
+        avg_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
+        for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
+            const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
+            for (int64_t t = 0; t < nw; t++) {
+                int64_t pw;
+                avg_window(c0 + t, W, p->kernel[1], p->stride[1], p->padding[1], &tw0[t],
+                           &tw1[t], &pw);
+                tdiv[t] = (float)avg_divisor(p, h0, h1, ph, tw0[t], tw1[t], pw);
+            }
+            {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *xb = j->x + q * H * W * 16;
+                float *yb = j->y + ((q * OH + oh) * OW + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    bv s = bv_set1(0.0f);
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = tw0[t]; iw < tw1[t]; iw++)
+                            s = bv_add(s, bv_ld(xb + (ih * W + iw) * 16));
+                    bv_st(yb + t * 16, tdiv[t] != 0.0f ? bv_keep(keep, bv_div(s, bv_set1(tdiv[t])))
+                                                       : bv_set1(0.0f));
+                }
+            }
+        }
+    }
+}
+
+void mft__pool_avg_pool2d_nchw16c(const mft_kernel_args *a) {
+    b16_job j = b16_job_of(a, true);
+    const int64_t work = j.OW * j.p->kernel[0] * j.p->kernel[1] * 16;
+    mft__parallel_for(0, j.N * j.C1 * j.OH, pool_grain(work), b16_avg_rows, &j);
+}
+
+/* ---------------------------------------------------------------- gathered backward
+ * avg and adaptive avg: grad_x[ih, iw] = sum over the outputs (oh, ow)
+ * whose windows hold (ih, iw), ascending, of grad_out * (1/divisor). The
+ * 1/divisor of every output is tabled once per call (inv; NULL when out of
+ * memory: computed per term). */
+typedef struct b16_gjob {
+    b16_job j;
+    bool adaptive;
+    float *inv; /* OH*OW factors, or NULL */
+} b16_gjob;
+
+/* outputs [*o0, *o1) along a dim whose window holds input i */
+static inline void win_inv(const b16_job *j, bool adaptive, int d, int64_t i, int64_t *o0,
+                           int64_t *o1) {
+    const int64_t in = d ? j->W : j->H, out = d ? j->OW : j->OH;
+    int64_t a, b;
+    if (adaptive) {
+        a = (i * out) / in;
+        b = ((i + 1) * out + in - 1) / in;
+    } else {
+        const mft_pool2d_params *p = j->p;
+        a = pool_div_floor(i + p->padding[d] - p->kernel[d], p->stride[d]) + 1;
+        b = pool_div_floor(i + p->padding[d], p->stride[d]) + 1;
+    }
+    *o0 = a < 0 ? 0 : a;
+    *o1 = b > out ? out : b;
+    if (*o1 < *o0) *o1 = *o0;
+}
+
+/* 1/divisor of output (oh, ow) (0: an empty window) */
+static inline float win_inv_div(const b16_job *j, bool adaptive, int64_t oh, int64_t ow) {
+    if (adaptive) {
+        const int64_t h0 = (oh * j->H) / j->OH, h1 = ((oh + 1) * j->H + j->OH - 1) / j->OH;
+        const int64_t w0 = (ow * j->W) / j->OW, w1 = ((ow + 1) * j->W + j->OW - 1) / j->OW;
+        return 1.0f / (float)((h1 - h0) * (w1 - w0));
+    }
+    const mft_pool2d_params *p = j->p;
+    int64_t h0, h1, ph, w0, w1, pw;
+    avg_window(oh, j->H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
+    avg_window(ow, j->W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
+    const int64_t div = avg_divisor(p, h0, h1, ph, w0, w1, pw);
+    return div ? 1.0f / (float)div : 0.0f;
+}
+
+static void b16_inv_rows(void *ctx, int64_t begin, int64_t end) {
+    b16_gjob *g = ctx;
+    float *inv = g->inv;
+    for (int64_t oh = begin; oh < end; oh++)
+        for (int64_t ow = 0; ow < g->j.OW; ow++)
+            inv[oh * g->j.OW + ow] = win_inv_div(&g->j, g->adaptive, oh, ow);
+}
+
+static void b16_gather_rows(void *ctx, int64_t begin, int64_t end) {
+    const b16_gjob *g = ctx;
+    const b16_job *j = &g->j;
+    const bool adaptive = g->adaptive;
+    const float *inv = g->inv;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / H / j->C1, cb = r / H % j->C1, ih = r % H;
+        if (adaptive && OH == 1 && OW == 1) { /* global pooling: one value per plane */
+            const float f = inv ? inv[0] : win_inv_div(j, adaptive, 0, 0);
+            const bv v = bv_keep(blk_keep(j->C, cb),
+                                 bv_mul(bv_ld(j->x + (n * j->C1 + cb) * 16), bv_set1(f)));
+            float *gx = j->y + ((n * j->C1 + cb) * H + ih) * W * 16;
+            for (int64_t iw = 0; iw < W; iw++) bv_st(gx + iw * 16, v);
+            continue;
+        }
+        int64_t oh0, oh1;
+        win_inv(j, adaptive, 0, ih, &oh0, &oh1);
+        for (int64_t c0 = 0; c0 < W; c0 += PM_TAB) {
+            const int64_t nw = W - c0 < PM_TAB ? W - c0 : PM_TAB;
+            if (r == begin || W > PM_TAB)
+                for (int64_t t = 0; t < nw; t++) win_inv(j, adaptive, 1, c0 + t, &tw0[t], &tw1[t]);
+            {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *go = j->x + q * OH * OW * 16;
+                float *gx = j->y + ((q * H + ih) * W + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    bv s = bv_set1(0.0f);
+                    for (int64_t oh = oh0; oh < oh1; oh++)
+                        for (int64_t ow = tw0[t]; ow < tw1[t]; ow++) {
+                            const float f = inv ? inv[oh * OW + ow]
+                                                : win_inv_div(j, adaptive, oh, ow);
+                            s = bv_add(s, bv_mul(bv_ld(go + (oh * OW + ow) * 16), bv_set1(f)));
+                        }
+                    bv_st(gx + t * 16, bv_keep(keep, s));
+                }
+            }
+        }
+    }
+}
+
+static void b16_gather(const mft_kernel_args *a, bool adaptive, int64_t terms) {
+    b16_gjob g;
+    g.j = b16_job_of(a, false);
+    g.adaptive = adaptive;
+    float *inv = mft__alloc((size_t)(g.j.OH * g.j.OW) * sizeof(float), 64);
+    g.inv = NULL;
+    if (inv) {
+        g.inv = inv;
+        mft__parallel_for(0, g.j.OH, pool_grain(g.j.OW * 8), b16_inv_rows, &g);
+    }
+    mft__parallel_for(0, g.j.N * g.j.C1 * g.j.H, pool_grain(g.j.W * terms * 16), b16_gather_rows,
+                      &g);
+    mft__free(inv);
+}
+
+void mft__pool_avg_pool2d_backward_nchw16c(const mft_kernel_args *a) {
+    const mft_pool2d_params *p = a->params;
+    b16_gather(a, false, (p->kernel[0] / p->stride[0] + 1) * (p->kernel[1] / p->stride[1] + 1));
+}
+
+/* ---------------------------------------------------------------- adaptive avg
+ * Window o of a dim: [floor(o*in/out), ceil((o+1)*in/out)). The forward sums
+ * a window's rows in four partial sums (columns iw mod 4) and divides by the
+ * window's size; a 1x1 output is global average pooling. */
+static void b16_ada_rows(void *ctx, int64_t begin, int64_t end) {
+    const b16_job *j = ctx;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    int64_t tw0[PM_TAB], tw1[PM_TAB];
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t n = r / OH / j->C1, cb = r / OH % j->C1, oh = r % OH;
+        const int64_t h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
+            const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
+            if (r == begin || OW > PM_TAB)
+                for (int64_t t = 0; t < nw; t++) {
+                    tw0[t] = ((c0 + t) * W) / OW;
+                    tw1[t] = ((c0 + t + 1) * W + OW - 1) / OW;
+                }
+            {
+                const int64_t q = n * j->C1 + cb;
+                const bm keep = blk_keep(j->C, cb);
+                const float *xb = j->x + q * H * W * 16;
+                float *yb = j->y + ((q * OH + oh) * OW + c0) * 16;
+                for (int64_t t = 0; t < nw; t++) {
+                    const int64_t w0 = tw0[t], w1 = tw1[t];
+                    bv s0 = bv_set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
+                    for (int64_t ih = h0; ih < h1; ih++) {
+                        const float *row = xb + ih * W * 16;
+                        int64_t iw = w0;
+                        for (; iw + 4 <= w1; iw += 4) {
+                            s0 = bv_add(s0, bv_ld(row + iw * 16));
+                            s1 = bv_add(s1, bv_ld(row + (iw + 1) * 16));
+                            s2 = bv_add(s2, bv_ld(row + (iw + 2) * 16));
+                            s3 = bv_add(s3, bv_ld(row + (iw + 3) * 16));
+                        }
+                        for (; iw < w1; iw++) s0 = bv_add(s0, bv_ld(row + iw * 16));
+                    }
+                    const bv s = bv_add(bv_add(s0, s1), bv_add(s2, s3));
+                    const float size = (float)((h1 - h0) * (w1 - w0));
+                    bv_st(yb + t * 16, bv_keep(keep, bv_div(s, bv_set1(size))));
+                }
+            }
+        }
+    }
+}
+
+void mft__pool_adaptive_avg_nchw16c(const mft_kernel_args *a) {
+    b16_job j = b16_job_of(a, true);
+    const int64_t win = (j.H / j.OH + 1) * (j.W / j.OW + 1);
+    mft__parallel_for(0, j.N * j.C1 * j.OH, pool_grain(j.OW * win * 16), b16_ada_rows, &j);
+}
+
+void mft__pool_adaptive_avg_backward_nchw16c(const mft_kernel_args *a) {
+    const mft_tensor *go = a->inputs[0], *gx = a->outputs[0];
+    b16_gather(a, true, (go->sizes[2] / gx->sizes[2] + 2) * (go->sizes[3] / gx->sizes[3] + 2));
+}

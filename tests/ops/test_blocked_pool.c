@@ -1,0 +1,299 @@
+/* tests/ops/test_blocked_pool.c — the native nChw16c F32 pooling kernels
+ * (ops/pool/blocked16.c) against the same ops on the plain contiguous input:
+ *   - max_pool2d / relu_max_pool2d (with indices), avg_pool2d
+ *     (count_include_pad both ways, ceil_mode, divisor_override) and
+ *     adaptive_avg_pool2d (global 1x1 included), forward and backward, for
+ *     C in {1, 3, 15, 16, 17, 33, 64}, N in {1, 3} and several windows:
+ *     max values and indices bit for bit, the rest within 1e-5 relative;
+ *     results, indices and gradients nChw16c with zero pad lanes, and no
+ *     conversion at all;
+ *   - autograd: the tape's backward of a blocked pool runs natively too;
+ *   - 1 and 2 threads give the same bits;
+ *   - nChw8c, F64 and plain indices still take the counted fallback;
+ *   - user kernels register for NCHW16C / NCHW8C and run for their key. */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+#include "harness.h"
+#include "test_util.h"
+
+#define CT  MFT_CONTIGUOUS
+#define B16 MFT_NCHW16C
+#define B8  MFT_NCHW8C
+
+static int64_t fallbacks(void) { return mft_conversion_counts_get().count[MFT_CAUSE_FALLBACK]; }
+static int64_t conversions(void) { return mft_conversion_counts_get().total; }
+
+/* t is nChw16c with zero pad lanes */
+static bool is_b16(const mft_tensor *t) {
+    return t && mft_tensor_format(t) == B16 && mft_tensor_check_padding(t) == MFT_OK;
+}
+
+/* blocked b holds plain p's values: exactly (tol < 0) or within tol relative */
+static bool close_to(const mft_tensor *b, const mft_tensor *p, double tol) {
+    if (!b || !p || mft_tensor_dtype(b) != mft_tensor_dtype(p) ||
+        !tu_has_sizes(b, mft_tensor_ndim(p), mft_tensor_sizes(p)))
+        return false;
+    mft_tensor *bc = mft_to_format(b, CT), *pc = mft_to_format(p, CT);
+    bool ok = bc && pc;
+    const int64_t n = ok ? mft_tensor_numel(pc) : 0;
+    if (ok && tol < 0) ok = mft_tensor_hash(bc) == mft_tensor_hash(pc);
+    else if (ok) {
+        const float *x = mft_tensor_data(bc), *y = mft_tensor_data(pc);
+        for (int64_t i = 0; ok && i < n; i++)
+            ok = fabs((double)x[i] - (double)y[i]) <= tol * (1.0 + fabs((double)y[i]));
+    }
+    mft_tensor_release(bc);
+    mft_tensor_release(pc);
+    return ok;
+}
+
+typedef struct win {
+    int64_t H, W, k[2], s[2], p[2], d[2];
+    bool ceil;
+} win;
+
+static const win g_wins[] = {
+    {6, 6, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+    {7, 9, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+    {7, 8, {3, 2}, {2, 1}, {1, 0}, {1, 1}, true},
+    {5, 5, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},
+    {9, 7, {3, 3}, {1, 2}, {1, 1}, {2, 1}, false},
+    {4, 5, {4, 5}, {1, 1}, {2, 2}, {1, 1}, false},
+};
+static const int64_t g_cs[] = {1, 3, 15, 16, 17, 33, 64};
+
+static void check_max(const mft_tensor *x, const mft_tensor *xb, const win *w, bool relu,
+                      uint64_t seed) {
+    mft_tensor *idx = NULL, *bidx = NULL;
+    mft_tensor *y = relu ? mft_relu_max_pool2d_with_indices(x, w->k, w->s, w->p, w->d, w->ceil, &idx)
+                         : mft_max_pool2d_with_indices(x, w->k, w->s, w->p, w->d, w->ceil, &idx);
+    if (!y) { /* relu refuses windows without an input element: so must the native path */
+        mft_clear_error();
+        CHECK(!mft_relu_max_pool2d_with_indices(xb, w->k, w->s, w->p, w->d, w->ceil, &bidx));
+        mft_clear_error();
+        return;
+    }
+    mft_conversion_counts_reset();
+    mft_tensor *by = relu ? mft_relu_max_pool2d_with_indices(xb, w->k, w->s, w->p, w->d, w->ceil, &bidx)
+                          : mft_max_pool2d_with_indices(xb, w->k, w->s, w->p, w->d, w->ceil, &bidx);
+    CHECK_EQ_I(conversions(), 0);
+    CHECK(is_b16(by) && is_b16(bidx));
+    CHECK(close_to(by, y, -1) && close_to(bidx, idx, -1));
+    /* value-only form */
+    mft_tensor *by2 = relu ? mft_relu_max_pool2d(xb, w->k, w->s, w->p, w->d, w->ceil)
+                           : mft_max_pool2d(xb, w->k, w->s, w->p, w->d, w->ceil);
+    CHECK(close_to(by2, y, -1) && is_b16(by2));
+    /* backward, both forms */
+    mft_tensor *go = mft_randn(4, mft_tensor_sizes(y), MFT_F32, CT, seed);
+    mft_tensor *gob = mft_to_format(go, B16);
+    mft_tensor *g = mft_max_pool2d_backward(go, x, idx);
+    mft_conversion_counts_reset();
+    mft_tensor *bg = mft_max_pool2d_backward(gob, xb, bidx);
+    mft_tensor *bgw = mft_max_pool2d_backward_windows(gob, xb, bidx, w->k, w->s, w->p, w->d, w->ceil);
+    CHECK_EQ_I(conversions(), 0);
+    CHECK(is_b16(bg) && close_to(bg, g, 1e-5) && is_b16(bgw) && close_to(bgw, g, 1e-5));
+    mft_tensor *all[] = {idx, bidx, y, by, by2, go, gob, g, bg, bgw};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mft_tensor_release(all[i]);
+}
+
+static void check_avg(const mft_tensor *x, const mft_tensor *xb, const win *w, bool cip,
+                      int64_t div, uint64_t seed) {
+    mft_tensor *y = mft_avg_pool2d(x, w->k, w->s, w->p, w->ceil, cip, div);
+    if (!y) {
+        mft_clear_error();
+        return;
+    }
+    mft_conversion_counts_reset();
+    mft_tensor *by = mft_avg_pool2d(xb, w->k, w->s, w->p, w->ceil, cip, div);
+    CHECK_EQ_I(conversions(), 0);
+    CHECK(is_b16(by) && close_to(by, y, 1e-5));
+    mft_tensor *go = mft_randn(4, mft_tensor_sizes(y), MFT_F32, CT, seed);
+    mft_tensor *gob = mft_to_format(go, B16);
+    mft_tensor *g = mft_avg_pool2d_backward(go, x, w->k, w->s, w->p, w->ceil, cip, div);
+    mft_conversion_counts_reset();
+    mft_tensor *bg = mft_avg_pool2d_backward(gob, xb, w->k, w->s, w->p, w->ceil, cip, div);
+    CHECK_EQ_I(conversions(), 0);
+    CHECK(is_b16(bg) && close_to(bg, g, 1e-5));
+    mft_tensor *all[] = {y, by, go, gob, g, bg};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mft_tensor_release(all[i]);
+}
+
+static void check_adaptive(const mft_tensor *x, const mft_tensor *xb, const int64_t out[2],
+                           uint64_t seed) {
+    mft_tensor *y = mft_adaptive_avg_pool2d(x, out);
+    mft_conversion_counts_reset();
+    mft_tensor *by = mft_adaptive_avg_pool2d(xb, out);
+    CHECK_EQ_I(conversions(), 0);
+    CHECK(is_b16(by) && close_to(by, y, 1e-5));
+    mft_tensor *go = mft_randn(4, mft_tensor_sizes(y), MFT_F32, CT, seed);
+    mft_tensor *gob = mft_to_format(go, B16);
+    mft_tensor *g = mft_adaptive_avg_pool2d_backward(go, x);
+    mft_conversion_counts_reset();
+    mft_tensor *bg = mft_adaptive_avg_pool2d_backward(gob, xb);
+    CHECK_EQ_I(conversions(), 0);
+    CHECK(is_b16(bg) && close_to(bg, g, 1e-5));
+    mft_tensor *all[] = {y, by, go, gob, g, bg};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mft_tensor_release(all[i]);
+}
+
+static void test_against_plain(void) {
+    uint64_t seed = 100;
+    for (size_t ci = 0; ci < sizeof g_cs / sizeof *g_cs; ci++)
+        for (int64_t n = 1; n <= 3; n += 2)
+            for (size_t wi = 0; wi < sizeof g_wins / sizeof *g_wins; wi++) {
+                const win *w = &g_wins[wi];
+                const int64_t xs[4] = {n, g_cs[ci], w->H, w->W};
+                mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, seed++);
+                mft_tensor *xb = mft_to_format(x, B16);
+                check_max(x, xb, w, false, seed++);
+                check_max(x, xb, w, true, seed++);
+                win wa = *w;
+                wa.d[0] = wa.d[1] = 1;
+                check_avg(x, xb, &wa, true, 0, seed++);
+                check_avg(x, xb, &wa, false, 0, seed++);
+                if (wi == 1) check_avg(x, xb, &wa, false, -3, seed++);
+                static const int64_t outs[4][2] = {{1, 1}, {3, 3}, {2, 5}, {4, 4}};
+                for (int o = 0; o < 4; o++) check_adaptive(x, xb, outs[o], seed++);
+                mft_tensor_release(x);
+                mft_tensor_release(xb);
+            }
+}
+
+/* the tape's backward of blocked pools runs natively, gradient like x */
+static void test_autograd(void) {
+    const int64_t xs[4] = {2, 17, 8, 8}, k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
+    const int64_t o1[2] = {1, 1};
+    for (int op = 0; op < 3; op++) {
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 7 + op);
+        mft_tensor *xb = mft_to_format(x, B16);
+        TU_OK_S(mft_tensor_set_requires_grad(x, true));
+        TU_OK_S(mft_tensor_set_requires_grad(xb, true));
+        TU_OK_S(mft_tape_begin());
+        mft_tensor *ys[2];
+        for (int b = 0; b < 2; b++) {
+            mft_tensor *in = b ? xb : x;
+            ys[b] = op == 0   ? mft_max_pool2d(in, k, s, p, NULL, false)
+                    : op == 1 ? mft_avg_pool2d(in, k, s, p, true, false, 0)
+                              : mft_adaptive_avg_pool2d(in, o1);
+        }
+        mft_tensor *go = mft_randn(4, mft_tensor_sizes(ys[0]), MFT_F32, CT, 40 + op);
+        mft_tensor *gob = mft_to_format(go, B16);
+        TU_OK_S(mft_backward(ys[0], go));
+        mft_conversion_counts_reset();
+        TU_OK_S(mft_backward(ys[1], gob));
+        CHECK_MSG(conversions() == 0, "op %d: %lld conversions", op, (long long)conversions());
+        TU_OK_S(mft_tape_end());
+        mft_tensor *g = mft_tensor_grad(x), *gb = mft_tensor_grad(xb);
+        CHECK(is_b16(gb) && close_to(gb, g, 1e-5));
+        mft_tensor *all[] = {x, xb, ys[0], ys[1], go, gob};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) mft_tensor_release(all[i]);
+    }
+}
+
+/* 1 and 2 threads: the same bits */
+static void test_threads(void) {
+    const int64_t xs[4] = {3, 40, 13, 11}, k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
+    const int64_t o1[2] = {1, 1};
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, B16, 11);
+    const int before = mft_num_threads();
+    uint64_t h[2][6];
+    for (int t = 0; t < 2; t++) {
+        mft_set_num_threads(t + 1);
+        mft_tensor *idx = NULL;
+        mft_tensor *r[6];
+        r[0] = mft_max_pool2d_with_indices(x, k, s, p, NULL, true, &idx);
+        r[1] = mft_avg_pool2d(x, k, s, p, false, false, 0);
+        r[2] = mft_adaptive_avg_pool2d(x, o1);
+        r[3] = mft_max_pool2d_backward(r[0], x, idx);
+        r[4] = mft_avg_pool2d_backward(r[1], x, k, s, p, false, false, 0);
+        r[5] = mft_adaptive_avg_pool2d_backward(r[2], x);
+        for (int i = 0; i < 6; i++) {
+            h[t][i] = r[i] ? mft_tensor_hash(r[i]) : 0;
+            CHECK(is_b16(r[i]));
+            mft_tensor_release(r[i]);
+        }
+        mft_tensor_release(idx);
+    }
+    mft_set_num_threads(before);
+    for (int i = 0; i < 6; i++) CHECK_MSG(h[0][i] == h[1][i], "result %d differs", i);
+    mft_tensor_release(x);
+}
+
+/* what stays on the fallback */
+static void test_fallback_kept(void) {
+    const int64_t xs[4] = {2, 19, 6, 6}, k[2] = {2, 2};
+    mft_tensor *x8 = mft_randn(4, xs, MFT_F32, B8, 3), *x64 = mft_randn(4, xs, MFT_F64, B16, 4);
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 5), *xb = mft_to_format(x, B16);
+    mft_conversion_counts_reset();
+    mft_tensor *y8 = mft_max_pool2d(x8, k, NULL, NULL, NULL, false);
+    CHECK(fallbacks() == 2 && y8 && mft_tensor_format(y8) == B8);
+    mft_conversion_counts_reset();
+    mft_tensor *y64 = mft_avg_pool2d(x64, k, NULL, NULL, false, true, 0);
+    CHECK(fallbacks() == 2 && y64 && mft_tensor_format(y64) == B16);
+    /* plain indices with blocked grad_out and x: the fallback, same values */
+    mft_tensor *idx = NULL, *bidx = NULL;
+    mft_tensor *y = mft_max_pool2d_with_indices(x, k, NULL, NULL, NULL, false, &idx);
+    mft_tensor *by = mft_max_pool2d_with_indices(xb, k, NULL, NULL, NULL, false, &bidx);
+    mft_tensor *g = mft_max_pool2d_backward(y, x, idx);
+    mft_conversion_counts_reset();
+    mft_tensor *bg = mft_max_pool2d_backward(by, xb, idx);
+    CHECK(fallbacks() > 0 && is_b16(bg) && close_to(bg, g, 0));
+    /* adaptive max stays on the fallback (plain indices) */
+    const int64_t o[2] = {2, 2};
+    mft_tensor *aidx = NULL;
+    mft_conversion_counts_reset();
+    mft_tensor *ay = mft_adaptive_max_pool2d_with_indices(xb, o, &aidx);
+    CHECK(fallbacks() == 2 && is_b16(ay) && aidx && !mft_tensor_is_blocked(aidx));
+    mft_tensor *all[] = {x8, x64, x, xb, y8, y64, idx, bidx, y, by, g, bg, ay, aidx};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mft_tensor_release(all[i]);
+}
+
+/* ---------------------------------------------------------------- user kernels */
+static int g_user_calls;
+static void user_max(const mft_kernel_args *a) {
+    g_user_calls++;
+    /* the operands come packed in the key's format */
+    CHECK(mft_tensor_format(a->inputs[0]) == B16 && mft_tensor_format(a->outputs[0]) == B16);
+    CHECK(mft_tensor_is_contiguous(a->inputs[0], B16));
+}
+
+static void test_user_kernels(void) {
+    const int64_t xs[4] = {1, 20, 4, 4}, k[2] = {2, 2};
+    TU_OK_S(mft_dispatch_register("max_pool2d", B16, MFT_F32, "test.max.b16", user_max));
+    TU_OK_S(mft_dispatch_register("avg_pool2d", B8, MFT_F32, "test.avg.b8", user_max));
+    char list[1 << 16];
+    mft_dispatch_list(list, sizeof list);
+    CHECK(strstr(list, "test.max.b16") && strstr(list, "test.avg.b8"));
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, B16, 1);
+    g_user_calls = 0;
+    mft_tensor *y = mft_max_pool2d(x, k, NULL, NULL, NULL, false);
+    CHECK(y && g_user_calls == 1);
+    const mft_dispatch_info *last = mft_dispatch_last();
+    CHECK(last && last->kernel && !strcmp(last->kernel, "test.max.b16"));
+    mft_tensor_release(y);
+    TU_OK_S(mft_dispatch_unregister("max_pool2d", B16, MFT_F32));
+    TU_OK_S(mft_dispatch_unregister("avg_pool2d", B8, MFT_F32));
+    g_user_calls = 0;
+    y = mft_max_pool2d(x, k, NULL, NULL, NULL, false);
+    CHECK(y && g_user_calls == 0 && is_b16(y));
+    mft_tensor_release(y);
+    mft_tensor_release(x);
+    /* still refused: the tagless BLOCKED format, PRESERVE, a blocked key of
+     * an op whose results are always plain */
+    CHECK(mft_dispatch_register("max_pool2d", MFT_BLOCKED, MFT_F32, "k", user_max) == MFT_ERR_FORMAT);
+    CHECK_ERR(MFT_ERR_FORMAT, "NCHW16C");
+    CHECK(mft_dispatch_register("matmul", B16, MFT_F32, "k", user_max) == MFT_ERR_FORMAT);
+    CHECK_ERR(MFT_ERR_FORMAT, "a NCHW16C kernel would never run");
+    CHECK(mft_dispatch_unregister("max_pool2d", B16, MFT_F32) == MFT_ERR_INVALID);
+    mft_clear_error();
+}
+
+int main(void) {
+    RUN(test_against_plain);
+    RUN(test_autograd);
+    RUN(test_threads);
+    RUN(test_fallback_kept);
+    RUN(test_user_kernels);
+    TEST_MAIN_END();
+}
