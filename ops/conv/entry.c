@@ -455,12 +455,14 @@ static mft_tensor *conv_forward(const conv_req *r) {
     mft_tensor *wk = xk ? conv_weight_to_kernel(r->w, r->nsp) : NULL;
     mft_tensor *yk = NULL, *res = NULL;
     if (wk) {
-        const mft__decision d = r->b16 ? (mft__decision){0} : conv_decide(r, xb);
+        /* the row decides the plain formats; a blocked result records the
+         * row too, its tag coming from its descriptor (docs/spec.md §7.6) */
+        const mft__decision d = conv_decide(r, xb);
         const mft_format fmt = r->b16 ? MFT_NCHW16C : d.tag;
         const int kind = r->transposed ? 1 : 0;
         yk = conv_run(fn, conv_op(r->nsp, kind), fmt, g.krank, g.out, xk, wk, false, &g.p);
         if (yk) res = conv_from_kernel(yk, r->nsp, g.batched, fmt);
-        if (res && g.batched && !r->b16) mft__rule_apply(res, &d);
+        if (res && g.batched) mft__rule_apply(res, &d);
     }
     mft__scope_resume();
     if (rec) mft_set_grad_enabled(grad_was);
