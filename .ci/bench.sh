@@ -25,11 +25,14 @@ cmake --build "$BUILD_DIR" -j "$MFT_JOBS"
 section "mft vs PyTorch 1.13"
 benches=()
 for b in "$BUILD_DIR"/bench/bench_*; do
-    # bench_profile and bench_reorder have no PyTorch peer
-    case ${b##*/} in bench_profile | bench_reorder) continue ;; esac
+    # bench_profile, bench_reorder and bench_conv_onednn have no PyTorch peer
+    case ${b##*/} in bench_profile | bench_reorder | bench_conv_onednn) continue ;; esac
     [[ -x $b && -f $b ]] && benches+=(--bench "$b")
 done
 /usr/bin/python3 bench/compare_pytorch.py "${benches[@]}" "$@"
 
 section "reorders plain <-> nChw16c: mft vs oneDNN 2.6 and a STREAM copy"
 "$BUILD_DIR"/bench/bench_reorder
+
+section "conv2d on nChw16c: mft vs oneDNN 2.6's convolution"
+"$BUILD_DIR"/bench/bench_conv_onednn
