@@ -158,6 +158,13 @@ static void checkpoint_seeds(void) {
     long_name[300] = '\0';
     const char *ln[1] = {long_name};
     save("long-name", 1, ln, &ts[1]);
+    /* blocked entries (format version 2): nChw16c and nChw8c with pad lanes */
+    static const int64_t s_b16[4] = {2, 17, 2, 3}, s_b8[4] = {1, 3, 2, 2};
+    mft_tensor *b16 = filled(4, s_b16, MFT_F32, MFT_NCHW16C, 1);
+    mft_tensor *b8 = filled(4, s_b8, MFT_F64, MFT_NCHW8C, -3);
+    const char *bnames[3] = {"b16", "b8", "bias"};
+    save("blocked", 3, bnames, (mft_tensor *const[]){b16, b8, ts[1]});
+    damaged("blocked", "blocked-version1", 8, 0x03, 0); /* 2 -> 1: codes 2 / 3 refused */
     /* damaged copies of "all" */
     damaged("all", "bad-magic", 0, 0x20, 0);
     damaged("all", "bad-version", 8, 0x02, 0);
@@ -165,8 +172,8 @@ static void checkpoint_seeds(void) {
     damaged("all", "bad-count", 12, 0x01, 0);
     damaged("all", "truncated", 0, 0, 300);
     damaged("weight-bias", "bad-ndim", 16 + 4 + 6 + 2, 0x0f, 0);
-    mft_tensor *dead[6] = {bias32, mask_t, w_nchw, r8, c1, wide};
-    for (int i = 0; i < 6; i++) mft_tensor_release(dead[i]);
+    mft_tensor *dead[8] = {bias32, mask_t, w_nchw, r8, c1, wide, b16, b8};
+    for (int i = 0; i < 8; i++) mft_tensor_release(dead[i]);
     for (int i = 0; i < 9; i++) mft_tensor_release(ts[i]);
 }
 
