@@ -246,7 +246,7 @@ static void bn16_means(const bn16_job *j, int64_t cb, float *m16) {
 
 /* Per item (at most BN16_RUN pixels: 16 KB, in L1 after the first read):
  * p0 = its sum, p1 = its sum of squared deviations from its own mean
- * (second pass over the item, from L1; the float mean's rounding taken out:
+ * (second sweep over the item, from L1; the float mean's rounding taken out:
  * sum (x - mf)^2 = M2 + n (m - mf)^2). */
 static void bn16_fwd_stats(void *v, int64_t b, int64_t e) {
     bn16_job *j = v;
