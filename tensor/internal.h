@@ -71,6 +71,8 @@ enum {
     MFT__F_FITS_CONTIG = 1u << 4,   /* dim order fits CONTIGUOUS */
     MFT__F_FITS_CL = 1u << 5,       /* dim order fits CHANNELS_LAST */
     MFT__F_BLOCKED = 1u << 6,       /* nblocks > 0: strides[] are outer strides */
+    MFT__F_BLK_PACKED = 1u << 7,    /* blocked, one block of 8 / 16 on C, outer strides
+                                       packed N, C1, [D,] H, W: is_contiguous(NCHW8C/16C) */
 };
 
 struct mft_tensor {
