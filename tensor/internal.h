@@ -26,6 +26,8 @@ void mft__null_arg(const char *fn, const char *what);
 char *mft__fmt_dims(char *buf, size_t len, int n, const int64_t *v);
 char *mft__fmt_ints(char *buf, size_t len, int n, const int *v);
 #define MFT__DIMS_BUF 160
+/* Bytes of the per-thread error message (tensor/status.c), terminator included. */
+#define MFT__ERRBUF 512
 
 /* ------------------------------------------------------------------ memory */
 void *mft__alloc(size_t size, size_t align); /* through the allocator hook */
