@@ -45,12 +45,14 @@ typedef struct fl_map {
     int64_t S;   /* slots per image */
     int64_t K;   /* logical elements per image */
     int64_t *col; /* slot -> logical column, -1 for a pad lane */
+    int64_t *pos; /* logical column -> slot (K entries), then the S - K pad slots */
     bool identity;
 } fl_map;
 
 static void fl_map_free(fl_map *m) {
     mft__free(m->col);
-    m->col = NULL;
+    mft__free(m->pos);
+    m->col = m->pos = NULL;
 }
 
 /* Builds the map of t (rank >= 2, non-empty, F32/F64 checked by the caller).
@@ -91,9 +93,19 @@ static mft_status fl_map_build(const char *fn, const mft_tensor *t, fl_map *m, b
         mft__free(col);
         return MFT_OK;
     }
+    int64_t *pos = mft__alloc_or_err(fn, (size_t)S * sizeof *pos, 64);
+    if (!pos) {
+        mft__free(col);
+        return MFT_ERR_NOMEM;
+    }
+    for (int64_t p = 0, npad = 0; p < S; p++) {
+        if (col[p] >= 0) pos[col[p]] = p;
+        else pos[K + npad++] = p;
+    }
     m->S = S;
     m->K = K;
     m->col = col;
+    m->pos = pos;
     m->identity = S == K;
     for (int64_t p = 0; p < S && m->identity; p++) m->identity = col[p] == p;
     *dense = true;
@@ -119,7 +131,16 @@ static void fl_gather_rows(void *ctx, int64_t begin, int64_t end) {
     const int64_t S = j->m->S;
     const int64_t *col = j->m->col;
     for (int64_t o = begin; o < end; o++) {
-        if (j->dt == MFT_F32) {
+        if (j->dt == MFT_F32 && j->s1 == 1) {
+            /* a packed w, the common case: read the row in order, write
+             * each value to its slot (a store does not wait on the cache
+             * the way a scattered load does), then the pad slots */
+            const float *restrict s = (const float *)(const void *)j->src + o * j->s0;
+            float *restrict d = (float *)(void *)j->dst + o * S;
+            const int64_t *restrict pos = j->m->pos, K = j->m->K;
+            for (int64_t k = 0; k < K; k++) d[pos[k]] = s[k];
+            for (int64_t q = K; q < S; q++) d[pos[q]] = 0.0f;
+        } else if (j->dt == MFT_F32) {
             const float *s = (const float *)(const void *)j->src + o * j->s0;
             float *d = (float *)(void *)j->dst + o * S;
             for (int64_t p = 0; p < S; p++) d[p] = col[p] >= 0 ? s[col[p] * j->s1] : 0.0f;
@@ -263,7 +284,10 @@ static mft_tensor *fl_hand_over(const char *fn, mft_tensor *res) {
     return r;
 }
 
-static mft_tensor *fl_impl(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b) {
+/* The forward; *wp_out (when not NULL) receives W_phys of the fused path
+ * (an internal reference; NULL on the composition) for the tape node. */
+static mft_tensor *fl_impl(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
+                           mft_tensor **wp_out) {
     static const char fn[] = "mft_flatten_linear";
     fl_map m;
     bool native = false;
@@ -276,6 +300,7 @@ static mft_tensor *fl_impl(const mft_tensor *x, const mft_tensor *w, const mft_t
         y = wp ? mft_linear(xp, wp, b) : NULL;
         if (y) mft__rule_apply1(y, MFT__RULE_FLATTEN_LINEAR, "flatten_linear", x);
         mft_tensor_release(xp);
+        if (y && wp_out) *wp_out = mft_tensor_retain(wp);
         mft_tensor_release(wp);
     } else { /* the composition: flatten copies (counted, cause reshape) */
         mft_tensor *f = mft_flatten(x, 1, -1);
@@ -398,13 +423,14 @@ static bool fl_backward_composed(const mft_tensor *g, const mft_tensor *x, const
     return ok;
 }
 
-/* The fused backward (Note [Linear over the physical order]). */
+/* The fused backward (Note [Linear over the physical order]); wp is the
+ * forward's W_phys, or NULL to gather it again. */
 static bool fl_backward_fused(const char *fn, const mft_tensor *g, const mft_tensor *x,
-                              const mft_tensor *w, const fl_map *m, const bool *want,
-                              mft_tensor **res) {
+                              const mft_tensor *w, const mft_tensor *wp_saved, const fl_map *m,
+                              const bool *want, mft_tensor **res) {
     bool ok = true;
     if (want[0]) {
-        mft_tensor *wp = fl_gather_w(fn, w, m);
+        mft_tensor *wp = wp_saved ? mft_tensor_retain((mft_tensor *)wp_saved) : fl_gather_w(fn, w, m);
         res[0] = wp ? fl_grad_x(fn, g, x, w, m, wp) : NULL;
         mft_tensor_release(wp);
         ok = res[0] != NULL;
@@ -424,9 +450,11 @@ static bool fl_backward_fused(const char *fn, const mft_tensor *g, const mft_ten
     return ok;
 }
 
-mft_status mft_flatten_linear_backward(const mft_tensor *grad_out, const mft_tensor *x,
-                                       const mft_tensor *w, mft_tensor **grad_x,
-                                       mft_tensor **grad_w, mft_tensor **grad_b) {
+/* mft_flatten_linear_backward, with the forward's W_phys when the tape
+ * node kept it (wp, may be NULL). */
+static mft_status fl_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                              const mft_tensor *w, const mft_tensor *wp, mft_tensor **grad_x,
+                              mft_tensor **grad_w, mft_tensor **grad_b) {
     static const char fn[] = "mft_flatten_linear_backward";
     char d1[MFT__DIMS_BUF], d2[MFT__DIMS_BUF];
     mft_tensor **outs[3] = {grad_x, grad_w, grad_b};
@@ -463,7 +491,8 @@ mft_status mft_flatten_linear_backward(const mft_tensor *grad_out, const mft_ten
         g = gplain = mft_contiguous(grad_out, MFT_CONTIGUOUS);
         mft__cause_pop();
     }
-    bool ok = g && (native ? fl_backward_fused(fn, g, x, w, &m, want, res)
+    if (native && wp && (wp->ndim != 2 || wp->sizes[1] != m.S)) wp = NULL; /* not this map's */
+    bool ok = g && (native ? fl_backward_fused(fn, g, x, w, wp, &m, want, res)
                            : fl_backward_composed(g, x, w, want, res));
     mft_tensor_release(gplain);
     mft__scope_resume();
@@ -483,13 +512,19 @@ mft_status mft_flatten_linear_backward(const mft_tensor *grad_out, const mft_ten
     return ok ? MFT_OK : mft__relabel_error(fn);
 }
 
+mft_status mft_flatten_linear_backward(const mft_tensor *grad_out, const mft_tensor *x,
+                                       const mft_tensor *w, mft_tensor **grad_x,
+                                       mft_tensor **grad_w, mft_tensor **grad_b) {
+    return fl_backward(grad_out, x, w, NULL, grad_x, grad_w, grad_b);
+}
+
 /* ---------------------------------------------------------------- autograd
- * Node "flatten_linear": inputs {x, w, b} (b may be NULL), saved {x, w}
- * (Note [Tape] in mft/autograd.h). Its backward asks
- * mft_flatten_linear_backward only for the gradients whose inputs need
- * grad; grad_x comes in x's format (docs/spec.md §5), so the engine converts
- * nothing. The forward runs with grad mode off, so the inner linear records
- * nothing. */
+ * Node "flatten_linear": inputs {x, w, b} (b may be NULL), saved {x, w,
+ * W_phys} (W_phys NULL on the composition; Note [Tape] in mft/autograd.h).
+ * Its backward computes only the gradients whose inputs need grad, reusing
+ * the forward's W_phys for grad_x (no second gather); grad_x comes in x's
+ * format (docs/spec.md §5), so the engine converts nothing. The forward
+ * runs with grad mode off, so the inner linear records nothing. */
 typedef struct fl_ag_params {
     bool has_bias;
 } fl_ag_params;
@@ -501,7 +536,7 @@ static mft_status fl_node_backward(const mft__ag_node *n, mft_tensor *const *gou
     mft_tensor **gw = n->in[1].needs_grad ? &gin[1] : NULL;
     mft_tensor **gb = p->has_bias && n->in[2].needs_grad ? &gin[2] : NULL;
     if (!gx && !gw && !gb) return MFT_OK;
-    return mft_flatten_linear_backward(gout[0], n->saved[0], n->saved[1], gx, gw, gb);
+    return fl_backward(gout[0], n->saved[0], n->saved[1], n->saved[2], gx, gw, gb);
 }
 
 mft_tensor *mft_flatten_linear(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b) {
@@ -512,15 +547,18 @@ mft_tensor *mft_flatten_linear(const mft_tensor *x, const mft_tensor *w, const m
     }
     if (!fl_check(fn, x, w, b)) return NULL;
     const mft_tensor *ins[3] = {x, w, b};
-    if (!mft__ag_wants(3, ins)) return fl_impl(x, w, b);
+    if (!mft__ag_wants(3, ins)) return fl_impl(x, w, b, NULL);
     const bool grad_was = mft_set_grad_enabled(false);
-    mft_tensor *y = fl_impl(x, w, b);
+    mft_tensor *wp = NULL;
+    mft_tensor *y = fl_impl(x, w, b, &wp);
     mft_set_grad_enabled(grad_was);
     const fl_ag_params p = {b != NULL};
-    if (y && mft__ag_record(fn, "flatten_linear", fl_node_backward, 3, ins, 1, &y, 2, ins, &p,
+    const mft_tensor *saved[3] = {x, w, wp};
+    if (y && mft__ag_record(fn, "flatten_linear", fl_node_backward, 3, ins, 1, &y, 3, saved, &p,
                             sizeof p) != MFT_OK) {
         mft__ag_drop_result(y);
-        return NULL;
+        y = NULL;
     }
+    mft_tensor_release(wp);
     return y;
 }
