@@ -45,14 +45,15 @@ typedef struct fl_map {
     int64_t S;   /* slots per image */
     int64_t K;   /* logical elements per image */
     int64_t *col; /* slot -> logical column, -1 for a pad lane */
-    int64_t *pos; /* logical column -> slot (K entries), then the S - K pad slots */
+    int32_t *pos; /* logical column -> slot (K entries), then the S - K pad slots */
     bool identity;
 } fl_map;
 
 static void fl_map_free(fl_map *m) {
     mft__free(m->col);
     mft__free(m->pos);
-    m->col = m->pos = NULL;
+    m->col = NULL;
+    m->pos = NULL;
 }
 
 /* Builds the map of t (rank >= 2, non-empty, F32/F64 checked by the caller).
@@ -71,6 +72,7 @@ static mft_status fl_map_build(const char *fn, const mft_tensor *t, fl_map *m, b
         K *= t->sizes[d];
     }
     if (t->sizes[0] > 1 && t->strides[0] != S) return MFT_OK;
+    if (S > INT32_MAX) return MFT_OK; /* slots kept as int32 (the composition runs) */
     int64_t *col = mft__alloc_or_err(fn, (size_t)S * sizeof *col, 64);
     if (!col) return MFT_ERR_NOMEM;
     for (int64_t p = 0; p < S; p++) col[p] = -2; /* not yet seen */
@@ -93,14 +95,14 @@ static mft_status fl_map_build(const char *fn, const mft_tensor *t, fl_map *m, b
         mft__free(col);
         return MFT_OK;
     }
-    int64_t *pos = mft__alloc_or_err(fn, (size_t)S * sizeof *pos, 64);
+    int32_t *pos = mft__alloc_or_err(fn, (size_t)S * sizeof *pos, 64);
     if (!pos) {
         mft__free(col);
         return MFT_ERR_NOMEM;
     }
     for (int64_t p = 0, npad = 0; p < S; p++) {
-        if (col[p] >= 0) pos[col[p]] = p;
-        else pos[K + npad++] = p;
+        if (col[p] >= 0) pos[col[p]] = (int32_t)p;
+        else pos[K + npad++] = (int32_t)p;
     }
     m->S = S;
     m->K = K;
@@ -123,63 +125,55 @@ typedef struct fl_job {
     char *dst;
     int64_t s0, s1; /* source strides (row, column) in elements */
     mft_dtype dt;
+    bool gather;    /* else a scatter */
 } fl_job;
 
-/* dst (O, S) packed: dst[o, p] = src[o, col[p]], 0 on pad lanes. */
-static void fl_gather_rows(void *ctx, int64_t begin, int64_t end) {
-    const fl_job *j = ctx;
-    const int64_t S = j->m->S;
-    const int64_t *col = j->m->col;
-    for (int64_t o = begin; o < end; o++) {
-        if (j->dt == MFT_F32 && j->s1 == 1) {
-            /* a packed w, the common case: read the row in order, write
-             * each value to its slot (a store does not wait on the cache
-             * the way a scattered load does), then the pad slots */
-            const float *restrict s = (const float *)(const void *)j->src + o * j->s0;
-            float *restrict d = (float *)(void *)j->dst + o * S;
-            const int64_t *restrict pos = j->m->pos, K = j->m->K;
-            for (int64_t k = 0; k < K; k++) d[pos[k]] = s[k];
-            for (int64_t q = K; q < S; q++) d[pos[q]] = 0.0f;
-        } else if (j->dt == MFT_F32) {
-            const float *s = (const float *)(const void *)j->src + o * j->s0;
-            float *d = (float *)(void *)j->dst + o * S;
-            for (int64_t p = 0; p < S; p++) d[p] = col[p] >= 0 ? s[col[p] * j->s1] : 0.0f;
-        } else {
-            const double *s = (const double *)(const void *)j->src + o * j->s0;
-            double *d = (double *)(void *)j->dst + o * S;
-            for (int64_t p = 0; p < S; p++) d[p] = col[p] >= 0 ? s[col[p] * j->s1] : 0.0;
-        }
+/* The rows [begin, end) of a gather (W_phys from w) or a scatter (grad_w
+ * from its (O, S) product), both walking the logical columns k in order
+ * through pos (k -> slot), so one side is read or written sequentially:
+ *   gather:  dst (O, S) packed, dst[o, pos[k]] = src[o, k], pad slots 0;
+ *   scatter: dst (O, K) packed, dst[o, k] = src[o, pos[k]]. */
+#define FL_ROWS(T, name, body)                                                                   \
+    static void name(const fl_job *j, int64_t begin, int64_t end) {                             \
+        const int32_t *restrict pos = j->m->pos;                                                 \
+        const int64_t S = j->m->S, K = j->m->K, s1 = j->s1;                                      \
+        for (int64_t o = begin; o < end; o++) {                                                  \
+            const T *restrict s = (const T *)(const void *)j->src + o * j->s0;                   \
+            T *restrict d = (T *)(void *)j->dst + o * (j->gather ? S : K);                       \
+            body                                                                                 \
+        }                                                                                        \
     }
-}
+#define FL_GATHER_BODY(T)                                                                        \
+    if (s1 == 1)                                                                                 \
+        for (int64_t k = 0; k < K; k++) d[pos[k]] = s[k];                                        \
+    else                                                                                         \
+        for (int64_t k = 0; k < K; k++) d[pos[k]] = s[k * s1];                                   \
+    for (int64_t q = K; q < S; q++) d[pos[q]] = (T)0;
+#define FL_SCATTER_BODY(T)                                                                       \
+    if (s1 == 1)                                                                                 \
+        for (int64_t k = 0; k < K; k++) d[k] = s[pos[k]];                                        \
+    else                                                                                         \
+        for (int64_t k = 0; k < K; k++) d[k] = s[pos[k] * s1];
+FL_ROWS(float, fl_gather_f32, FL_GATHER_BODY(float))
+FL_ROWS(double, fl_gather_f64, FL_GATHER_BODY(double))
+FL_ROWS(float, fl_scatter_f32, FL_SCATTER_BODY(float))
+FL_ROWS(double, fl_scatter_f64, FL_SCATTER_BODY(double))
 
-/* dst (O, K) packed: dst[o, col[p]] = src[o, p] (src (O, S) with strides
- * s0, s1), pad slots dropped. */
-static void fl_scatter_rows(void *ctx, int64_t begin, int64_t end) {
+static void fl_rows_range(void *ctx, int64_t begin, int64_t end) {
     const fl_job *j = ctx;
-    const int64_t S = j->m->S, K = j->m->K;
-    const int64_t *col = j->m->col;
-    for (int64_t o = begin; o < end; o++) {
-        if (j->dt == MFT_F32) {
-            const float *s = (const float *)(const void *)j->src + o * j->s0;
-            float *d = (float *)(void *)j->dst + o * K;
-            for (int64_t p = 0; p < S; p++)
-                if (col[p] >= 0) d[col[p]] = s[p * j->s1];
-        } else {
-            const double *s = (const double *)(const void *)j->src + o * j->s0;
-            double *d = (double *)(void *)j->dst + o * K;
-            for (int64_t p = 0; p < S; p++)
-                if (col[p] >= 0) d[col[p]] = s[p * j->s1];
-        }
-    }
+    if (j->gather)
+        (j->dt == MFT_F32 ? fl_gather_f32 : fl_gather_f64)(j, begin, end);
+    else
+        (j->dt == MFT_F32 ? fl_scatter_f32 : fl_scatter_f64)(j, begin, end);
 }
 
 /* Runs a gather or scatter over the O rows of w-sized matrices as one kernel
  * event of op `op` (the profiler and the tape's picture show it). */
-static void fl_rows(const char *op, const char *kernel, mft__range_fn fn, const fl_job *j,
-                    int64_t rows, const mft_tensor *in, const mft_tensor *out) {
+static void fl_rows(const char *op, const char *kernel, const fl_job *j, int64_t rows,
+                    const mft_tensor *in, const mft_tensor *out) {
     const uint64_t t0 = mft__kernel_begin();
     const int64_t grain = 16384 / (j->m->S > 0 ? j->m->S : 1);
-    mft__parallel_for(0, rows, grain > 0 ? grain : 1, fn, (void *)j);
+    mft__parallel_for(0, rows, grain > 0 ? grain : 1, fl_rows_range, (void *)j);
     const mft_tensor *ins[1] = {in}, *outs[1] = {out};
     mft__kernel_end(t0, &(mft__kernel_info){op, kernel, MFT_FORMAT_COUNT, MFT_FORMAT_COUNT,
                                             j->dt, 1, 1, ins, outs, 0, false});
@@ -192,9 +186,9 @@ static mft_tensor *fl_gather_w(const char *fn, const mft_tensor *w, const fl_map
     const int64_t O = w->sizes[0], sz[2] = {O, m->S};
     mft_tensor *wp = mft__tensor_alloc(fn, 2, sz, w->dtype, MFT_CONTIGUOUS);
     if (!wp) return NULL;
-    const fl_job j = {m, mft__tensor_ptr(w), mft__tensor_ptr(wp), w->strides[0], w->strides[1],
-                      w->dtype};
-    fl_rows("flatten_linear", "flatten_linear.gather_weight", fl_gather_rows, &j, O, w, wp);
+    const fl_job j = {m,           mft__tensor_ptr(w), mft__tensor_ptr(wp), w->strides[0],
+                      w->strides[1], w->dtype,        true};
+    fl_rows("flatten_linear", "flatten_linear.gather_weight", &j, O, w, wp);
     return wp;
 }
 
@@ -204,10 +198,9 @@ static mft_tensor *fl_scatter_w(const char *fn, mft_tensor *p, const fl_map *m) 
     const int64_t O = p->sizes[0], sz[2] = {O, m->K};
     mft_tensor *gw = mft__tensor_alloc(fn, 2, sz, p->dtype, MFT_CONTIGUOUS);
     if (gw) {
-        const fl_job j = {m, mft__tensor_ptr(p), mft__tensor_ptr(gw), p->strides[0],
-                          p->strides[1], p->dtype};
-        fl_rows("flatten_linear_backward", "flatten_linear.scatter_weight_grad", fl_scatter_rows,
-                &j, O, p, gw);
+        const fl_job j = {m,           mft__tensor_ptr(p), mft__tensor_ptr(gw), p->strides[0],
+                          p->strides[1], p->dtype,        false};
+        fl_rows("flatten_linear_backward", "flatten_linear.scatter_weight_grad", &j, O, p, gw);
     }
     mft_tensor_release(p);
     return gw;
