@@ -36,10 +36,13 @@
  *   grad_w = G^T @ X_phys scattered back to logical columns (pad columns
  *     dropped);
  *   grad_b = the column sums of G, in double, rows in order.
- * The map costs one pass over an image's slots and the gather one pass over
- * W: O(S + O·S), small beside the GEMM's N·O·S. A map that is the identity
- * (packed NCHW) skips the gather and the scatter, so NCHW runs exactly the
- * GEMM of mft_linear on the flattened view. */
+ * The map costs one pass over an image's slots; the gather and the scatter
+ * each pass once over W (O·S) where the composition copied the activation
+ * (N·K) twice, so the fused op moves fewer bytes when N > O and more when
+ * O > N (bench/README.md); reading W through the map inside the GEMM's
+ * packing would remove those passes. A map that is the identity (packed
+ * NCHW) skips the gather and the scatter, so NCHW runs exactly the GEMM of
+ * mft_linear on the flattened view. */
 
 typedef struct fl_map {
     int64_t S;   /* slots per image */
