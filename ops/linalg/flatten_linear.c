@@ -6,7 +6,7 @@
  * (gemm.c), the autograd node "flatten_linear" is at the end of the file. */
 #include <string.h>
 #include "autograd_internal.h"
-#include "ops_internal.h"
+#include "linalg_internal.h"
 
 /* Note [Linear over the physical order]
  * flatten(x, 1, -1) orders an image's elements logically (c, h, w
@@ -270,16 +270,6 @@ static mft_status fl_native(const char *fn, const mft_tensor *x, const mft_tenso
 }
 
 /* ---------------------------------------------------------------- forward */
-static mft_tensor *fl_hand_over(const char *fn, mft_tensor *res) {
-    if (!res) {
-        mft__relabel_error(fn);
-        return NULL;
-    }
-    mft_tensor *r = mft__retain_result(fn, res);
-    mft_tensor_release(res);
-    return r;
-}
-
 /* The forward; *wp_out (when not NULL) receives W_phys of the fused path
  * (an internal reference; NULL on the composition) for the tape node. */
 static mft_tensor *fl_impl(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
@@ -305,7 +295,7 @@ static mft_tensor *fl_impl(const mft_tensor *x, const mft_tensor *w, const mft_t
     }
     mft__scope_resume();
     fl_map_free(&m);
-    return fl_hand_over(fn, y);
+    return mft__linalg_hand_over(fn, y);
 }
 
 /* ---------------------------------------------------------------- backward */
