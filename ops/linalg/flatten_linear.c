@@ -50,6 +50,7 @@ typedef struct fl_map {
     int64_t *col; /* slot -> logical column, -1 for a pad lane */
     int32_t *pos; /* logical column -> slot (K entries), then the S - K pad slots */
     bool identity;
+    mft_layout img; /* the descriptor the map was read from (its images are dense) */
 } fl_map;
 
 static void fl_map_free(fl_map *m) {
@@ -111,6 +112,7 @@ static mft_status fl_map_build(const char *fn, const mft_tensor *t, fl_map *m, b
     m->K = K;
     m->col = col;
     m->pos = pos;
+    mft__layout_of(t, &m->img);
     m->identity = S == K;
     for (int64_t p = 0; p < S && m->identity; p++) m->identity = col[p] == p;
     *dense = true;
@@ -128,82 +130,110 @@ typedef struct fl_job {
     char *dst;
     int64_t s0, s1; /* source strides (row, column) in elements */
     mft_dtype dt;
-    bool gather;    /* else a scatter */
 } fl_job;
 
-/* The rows [begin, end) of a gather (W_phys from w) or a scatter (grad_w
- * from its (O, S) product), both walking the logical columns k in order
- * through pos (k -> slot), so one side is read or written sequentially:
- *   gather:  dst (O, S) packed, dst[o, pos[k]] = src[o, k], pad slots 0;
- *   scatter: dst (O, K) packed, dst[o, k] = src[o, pos[k]]. */
-#define FL_ROWS(T, name, body)                                                                   \
+/* Rows [begin, end) of W_phys (O, S) packed gathered from a w that is not
+ * packed (a transposed or sliced view), walking the logical columns k in
+ * order: dst[o, pos[k]] = src[o, k], pad slots 0. */
+#define FL_GATHER(T, name)                                                                       \
     static void name(const fl_job *j, int64_t begin, int64_t end) {                             \
         const int32_t *restrict pos = j->m->pos;                                                 \
-        const int64_t S = j->m->S, K = j->m->K, s1 = j->s1;                                      \
+        const int64_t S = j->m->S, K = j->m->K;                                                  \
         for (int64_t o = begin; o < end; o++) {                                                  \
             const T *restrict s = (const T *)(const void *)j->src + o * j->s0;                   \
-            T *restrict d = (T *)(void *)j->dst + o * (j->gather ? S : K);                       \
-            body                                                                                 \
+            T *restrict d = (T *)(void *)j->dst + o * S;                                         \
+            for (int64_t k = 0; k < K; k++) d[pos[k]] = s[k * j->s1];                            \
+            for (int64_t q = K; q < S; q++) d[pos[q]] = (T)0;                                    \
         }                                                                                        \
     }
-#define FL_GATHER_BODY(T)                                                                        \
-    if (s1 == 1)                                                                                 \
-        for (int64_t k = 0; k < K; k++) d[pos[k]] = s[k];                                        \
-    else                                                                                         \
-        for (int64_t k = 0; k < K; k++) d[pos[k]] = s[k * s1];                                   \
-    for (int64_t q = K; q < S; q++) d[pos[q]] = (T)0;
-#define FL_SCATTER_BODY(T)                                                                       \
-    if (s1 == 1)                                                                                 \
-        for (int64_t k = 0; k < K; k++) d[k] = s[pos[k]];                                        \
-    else                                                                                         \
-        for (int64_t k = 0; k < K; k++) d[k] = s[pos[k] * s1];
-FL_ROWS(float, fl_gather_f32, FL_GATHER_BODY(float))
-FL_ROWS(double, fl_gather_f64, FL_GATHER_BODY(double))
-FL_ROWS(float, fl_scatter_f32, FL_SCATTER_BODY(float))
-FL_ROWS(double, fl_scatter_f64, FL_SCATTER_BODY(double))
+FL_GATHER(float, fl_gather_f32)
+FL_GATHER(double, fl_gather_f64)
 
-static void fl_rows_range(void *ctx, int64_t begin, int64_t end) {
+static void fl_gather_range(void *ctx, int64_t begin, int64_t end) {
     const fl_job *j = ctx;
-    if (j->gather)
-        (j->dt == MFT_F32 ? fl_gather_f32 : fl_gather_f64)(j, begin, end);
-    else
-        (j->dt == MFT_F32 ? fl_scatter_f32 : fl_scatter_f64)(j, begin, end);
+    (j->dt == MFT_F32 ? fl_gather_f32 : fl_gather_f64)(j, begin, end);
 }
 
-/* Runs a gather or scatter over the O rows of w-sized matrices as one kernel
- * event of op `op` (the profiler and the tape's picture show it). */
-static void fl_rows(const char *op, const char *kernel, const fl_job *j, int64_t rows,
-                    const mft_tensor *in, const mft_tensor *out) {
-    const uint64_t t0 = mft__kernel_begin();
-    const int64_t grain = 16384 / (j->m->S > 0 ? j->m->S : 1);
-    mft__parallel_for(0, rows, grain > 0 ? grain : 1, fl_rows_range, (void *)j);
-    const mft_tensor *ins[1] = {in}, *outs[1] = {out};
-    mft__kernel_end(t0, &(mft__kernel_info){op, kernel, MFT_FORMAT_COUNT, MFT_FORMAT_COUNT,
-                                            j->dt, 1, 1, ins, outs, 0, false});
+/* The map's layout with O images instead of N: the layout of W_phys, whose
+ * row o is w's row o read as one image (sizes[1:]) laid out like x's. */
+static void fl_rows_layout(const fl_map *m, int64_t O, mft_layout *lo) {
+    *lo = m->img;
+    lo->sizes[0] = lo->padded[0] = O;
+    lo->strides[0] = m->S;
+}
+
+/* One copy between a packed (O, K) matrix and the same values in the rows
+ * layout of m, through the library's copy kernels (the plain iterator, the
+ * blocked reorders of tensor/reorder_blocked.c): a copy inside the op, shown
+ * by the profiler as an internal copy, not a conversion. to_rows: the
+ * matrix mat is read into rows (whose pad lanes, zeroed beforehand, are not
+ * written); else rows are read into mat. */
+static bool fl_copy_rows(mft_tensor *rows, mft_tensor *mat, bool to_rows) {
+    mft_tensor *v = mft_view(mat, rows->ndim, rows->sizes);
+    if (!v) return false;
+    if (to_rows) mft__copy_kernel(rows, v);
+    else mft__copy_kernel(v, rows);
+    mft_tensor_release(v);
+    return true;
 }
 
 /* W_phys (O, S): w's columns in the slot order of m (internal reference). A
- * map that is the identity gives w itself. */
+ * map that is the identity gives w itself; a packed w is copied into the
+ * rows layout, another one gathered through the map. */
 static mft_tensor *fl_gather_w(const char *fn, const mft_tensor *w, const fl_map *m) {
     if (m->identity) return mft_tensor_retain((mft_tensor *)w);
-    const int64_t O = w->sizes[0], sz[2] = {O, m->S};
-    mft_tensor *wp = mft__tensor_alloc(fn, 2, sz, w->dtype, MFT_CONTIGUOUS);
-    if (!wp) return NULL;
-    const fl_job j = {m,           mft__tensor_ptr(w), mft__tensor_ptr(wp), w->strides[0],
-                      w->strides[1], w->dtype,        true};
-    fl_rows("flatten_linear", "flatten_linear.gather_weight", &j, O, w, wp);
+    const int64_t O = w->sizes[0], sz[2] = {O, m->S}, st[2] = {m->S, 1};
+    const uint64_t t0 = mft__kernel_begin();
+    mft_tensor *wp = NULL;
+    if (mft_tensor_is_contiguous(w, MFT_CONTIGUOUS)) {
+        mft_layout lo;
+        fl_rows_layout(m, O, &lo);
+        mft_tensor *rows = mft__tensor_alloc_layout_ex(fn, &lo, w->dtype, m->K < m->S);
+        if (rows && fl_copy_rows(rows, (mft_tensor *)w, true))
+            wp = mft__tensor_new(fn, rows->storage, rows->offset, 2, sz, st, w->dtype);
+        mft_tensor_release(rows);
+    } else {
+        wp = mft__tensor_alloc(fn, 2, sz, w->dtype, MFT_CONTIGUOUS);
+        if (wp) {
+            const fl_job j = {m, mft__tensor_ptr(w), mft__tensor_ptr(wp), w->strides[0],
+                              w->strides[1], w->dtype};
+            const int64_t grain = 16384 / (m->S > 0 ? m->S : 1);
+            mft__parallel_for(0, O, grain > 0 ? grain : 1, fl_gather_range, (void *)&j);
+        }
+    }
+    const mft_tensor *ins[1] = {w}, *outs[1] = {wp};
+    if (wp)
+        mft__kernel_end(t0, &(mft__kernel_info){"flatten_linear", "flatten_linear.gather_weight",
+                                                MFT_FORMAT_COUNT, MFT_FORMAT_COUNT, w->dtype, 1,
+                                                1, ins, outs, 0, false});
     return wp;
 }
 
-/* gw (O, K) CONTIGUOUS from the (O, S) product p (consumed). */
+/* gw (O, K) CONTIGUOUS from the packed (O, S) product p (consumed, as
+ * mft_matmul returns it): the rows layout read back into logical columns,
+ * pad lanes dropped. */
 static mft_tensor *fl_scatter_w(const char *fn, mft_tensor *p, const fl_map *m) {
     if (!p || m->identity) return p;
     const int64_t O = p->sizes[0], sz[2] = {O, m->K};
+    const uint64_t t0 = mft__kernel_begin();
     mft_tensor *gw = mft__tensor_alloc(fn, 2, sz, p->dtype, MFT_CONTIGUOUS);
-    if (gw) {
-        const fl_job j = {m,           mft__tensor_ptr(p), mft__tensor_ptr(gw), p->strides[0],
-                          p->strides[1], p->dtype,        false};
-        fl_rows("flatten_linear_backward", "flatten_linear.scatter_weight_grad", &j, O, p, gw);
+    bool ok = gw != NULL;
+    if (ok) {
+        mft_layout lo;
+        fl_rows_layout(m, O, &lo);
+        mft_tensor *rows = mft__tensor_new_layout(fn, p->storage, p->offset, &lo, p->dtype);
+        ok = rows && fl_copy_rows(rows, gw, false);
+        mft_tensor_release(rows);
+    }
+    if (ok) {
+        const mft_tensor *ins[1] = {p}, *outs[1] = {gw};
+        mft__kernel_end(t0, &(mft__kernel_info){"flatten_linear_backward",
+                                                "flatten_linear.scatter_weight_grad",
+                                                MFT_FORMAT_COUNT, MFT_FORMAT_COUNT, p->dtype, 1, 1,
+                                                ins, outs, 0, false});
+    } else {
+        mft_tensor_release(gw);
+        gw = NULL;
     }
     mft_tensor_release(p);
     return gw;

@@ -7,6 +7,7 @@
  *     agree within float rounding (bit for bit for NCHW, whose map is the
  *     identity); grad_x has x's format, blocked pad lanes exactly 0
  *     (mft_tensor_check_padding); no conversion is counted;
+ *   - a weight that is not packed (a transposed view) gives the same;
  *   - 1 and 2 threads give bit-identical results;
  *   - autograd: one "flatten_linear" node, gradients as above, none
  *     converted;
@@ -185,6 +186,32 @@ static void test_narrowed_batch(void) {
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
 }
 
+/* A weight that is a transposed view (not packed): the gather walks the map
+ * instead of the copy kernels; same values, nothing converted. */
+static void test_strided_weight(void) {
+    const int64_t xs[4] = {3, 17, 3, 5}, wts[2] = {17 * 15, 6}, gs[2] = {3, 6};
+    for (int f = 0; f < 4; f++)
+        for (int d = 0; d < 2; d++) {
+            const mft_dtype dt = d ? MFT_F64 : MFT_F32;
+            mft_tensor *x0 = mft_randn(4, xs, dt, CT, 81);
+            mft_tensor *x = mft_to_format(x0, g_fmts[f]);
+            mft_tensor *wt = mft_randn(2, wts, dt, CT, 82);
+            mft_tensor *w = mft_transpose(wt, 0, 1);
+            mft_tensor *go = mft_randn(2, gs, dt, CT, 83);
+            mft_tensor *ry = NULL, *rgx = NULL, *rgw = NULL, *rgb = NULL;
+            reference(x0, w, NULL, go, &ry, &rgx, &rgw, &rgb);
+            mft_conversion_counts_reset();
+            mft_tensor *y = mft_flatten_linear(x, w, NULL), *gx = NULL, *gw = NULL;
+            TU_OK_S(mft_flatten_linear_backward(go, x, w, &gx, &gw, NULL));
+            const double tol = d ? 1e-12 : 1e-5;
+            CHECK_MSG(conversions() == 0 && close_to(y, ry, tol) && close_to(gx, rgx, tol) &&
+                          close_to(gw, rgw, tol) && in_format(gx, g_fmts[f]),
+                      "%s %s: transposed weight", mft_format_name(g_fmts[f]), mft_dtype_name(dt));
+            mft_tensor *ts[] = {x0, x, wt, w, go, ry, rgx, rgw, y, gx, gw};
+            for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+        }
+}
+
 /* Autograd: one node named flatten_linear, gradients as the composition's,
  * nothing converted. */
 static void test_autograd(void) {
@@ -326,6 +353,7 @@ int main(void) {
     RUN(test_f64);
     RUN(test_ranks);
     RUN(test_narrowed_batch);
+    RUN(test_strided_weight);
     RUN(test_autograd);
     RUN(test_inf_pads);
     RUN(test_not_dense);
