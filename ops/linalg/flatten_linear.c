@@ -16,7 +16,12 @@
  * apart), y = X_phys W_phys^T, where
  *   X_phys (N, S) is x's own memory read as a plain packed matrix (no copy),
  *   W_phys (O, S) holds in column p the column of w whose logical element
- *     sits in slot p of an image, and zeros where slot p is a pad lane.
+ *     sits in slot p of an image, and zeros where slot p is a pad lane:
+ *     w's rows read as O images of x's sizes and laid out like x's images
+ *     (x's descriptor with O images), so a packed w becomes W_phys by one
+ *     copy through the library's copy kernels (the iterator's transposing
+ *     copy, the nChw16c / nChw8c reorders), an internal copy the profiler
+ *     shows as such; a w that is not packed is gathered through the map.
  * The map slot -> logical column comes from one general rule: walk the
  * padded grid of one image (every index below padded[1:]), take each
  * slot's offset from the tensor's descriptor (mft__blk_offset: strides for a
@@ -33,8 +38,8 @@
  *     own map (the same W_phys when the layouts match, as they do for every
  *     packed x); its pad lanes are set to exactly 0 afterwards (G @ 0 is 0
  *     unless G holds inf or NaN);
- *   grad_w = G^T @ X_phys scattered back to logical columns (pad columns
- *     dropped);
+ *   grad_w = G^T @ X_phys, read back from the rows layout into logical
+ *     columns by the same copy kernels (pad columns dropped);
  *   grad_b = the column sums of G, in double, rows in order.
  * The map costs one pass over an image's slots; the gather and the scatter
  * each pass once over W (O·S) where the composition copied the activation
