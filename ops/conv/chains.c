@@ -30,8 +30,10 @@
  * kernels' internal choice (the dispatcher does no conversion and counts
  * none).
  *
- * nChw16c: the table also holds the native MFT_NCHW16C conv2d kernels of
- * blocked16.c (Note [nChw16c direct convolution] there).
+ * nChw16c: the table also holds the native MFT_NCHW16C conv2d kernels:
+ * groups 1 runs blocked16.c (Note [nChw16c direct convolution] there),
+ * depthwise (groups > 1: the entry routes no other grouped call here)
+ * depthwise_blocked16.c (Note [nChw16c depthwise convolution]).
  *
  * Winograd: 2-D 3x3 convolutions with stride 1, dilation 1 and groups 1
  * (forward, and backward_input as a forward convolution of grad_y with
@@ -342,6 +344,20 @@ static void conv_bwd_w_nchw(const mft_kernel_args *a) {
     mft__free(xs);
 }
 
+/* ---------------------------------------------------------------- nChw16c entry kernels */
+static bool b16_grouped(const mft_kernel_args *a) {
+    return ((const mft_conv_params *)a->params)->groups > 1;
+}
+static void conv_fwd_b16(const mft_kernel_args *a) {
+    (b16_grouped(a) ? mft__conv_dw16_fwd : mft__conv_b16_fwd)(a);
+}
+static void conv_bwd_in_b16(const mft_kernel_args *a) {
+    (b16_grouped(a) ? mft__conv_dw16_bwd_in : mft__conv_b16_bwd_in)(a);
+}
+static void conv_bwd_w_b16(const mft_kernel_args *a) {
+    (b16_grouped(a) ? mft__conv_dw16_bwd_w : mft__conv_b16_bwd_w)(a);
+}
+
 /* ---------------------------------------------------------------- kernel table */
 const mft__kernel_def mft__kernels_conv_fast[] = {
     {MFT__OP_CONV2D, MFT_CHANNELS_LAST, MFT_F32, "conv2d.nhwc.f32." CF_SFX, conv_fwd_nhwc},
@@ -364,10 +380,10 @@ const mft__kernel_def mft__kernels_conv_fast[] = {
      "conv3d_backward_input.ncdhw.f32.via_ndhwc_" CF_SFX, conv_bwd_in_nchw},
     {MFT__OP_CONV3D_BACKWARD_WEIGHT, MFT_CONTIGUOUS, MFT_F32,
      "conv3d_backward_weight.ncdhw.f32.via_ndhwc_" CF_SFX, conv_bwd_w_nchw},
-    {MFT__OP_CONV2D, MFT_NCHW16C, MFT_F32, "conv2d.nchw16c.f32.direct", mft__conv_b16_fwd},
+    {MFT__OP_CONV2D, MFT_NCHW16C, MFT_F32, "conv2d.nchw16c.f32.direct", conv_fwd_b16},
     {MFT__OP_CONV2D_BACKWARD_INPUT, MFT_NCHW16C, MFT_F32,
-     "conv2d_backward_input.nchw16c.f32.direct", mft__conv_b16_bwd_in},
+     "conv2d_backward_input.nchw16c.f32.direct", conv_bwd_in_b16},
     {MFT__OP_CONV2D_BACKWARD_WEIGHT, MFT_NCHW16C, MFT_F32,
-     "conv2d_backward_weight.nchw16c.f32.direct", mft__conv_b16_bwd_w},
+     "conv2d_backward_weight.nchw16c.f32.direct", conv_bwd_w_b16},
     {0, 0, 0, NULL, NULL},
 };

@@ -6,7 +6,8 @@
  * backward_weight.c, depthwise.c, depthwise_nchw.c, pointwise_nchw.c,
  * direct.c), called from the algorithm chains of chains.c; the
  * single-channel-plane kernels (plane.c), Winograd F(4x4, 3x3)
- * (winograd.c) and the native nChw16c kernels (blocked16.c). */
+ * (winograd.c) and the native nChw16c kernels (blocked16.c, groups 1;
+ * depthwise_blocked16.c, depthwise). */
 #ifndef MFT_OPS_CONV_INTERNAL_H
 #define MFT_OPS_CONV_INTERNAL_H
 
@@ -243,5 +244,16 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a);
 /* grad_b (O, F32 contiguous, new) of packed nChw16c grad_y; NULL and the
  * error set (naming fn) when the allocation fails. */
 mft_tensor *mft__conv_b16_grad_bias(const char *fn, const mft_tensor *gy);
+
+/* ---------------------------------------------------------------- ops/conv/depthwise_blocked16.c
+ * Native nChw16c F32 depthwise conv2d, multiplier 1 (groups == C_in ==
+ * C_out; Note [nChw16c depthwise convolution]): forward, backward_input and
+ * backward_weight at any stride, padding and dilation; activations packed
+ * nChw16c, weight plain (C, 1, kh, kw) at any strides, grad_w plain at its
+ * strides. chains.c's nChw16c entries call these when groups > 1 (the
+ * entry routes nothing else there); grad_b is mft__conv_b16_grad_bias. */
+void mft__conv_dw16_fwd(const mft_kernel_args *a);
+void mft__conv_dw16_bwd_in(const mft_kernel_args *a);
+void mft__conv_dw16_bwd_w(const mft_kernel_args *a);
 
 #endif

@@ -16,9 +16,10 @@
  * rank-3 CHANNELS_LAST is N,L,C). Backward: grad_x in x's tag (dispatched in
  * it), grad_w computed in the conv format then packed in w's tag, grad_b
  * (C_out) contiguous. conv2d on packed nChw16c F32 activations with a
- * plain weight and groups 1 dispatches in MFT_NCHW16C (blocked16.c): the
- * result and grad_x nChw16c, grad_w plain, no conversion; other blocked
- * operands take the counted fallback (Note [Blocked fallback]).
+ * plain weight and groups 1 (blocked16.c) or depthwise with multiplier 1
+ * (depthwise_blocked16.c) dispatches in MFT_NCHW16C: the result and grad_x
+ * nChw16c, grad_w plain, no conversion; other blocked operands take the
+ * counted fallback (Note [Blocked fallback]).
  *
  * Autograd: the forward entry points record one tape node (conv_record)
  * whose backward calls the public backward functions, asking only for the
@@ -425,17 +426,26 @@ static mft_status conv_record(const conv_req *r, mft_tensor *y) {
 
 /* ---------------------------------------------------------------- native nChw16c
  * conv2d on packed MFT_NCHW16C F32 activations with a plain F32 weight and
- * bias and groups 1 runs the kernels of ops/conv/blocked16.c (Note [nChw16c
- * direct convolution]): no conversion. Every other blocked case keeps the
- * counted fallback. Only sizes of the blocked tensors are read here. */
+ * bias runs natively, no conversion: groups 1 the kernels of
+ * ops/conv/blocked16.c (Note [nChw16c direct convolution]), depthwise with
+ * multiplier 1 (groups == C_in == C_out, weight (C, 1, kh, kw)) those of
+ * ops/conv/depthwise_blocked16.c (Note [nChw16c depthwise convolution]).
+ * Every other blocked case (other grouped convolutions, depthwise
+ * multipliers > 1 included) keeps the counted fallback. Only sizes of the
+ * blocked tensors are read here. */
 static bool conv_b16_act(const mft_tensor *t) {
     return t && t->nblocks && t->dtype == MFT_F32 && t->ndim == 4 &&
            mft_tensor_is_contiguous(t, MFT_NCHW16C);
 }
+/* x (N, C, H, W) and w (C, 1, kh, kw) with groups C > 1 */
+static bool conv_b16_depthwise(const mft_tensor *x, const mft_tensor *w, int64_t groups) {
+    return groups > 1 && x->sizes[1] == groups && w->sizes[0] == groups && w->sizes[1] == 1;
+}
 static bool conv_b16_native(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                             int64_t groups) {
     return conv_b16_act(x) && w && !w->nblocks && w->dtype == MFT_F32 && w->ndim == 4 &&
-           (!b || (!b->nblocks && b->dtype == MFT_F32)) && groups == 1;
+           (!b || (!b->nblocks && b->dtype == MFT_F32)) &&
+           (groups == 1 || conv_b16_depthwise(x, w, groups));
 }
 
 /* ---------------------------------------------------------------- forward entry points */
@@ -661,7 +671,8 @@ mft_status mft_conv2d_backward(const mft_tensor *grad_out, const mft_tensor *x, 
                                const int64_t dilation[2], int64_t groups, mft_tensor **grad_x,
                                mft_tensor **grad_w, mft_tensor **grad_b) {
     bool b16 = conv_b16_act(grad_out) && conv_b16_native(x, w, NULL, groups);
-    for (int d = 0; b16 && grad_x && d < 2; d++) { /* backward_input: stride 1 only */
+    /* groups 1 backward_input: stride 1 only (depthwise: any) */
+    for (int d = 0; b16 && grad_x && groups == 1 && d < 2; d++) {
         const int64_t s = stride ? stride[d] : 1, p = padding ? padding[d] : 0;
         const int64_t dl = dilation ? dilation[d] : 1;
         b16 = s == 1 && p >= 0 && p <= CONV_MAX_PARAM && dl > 0 &&
