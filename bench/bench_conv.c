@@ -11,19 +11,22 @@
  * for 8x64x56x56 k64 3x3, 8x128x28x28 k128 3x3, 8x256x14x14 k256 3x3,
  * 32x32x28x28 k64 3x3, 8x64x56x56 k64 1x1, the first layer 64x1x28x28 k32
  * 3x3, and depthwise 8x64x56x56 3x3 (groups 64; key ..._dw_3x3).
+ * --depthwise runs the MobileNet depthwise layers instead: N = 8, 3x3,
+ * padding 1, C = 32 at 112x112, 64 at 56x56 stride 2 (key suffix _s2),
+ * 128 at 28x28, 256 at 14x14.
  * flops = 2*MACs (x3 for fwdbwd; 0 for the memory-bound depthwise cases);
  * bytes = x + w + y (+ the backward's reads and writes: grad_y twice, w, x,
  * grad_x, grad_w).
  *
- * CLI: bench_conv [--threads 1,2] [--reps 15] [--json]. Exit 1 on an mft
- * error. */
+ * CLI: bench_conv [--threads 1,2] [--reps 15] [--json] [--depthwise]. Exit 1
+ * on an mft error. */
 #include "bench_util.h"
 #include "mft/cnn.h"
 #include "mft/mft.h"
 
 typedef struct conv_case {
     char key[96];
-    int64_t N, C, H, W, K, k, groups;
+    int64_t N, C, H, W, K, k, groups, s;
     mft_format fmt;
     int bwd; /* 0 forward, 1 forward + both backwards, 2 backward_input, 3 backward_weight */
     mft_tensor *x, *w, *gy;
@@ -32,7 +35,7 @@ typedef struct conv_case {
 
 static int run_conv(void *ctx) {
     conv_case *c = ctx;
-    const int64_t st[2] = {1, 1}, pd[2] = {c->k / 2, c->k / 2}, dl[2] = {1, 1};
+    const int64_t st[2] = {c->s, c->s}, pd[2] = {c->k / 2, c->k / 2}, dl[2] = {1, 1};
     mft_tensor *y = NULL;
     if (c->bwd <= 1) {
         y = mft_conv2d(c->x, c->w, NULL, st, pd, dl, c->groups);
@@ -64,9 +67,10 @@ static mft_tensor *filled(int nd, const int64_t *s, mft_format fmt, uint32_t see
     return t;
 }
 
-static int setup(conv_case *c, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t k,
-                 int64_t groups, mft_format fmt, int bwd) {
-    c->N = N, c->C = C, c->H = H, c->W = W, c->K = K, c->k = k, c->groups = groups;
+static int setup(conv_case *c, const int64_t *v, mft_format fmt, int bwd) {
+    const int64_t N = v[0], C = v[1], H = v[2], W = v[3], K = v[4], k = v[5], groups = v[6],
+                  s = v[7];
+    c->N = N, c->C = C, c->H = H, c->W = W, c->K = K, c->k = k, c->groups = groups, c->s = s;
     c->fmt = fmt;
     c->bwd = bwd;
     snprintf(c->key, sizeof c->key, "%s_%s_%lldx%lldx%lldx%lld_%s%lld_%lldx%lld",
@@ -78,13 +82,18 @@ static int setup(conv_case *c, int64_t N, int64_t C, int64_t H, int64_t W, int64
         char *p = strstr(c->key, "_dw0_");
         if (p) memmove(p + 3, p + 4, strlen(p + 4) + 1);
     }
-    const int64_t xs[4] = {N, C, H, W}, ws[4] = {K, C / groups, k, k}, ys[4] = {N, K, H, W};
+    if (s > 1) { /* "..._s2" */
+        const size_t len = strlen(c->key);
+        snprintf(c->key + len, sizeof c->key - len, "_s%lld", (long long)s);
+    }
+    const int64_t OH = (H + 2 * (k / 2) - k) / s + 1, OW = (W + 2 * (k / 2) - k) / s + 1;
+    const int64_t xs[4] = {N, C, H, W}, ws[4] = {K, C / groups, k, k}, ys[4] = {N, K, OH, OW};
     c->x = filled(4, xs, fmt, 1);
     c->w = filled(4, ws, MFT_CONTIGUOUS, 2);
     c->gy = filled(4, ys, fmt, 3);
     if (!c->x || !c->w || !c->gy) return 1;
-    const double macs = (double)N * H * W * K * (double)(C / groups) * k * k;
-    const double xb = 4.0 * N * C * H * W, yb = 4.0 * N * K * H * W,
+    const double macs = (double)N * OH * OW * K * (double)(C / groups) * k * k;
+    const double xb = 4.0 * N * C * H * W, yb = 4.0 * N * K * OH * OW,
                  wb = 4.0 * K * (C / groups) * k * k;
     /* depthwise is memory-bound: no FLOPs credited (compared with STREAM) */
     c->flops = groups > 1 ? 0 : 2 * macs * (bwd == 1 ? 3 : 1);
@@ -96,8 +105,8 @@ static int setup(conv_case *c, int64_t N, int64_t C, int64_t H, int64_t W, int64
 }
 
 int main(int argc, char **argv) {
-    int threads[4] = {1, 2}, nth = 2, reps = 15, json = 0, split = 0, blocked = 0;
-    int64_t user[8][7];
+    int threads[4] = {1, 2}, nth = 2, reps = 15, json = 0, split = 0, blocked = 0, dwise = 0;
+    int64_t user[8][8];
     int nuser = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
@@ -111,31 +120,48 @@ int main(int argc, char **argv) {
             split = 1;
         } else if (!strcmp(argv[i], "--blocked")) {
             blocked = 1;
+        } else if (!strcmp(argv[i], "--depthwise")) {
+            dwise = 1;
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nuser < 8) {
             long long v[7];
             if (sscanf(argv[++i], "%lld,%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1], &v[2], &v[3],
                        &v[4], &v[5], &v[6]) != 7)
                 return fprintf(stderr, "bench_conv: --shape wants N,C,H,W,K,k,groups\n"), 2;
             for (int j = 0; j < 7; j++) user[nuser][j] = v[j];
+            user[nuser][7] = 1;
             nuser++;
         } else {
             fprintf(stderr, "usage: bench_conv [--threads 1,2] [--reps 15] [--json] [--split]\n"
-                            "                  [--blocked] [--shape N,C,H,W,K,k,groups]...  (up to 8)\n"
+                            "                  [--blocked] [--depthwise]\n"
+                            "                  [--shape N,C,H,W,K,k,groups]...  (up to 8)\n"
                             "  --split   also time backward_input and backward_weight alone\n"
                             "  --blocked each case's samples back to back (as compare_cnn.py\n"
-                            "            times PyTorch), not interleaved with the other cases\n");
+                            "            times PyTorch), not interleaved with the other cases\n"
+                            "  --depthwise the MobileNet depthwise layers instead of the anchors\n");
             return 2;
         }
     }
     bench_env_warnings("bench_conv", threads, nth);
     /* the ResNet-style anchor shapes, then the Fashion-MNIST CNN's second conv */
-    static const int64_t anchors[][7] = {
-        {8, 64, 56, 56, 64, 3, 1},  {8, 128, 28, 28, 128, 3, 1}, {8, 256, 14, 14, 256, 3, 1},
-        {32, 32, 28, 28, 64, 3, 1}, {8, 64, 56, 56, 64, 1, 1},   {64, 1, 28, 28, 32, 3, 1},
-        {8, 64, 56, 56, 64, 3, 64}, {64, 32, 14, 14, 64, 3, 1},
+    /* N, C, H, W, K, k, groups, stride */
+    static const int64_t anchors[][8] = {
+        {8, 64, 56, 56, 64, 3, 1, 1},  {8, 128, 28, 28, 128, 3, 1, 1},
+        {8, 256, 14, 14, 256, 3, 1, 1}, {32, 32, 28, 28, 64, 3, 1, 1},
+        {8, 64, 56, 56, 64, 1, 1, 1},  {64, 1, 28, 28, 32, 3, 1, 1},
+        {8, 64, 56, 56, 64, 3, 64, 1}, {64, 32, 14, 14, 64, 3, 1, 1},
     };
-    const int64_t(*shapes)[7] = nuser ? (const int64_t(*)[7])user : anchors;
-    const int NS = nuser ? nuser : (int)(sizeof anchors / sizeof anchors[0]);
+    static const int64_t mobilenet_dw[][8] = {
+        {8, 32, 112, 112, 32, 3, 32, 1},
+        {8, 64, 56, 56, 64, 3, 64, 2},
+        {8, 128, 28, 28, 128, 3, 128, 1},
+        {8, 256, 14, 14, 256, 3, 256, 1},
+    };
+    const int64_t(*shapes)[8] = nuser   ? (const int64_t(*)[8])user
+                                : dwise ? mobilenet_dw
+                                        : anchors;
+    const int NS = nuser   ? nuser
+                   : dwise ? (int)(sizeof mobilenet_dw / sizeof mobilenet_dw[0])
+                           : (int)(sizeof anchors / sizeof anchors[0]);
     static const mft_format fmts[3] = {MFT_CHANNELS_LAST, MFT_CONTIGUOUS, MFT_NCHW16C};
     const int NB = split ? 4 : 2, NC = NS * NB * 3;
     conv_case *cs = calloc(NC, sizeof *cs);
@@ -147,7 +173,7 @@ int main(int argc, char **argv) {
         for (int b = 0; b < NB; b++)
             for (int f = 0; f < 3; f++) {
                 const int64_t *v = shapes[s];
-                if (setup(&cs[n], v[0], v[1], v[2], v[3], v[4], v[5], v[6], fmts[f], b)) {
+                if (setup(&cs[n], v, fmts[f], b)) {
                     fprintf(stderr, "bench_conv: setup failed: %s\n", mft_last_error_message());
                     return 1;
                 }
