@@ -68,26 +68,24 @@ static dw16_rel rel_of(bool bwd, int64_t s, int64_t p, int64_t d, int64_t n_src,
     return bwd ? (dw16_rel){1, s, p, -d, n_src, K} : (dw16_rel){s, 1, -p, d, n_src, K};
 }
 
-/* The W table: for each dst column q, its valid taps kw[q*K + i] and their
- * src columns sc[q*K + i], i < nk[q]; full[q]: every tap that divides is
- * inside (the column is interior). */
-typedef struct dw16_cols {
-    int64_t *kw, *sc;
+/* The tap table of one dim (one per call for H and for W: no division in
+ * the tiles' loops): for each dst position q, its valid taps k[q*K + i] and
+ * their src positions sc[q*K + i], i < nk[q]; full[q]: every tap that
+ * divides is inside (an interior position). */
+typedef struct dw16_taps {
+    int64_t *k, *sc;
     int32_t *nk;
     bool *full;
-} dw16_cols;
+} dw16_taps;
 
-static bool cols_build(const dw16_rel *r, int64_t Q, dw16_cols *t, void **mem) {
+/* the table of relation r over Q dst positions, in m (taps_bytes) */
+static size_t taps_bytes(const dw16_rel *r, int64_t Q) {
+    return 2 * (size_t)(Q * r->K) * sizeof(int64_t) + (size_t)Q * (sizeof(int32_t) + sizeof(bool));
+}
+static void taps_build(const dw16_rel *r, int64_t Q, dw16_taps *t, char *m) {
     const size_t n = (size_t)(Q * r->K);
-    const size_t bytes = 2 * n * sizeof(int64_t) + (size_t)Q * (sizeof(int32_t) + sizeof(bool));
-    char *m = mft__alloc(bytes, 64);
-    *mem = m;
-    if (!m) {
-        mft__kernel_nomem(bytes);
-        return false;
-    }
-    t->kw = (int64_t *)(void *)m;
-    t->sc = t->kw + n;
+    t->k = (int64_t *)(void *)m;
+    t->sc = t->k + n;
     t->nk = (int32_t *)(void *)(t->sc + n);
     t->full = (bool *)(void *)(t->nk + Q);
     for (int64_t q = 0; q < Q; q++) {
@@ -96,7 +94,7 @@ static bool cols_build(const dw16_rel *r, int64_t Q, dw16_cols *t, void **mem) {
         for (int64_t k = 0; k < r->K; k++) {
             const int64_t s = rel_src(r, q, k);
             if (s >= 0) {
-                t->kw[q * r->K + c] = k;
+                t->k[q * r->K + c] = k;
                 t->sc[q * r->K + c] = s;
                 c++;
             } else {
@@ -108,59 +106,71 @@ static bool cols_build(const dw16_rel *r, int64_t Q, dw16_cols *t, void **mem) {
         t->nk[q] = c;
         t->full[q] = full;
     }
-    return true;
 }
 
 /* ---------------------------------------------------------------- tile */
-typedef struct dw16_tile {
+typedef struct dw16_targs {
     int nt;                 /* taps */
     const float *const *tp; /* tap t's src vector for column 0 */
     const float *const *tw; /* tap t's 16 weights */
+    int64_t off;            /* added to every tap pointer (a shifted interior list) */
     int64_t ps;             /* src step from one column of the tile to the next */
     const float *b16;       /* 16 bias lanes, or NULL */
     bool resume;            /* start from dst (an earlier batch of taps), not the bias */
     float *dst;             /* column 0 */
     int64_t ds;             /* dst step */
     uint32_t m;             /* real lanes */
-} dw16_tile;
+} dw16_targs;
 
 #if CF_AVX512
-static inline __attribute__((always_inline)) void dw16_run(const int NB, const dw16_tile *a) {
+static inline __attribute__((always_inline)) void dw16_run(const int NB, const dw16_targs *a) {
     __m512 acc[DW16_NB];
     const __m512 z = a->b16 ? _mm512_loadu_ps(a->b16) : _mm512_setzero_ps();
     for (int j = 0; j < NB; j++) acc[j] = a->resume ? _mm512_loadu_ps(a->dst + j * a->ds) : z;
     for (int t = 0; t < a->nt; t++) {
         const __m512 wv = _mm512_loadu_ps(a->tw[t]);
-        const float *p = a->tp[t];
+        const float *p = a->tp[t] + a->off;
         for (int j = 0; j < NB; j++)
             acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(p + j * a->ps), wv, acc[j]);
     }
     const __mmask16 k = (__mmask16)a->m;
     for (int j = 0; j < NB; j++) _mm512_storeu_ps(a->dst + j * a->ds, _mm512_maskz_mov_ps(k, acc[j]));
 }
-static void dw16_tile_nb(const dw16_tile *a) { dw16_run(DW16_NB, a); }
-static void dw16_tile_1(const dw16_tile *a) { dw16_run(1, a); }
+#define DW16_T(nb)                                                                                 \
+    static void dw16_tile_##nb(const dw16_targs *a) { dw16_run(nb, a); }
+DW16_T(1)
+DW16_T(2)
+DW16_T(3)
+DW16_T(4)
+DW16_T(5)
+DW16_T(6)
+DW16_T(7)
+DW16_T(8)
+typedef void (*dw16_tile_fn)(const dw16_targs *a);
+static const dw16_tile_fn g_dw16_tiles[DW16_NB + 1] = {
+    NULL, dw16_tile_1, dw16_tile_2, dw16_tile_3, dw16_tile_4,
+    dw16_tile_5, dw16_tile_6, dw16_tile_7, dw16_tile_8};
+static void dw16_tile(int nb, const dw16_targs *a) { g_dw16_tiles[nb](a); }
 #else
 /* Portable: the same order per element. */
-static void dw16_tile_n(int nb, const dw16_tile *a) {
+static void dw16_tile_n(int nb, const dw16_targs *a) {
     for (int j = 0; j < nb; j++) {
         float acc[16];
         float *d = a->dst + j * a->ds;
         for (int l = 0; l < 16; l++) acc[l] = a->resume ? d[l] : a->b16 ? a->b16[l] : 0.0f;
         for (int t = 0; t < a->nt; t++)
-            for (int l = 0; l < 16; l++) acc[l] += a->tp[t][j * a->ps + l] * a->tw[t][l];
+            for (int l = 0; l < 16; l++) acc[l] += a->tp[t][a->off + j * a->ps + l] * a->tw[t][l];
         for (int l = 0; l < 16; l++) d[l] = a->m >> l & 1u ? acc[l] : 0.0f;
     }
 }
-static void dw16_tile_nb(const dw16_tile *a) { dw16_tile_n(DW16_NB, a); }
-static void dw16_tile_1(const dw16_tile *a) { dw16_tile_n(1, a); }
+static void dw16_tile(int nb, const dw16_targs *a) { dw16_tile_n(nb, a); }
 #endif
 
 /* ---------------------------------------------------------------- forward / backward_input driver */
 typedef struct dw16_ctx {
     const dw16g *g;
-    dw16_rel rh, rw;
-    dw16_cols cols;
+    dw16_rel rw;
+    dw16_taps rows, cols;
     int64_t SH, SW, QH, QW; /* src and dst spatial sizes */
     const float *src, *wt, *b16;
     float *dst;
@@ -171,58 +181,86 @@ typedef struct dw16_ctx {
  * load give back the same floats: the order per element is kept). */
 #define DW16_MAXT 32
 
-/* One dst column group (nb = 1 or DW16_NB columns from q) of row qh: its
- * valid taps in (kh, kw) order. */
-static void dw16_cols_run(const dw16_ctx *c, dw16_tile *a, const float *sp, const float *wb,
-                          int64_t qh, int64_t q, bool tile) {
-    const dw16g *g = c->g;
-    const int64_t K = g->KW, nk = c->cols.nk[q];
+/* Column q of row qh: its valid taps from flat index i0 (over (kh, kw) in
+ * that order) into tp / tw, at most DW16_MAXT; returns how many. */
+static int dw16_list(const dw16_ctx *c, const float *sp, const float *wb, int64_t qh, int64_t q,
+                     int64_t i0, const float **tp, const float **tw) {
+    const int64_t KH = c->g->KH, KW = c->g->KW, nkw = c->cols.nk[q];
+    const int64_t n = c->rows.nk[qh] * nkw;
+    const int64_t *kh = c->rows.k + qh * KH, *sh = c->rows.sc + qh * KH;
+    const int64_t *kw = c->cols.k + q * KW, *sw = c->cols.sc + q * KW;
+    int nt = 0;
+    for (int64_t i = i0; i < n && nt < DW16_MAXT; i++, nt++) {
+        const int64_t r = i / nkw, u = i % nkw;
+        tp[nt] = sp + (sh[r] * c->SW + sw[u]) * 16;
+        tw[nt] = wb + (kh[r] * KW + kw[u]) * 16;
+    }
+    return nt;
+}
+
+/* nb dst columns from q (the same taps, see dw16_row) of row qh, the taps
+ * listed here in batches. */
+static void dw16_cols_run(const dw16_ctx *c, dw16_targs *a, const float *sp, const float *wb,
+                          int64_t qh, int64_t q, int nb) {
     const float *tp[DW16_MAXT];
     const float *tw[DW16_MAXT];
     a->tp = tp;
     a->tw = tw;
+    a->off = 0;
     a->resume = false;
-    int nt = 0;
-    for (int64_t kh = 0; kh < g->KH; kh++) {
-        const int64_t sh = rel_src(&c->rh, qh, kh);
-        if (sh < 0) continue;
-        for (int64_t u = 0; u < nk; u++) {
-            tp[nt] = sp + (sh * c->SW + c->cols.sc[q * K + u]) * 16;
-            tw[nt] = wb + (kh * K + c->cols.kw[q * K + u]) * 16;
-            if (++nt == DW16_MAXT) {
-                a->nt = nt;
-                tile ? dw16_tile_nb(a) : dw16_tile_1(a);
-                a->resume = true;
-                nt = 0;
-            }
-        }
-    }
-    if (nt > 0 || !a->resume) { /* the rest, or a column with no tap: the bias */
-        a->nt = nt;
-        tile ? dw16_tile_nb(a) : dw16_tile_1(a);
-    }
+    int64_t i0 = 0;
+    do { /* a column with no tap runs once: the bias */
+        a->nt = dw16_list(c, sp, wb, qh, q, i0, tp, tw);
+        dw16_tile(nb, a);
+        a->resume = true;
+        i0 += a->nt;
+    } while (a->nt == DW16_MAXT);
 }
 
-/* dst row (n, cb, qh): columns by phase, interior tiles of DW16_NB. */
+/* dst row (n, cb, qh): the columns of each phase (q mod b), runs of up
+ * to DW16_NB interior columns as one tile, a border column alone. The
+ * interior columns of a phase share one tap list, shifted (built once per
+ * row and phase when it fits one call). */
 static void dw16_row(const dw16_ctx *c, int64_t n, int64_t cb, int64_t qh) {
     const dw16g *g = c->g;
     const int64_t T = g->KH * g->KW, b = c->rw.b;
     const float *sp = c->src + (n * g->C1 + cb) * c->SH * c->SW * 16;
     float *dp = c->dst + ((n * g->C1 + cb) * c->QH + qh) * c->QW * 16;
+    const float *wb = c->wt + cb * T * 16;
     const int64_t nreal = g->C - cb * 16;
-    dw16_tile a;
+    const bool cache = c->rows.nk[qh] * g->KW <= DW16_MAXT;
+    const float *tp[DW16_MAXT];
+    const float *tw[DW16_MAXT];
+    dw16_targs a;
     a.ps = 16 * c->rw.a; /* column q + b reads src column + a */
     a.b16 = c->b16 ? c->b16 + cb * 16 : NULL;
     a.ds = 16 * b;
     a.m = nreal >= 16 ? 0xffffu : (1u << nreal) - 1u;
-    for (int64_t phase = 0; phase < b && phase < c->QW; phase++)
+    for (int64_t phase = 0; phase < b && phase < c->QW; phase++) {
+        int64_t q0 = -1; /* the column whose list tp / tw hold */
+        int nt0 = 0;
         for (int64_t q = phase; q < c->QW;) {
-            bool tile = q + (DW16_NB - 1) * b < c->QW;
-            for (int64_t j = 0; tile && j < DW16_NB; j++) tile = c->cols.full[q + j * b];
+            int nb = 1;
+            if (c->cols.full[q])
+                while (nb < DW16_NB && q + nb * b < c->QW && c->cols.full[q + nb * b]) nb++;
             a.dst = dp + q * 16;
-            dw16_cols_run(c, &a, sp, c->wt + cb * T * 16, qh, q, tile);
-            q += tile ? DW16_NB * b : b;
+            if (c->cols.full[q] && cache) {
+                if (q0 < 0) {
+                    q0 = q;
+                    nt0 = dw16_list(c, sp, wb, qh, q, 0, tp, tw);
+                }
+                a.tp = tp;
+                a.tw = tw;
+                a.nt = nt0;
+                a.off = (q - q0) / b * a.ps;
+                a.resume = false;
+                dw16_tile(nb, &a);
+            } else {
+                dw16_cols_run(c, &a, sp, wb, qh, q, nb);
+            }
+            q += nb * b;
         }
+    }
 }
 
 static void dw16_range(void *vctx, int64_t lo, int64_t hi) {
@@ -267,13 +305,18 @@ static void dw16_gather(const dw16g *g, bool bwd, const float *w, const int64_t 
     c.SW = bwd ? g->OW : g->W;
     c.QH = bwd ? g->H : g->OH;
     c.QW = bwd ? g->W : g->OW;
-    c.rh = rel_of(bwd, g->sh, g->ph, g->dh, c.SH, g->KH);
+    const dw16_rel rh = rel_of(bwd, g->sh, g->ph, g->dh, c.SH, g->KH);
     c.rw = rel_of(bwd, g->sw, g->pw, g->dw, c.SW, g->KW);
-    void *mem = NULL;
-    if (!cols_build(&c.rw, c.QW, &c.cols, &mem)) {
+    const size_t bh = (taps_bytes(&rh, c.QH) + 63) / 64 * 64;
+    const size_t bytes = bh + taps_bytes(&c.rw, c.QW);
+    char *mem = mft__alloc(bytes, 64);
+    if (!mem) {
+        mft__kernel_nomem(bytes);
         mft__free(wt);
         return;
     }
+    taps_build(&rh, c.QH, &c.rows, mem);
+    taps_build(&c.rw, c.QW, &c.cols, mem + bh);
     c.src = src;
     c.dst = dst;
     c.wt = wt;
