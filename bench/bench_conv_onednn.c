@@ -18,7 +18,10 @@
  *
  * Without oneDNN (no libdnnl-dev at configure time) the program says so and
  * exits 0. Shapes: the four ResNet 3x3 ones, the 1x1 one and the Fashion-
- * MNIST first layer; --shape N,C,H,W,K,k,stride (pad k/2) replaces them. */
+ * MNIST first layer; --shape N,C,H,W,K,k,stride[,groups] (pad k/2) replaces
+ * them; --depthwise runs the MobileNet depthwise layers instead (N = 8, 3x3,
+ * groups = C: 32 at 112x112, 64 at 56x56 stride 2, 128 at 28x28, 256 at
+ * 14x14), oneDNN's weights (G, 1, 1, k, k) in its chosen layout (Goihw16g). */
 #include "bench_util.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +36,7 @@
 #define MAX_THREADS 4
 
 typedef struct shape {
-    int64_t n, c, h, w, k, r, s; /* s: stride; pad r / 2 */
+    int64_t n, c, h, w, k, r, s, g; /* s: stride; pad r / 2; g: groups */
 } shape;
 
 #ifdef MFT_BENCH_HAVE_DNNL
@@ -80,15 +83,18 @@ static int dn_init(dnnl_conv *d, const shape *s) {
     memset(d, 0, sizeof *d);
     const int64_t pad = s->r / 2, oh = (s->h + 2 * pad - s->r) / s->s + 1,
                   ow = (s->w + 2 * pad - s->r) / s->s + 1;
-    dnnl_dims_t src = {s->n, s->c, s->h, s->w}, wei = {s->k, s->c, s->r, s->r},
-                dst = {s->n, s->k, oh, ow}, str = {s->s, s->s}, pl = {pad, pad};
+    dnnl_dims_t src = {s->n, s->c, s->h, s->w}, dst = {s->n, s->k, oh, ow}, str = {s->s, s->s},
+                pl = {pad, pad};
+    dnnl_dims_t wei = {s->k, s->c, s->r, s->r}, gwei = {s->g, s->k / s->g, s->c / s->g, s->r, s->r};
     dnnl_memory_desc_t msrc, mwei, mdst;
     if (!dn_ok(dnnl_engine_create(&d->eng, dnnl_cpu, 0), "engine") ||
         !dn_ok(dnnl_stream_create(&d->st, d->eng, dnnl_stream_default_flags), "stream") ||
         !dn_ok(dnnl_memory_desc_init_by_tag(&msrc, 4, src, dnnl_f32,
                                             s->c < 16 ? dnnl_nchw : dnnl_nChw16c),
                "md") ||
-        !dn_ok(dnnl_memory_desc_init_by_tag(&mwei, 4, wei, dnnl_f32, dnnl_format_tag_any), "md") ||
+        !dn_ok(dnnl_memory_desc_init_by_tag(&mwei, s->g > 1 ? 5 : 4, s->g > 1 ? gwei : wei,
+                                            dnnl_f32, dnnl_format_tag_any),
+               "md") ||
         !dn_ok(dnnl_memory_desc_init_by_tag(&mdst, 4, dst, dnnl_f32, dnnl_nChw16c), "md"))
         return 0;
     dnnl_convolution_desc_t cf, cbd, cbw;
@@ -142,13 +148,13 @@ static int dn_fb(dnnl_conv *d) {
 
 typedef struct mft_conv {
     mft_tensor *x, *w, *g;
-    int64_t stride[2], pad[2], dil[2];
+    int64_t stride[2], pad[2], dil[2], groups;
 } mft_conv;
 
 static int mft_fwd(void *vc) {
     mft_conv *c = vc;
     mft_scope_begin();
-    mft_tensor *y = mft_conv2d(c->x, c->w, NULL, c->stride, c->pad, c->dil, 1);
+    mft_tensor *y = mft_conv2d(c->x, c->w, NULL, c->stride, c->pad, c->dil, c->groups);
     mft_scope_end();
     return y ? 0 : 1;
 }
@@ -156,10 +162,10 @@ static int mft_fwd(void *vc) {
 static int mft_fb(void *vc) {
     mft_conv *c = vc;
     mft_scope_begin();
-    mft_tensor *y = mft_conv2d(c->x, c->w, NULL, c->stride, c->pad, c->dil, 1);
+    mft_tensor *y = mft_conv2d(c->x, c->w, NULL, c->stride, c->pad, c->dil, c->groups);
     mft_tensor *gx = NULL, *gw = NULL;
-    mft_status st = y ? mft_conv2d_backward(c->g, c->x, c->w, c->stride, c->pad, c->dil, 1, &gx,
-                                            &gw, NULL)
+    mft_status st = y ? mft_conv2d_backward(c->g, c->x, c->w, c->stride, c->pad, c->dil,
+                                            c->groups, &gx, &gw, NULL)
                       : MFT_ERR_INVALID;
     mft_tensor_release(gx);
     mft_tensor_release(gw);
@@ -173,25 +179,35 @@ static int dn_fb_case(void *d) { return dn_fb(d); }
 #endif
 
 int main(int argc, char **argv) {
-    shape shapes[MAX_SHAPES] = {{8, 64, 56, 56, 64, 3, 1},   {8, 128, 28, 28, 128, 3, 1},
-                                {8, 256, 14, 14, 256, 3, 1}, {8, 512, 7, 7, 512, 3, 1},
-                                {8, 256, 14, 14, 64, 1, 1},  {64, 1, 28, 28, 32, 3, 1}};
+    shape shapes[MAX_SHAPES] = {{8, 64, 56, 56, 64, 3, 1, 1},   {8, 128, 28, 28, 128, 3, 1, 1},
+                                {8, 256, 14, 14, 256, 3, 1, 1}, {8, 512, 7, 7, 512, 3, 1, 1},
+                                {8, 256, 14, 14, 64, 1, 1, 1},  {64, 1, 28, 28, 32, 3, 1, 1}};
+    static const shape mobilenet_dw[4] = {{8, 32, 112, 112, 32, 3, 1, 32},
+                                          {8, 64, 56, 56, 64, 3, 2, 64},
+                                          {8, 128, 28, 28, 128, 3, 1, 128},
+                                          {8, 256, 14, 14, 256, 3, 1, 256}};
     int nshapes = 6, threads[MAX_THREADS] = {1, 2}, nth = 2, reps = 7, custom = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             nth = bench_parse_int_list(argv[++i], threads, MAX_THREADS);
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--depthwise") && !custom) {
+            nshapes = 4, custom = 1;
+            memcpy(shapes, mobilenet_dw, sizeof mobilenet_dw);
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < MAX_SHAPES) {
-            int64_t v[7];
-            if (bench_parse_dims(argv[++i], v, 7) != 7) {
-                fprintf(stderr, "bench_conv_onednn: --shape N,C,H,W,K,k,stride\n");
+            int64_t v[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+            const int nv = bench_parse_dims(argv[++i], v, 8);
+            if ((nv != 7 && nv != 8) || v[7] < 1 || v[1] % v[7] || v[4] % v[7]) {
+                fprintf(stderr, "bench_conv_onednn: --shape N,C,H,W,K,k,stride[,groups]\n");
                 return 2;
             }
             if (!custom) nshapes = 0, custom = 1;
-            shapes[nshapes++] = (shape){v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+            shapes[nshapes++] = (shape){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
         } else {
-            fprintf(stderr, "usage: %s [--threads 1,2] [--reps 7] [--shape N,C,H,W,K,k,stride]...\n",
+            fprintf(stderr,
+                    "usage: %s [--threads 1,2] [--reps 7] [--depthwise]\n"
+                    "          [--shape N,C,H,W,K,k,stride[,groups]]...\n",
                     argv[0]);
             return 2;
         }
@@ -211,11 +227,12 @@ int main(int argc, char **argv) {
     for (int si = 0; si < nshapes; si++) {
         const shape *s = &shapes[si];
         const int64_t pad = s->r / 2;
-        const int64_t xs[4] = {s->n, s->c, s->h, s->w}, ws[4] = {s->k, s->c, s->r, s->r};
+        const int64_t xs[4] = {s->n, s->c, s->h, s->w}, ws[4] = {s->k, s->c / s->g, s->r, s->r};
         const int64_t oh = (s->h + 2 * pad - s->r) / s->s + 1, ow = (s->w + 2 * pad - s->r) / s->s + 1;
         const int64_t gs[4] = {s->n, s->k, oh, ow};
         mft_conv mc = {mft_randn(4, xs, MFT_F32, MFT_NCHW16C, 1), mft_randn(4, ws, MFT_F32, MFT_CONTIGUOUS, 2),
-                       mft_randn(4, gs, MFT_F32, MFT_NCHW16C, 3), {s->s, s->s}, {pad, pad}, {1, 1}};
+                       mft_randn(4, gs, MFT_F32, MFT_NCHW16C, 3), {s->s, s->s}, {pad, pad}, {1, 1},
+                       s->g};
         dnnl_conv dc;
         const int have_dnnl = dn_init(&dc, s);
         if (have_dnnl) { /* which oneDNN implementations the primitives got */
@@ -243,10 +260,10 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench_conv_onednn: a case failed: %s\n", mft_last_error_message());
                 break;
             }
-            char name[64];
-            snprintf(name, sizeof name, "%lld,%lld,%lld,%lld->%lld %lldx%lld/%lld", (long long)s->n,
+            char name[80];
+            snprintf(name, sizeof name, "%lld,%lld,%lld,%lld->%lld %lldx%lld/%lld%s", (long long)s->n,
                      (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->k,
-                     (long long)s->r, (long long)s->r, (long long)s->s);
+                     (long long)s->r, (long long)s->r, (long long)s->s, s->g > 1 ? " dw" : "");
             const double mf = cases[0].stats.median * 1e3, mb = cases[1].stats.median * 1e3;
             if (have_dnnl) {
                 const double df = cases[2].stats.median * 1e3, db = cases[3].stats.median * 1e3;

@@ -113,7 +113,8 @@ typedef struct dw16_targs {
     int nt;                 /* taps */
     const float *const *tp; /* tap t's src vector for column 0 */
     const float *const *tw; /* tap t's 16 weights */
-    int64_t off;            /* added to every tap pointer (a shifted interior list) */
+    int64_t off, woff;      /* added to every tap's src / weight pointer (the list of
+                             * block 0 and of its first column, shifted) */
     int64_t ps;             /* src step from one column of the tile to the next */
     const float *b16;       /* 16 bias lanes, or NULL */
     bool resume;            /* start from dst (an earlier batch of taps), not the bias */
@@ -128,7 +129,7 @@ static inline __attribute__((always_inline)) void dw16_run(const int NB, const d
     const __m512 z = a->b16 ? _mm512_loadu_ps(a->b16) : _mm512_setzero_ps();
     for (int j = 0; j < NB; j++) acc[j] = a->resume ? _mm512_loadu_ps(a->dst + j * a->ds) : z;
     for (int t = 0; t < a->nt; t++) {
-        const __m512 wv = _mm512_loadu_ps(a->tw[t]);
+        const __m512 wv = _mm512_loadu_ps(a->tw[t] + a->woff);
         const float *p = a->tp[t] + a->off;
         for (int j = 0; j < NB; j++)
             acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(p + j * a->ps), wv, acc[j]);
@@ -151,6 +152,42 @@ static const dw16_tile_fn g_dw16_tiles[DW16_NB + 1] = {
     NULL, dw16_tile_1, dw16_tile_2, dw16_tile_3, dw16_tile_4,
     dw16_tile_5, dw16_tile_6, dw16_tile_7, dw16_tile_8};
 static void dw16_tile(int nb, const dw16_targs *a) { g_dw16_tiles[nb](a); }
+
+/* A tile of DW16_NB columns at unit src step (ps 16) whose taps come in
+ * rows of three at consecutive src columns, rightwards (rev 0: forward at
+ * stride and dilation 1) or leftwards (rev 1: backward_input at stride and
+ * dilation 1): each src vector is loaded once per row and used by up to
+ * three taps (10 loads for 24 FMAs, not 24). The FMAs and their order are
+ * dw16_run's: the same bits. */
+static void dw16_slide3(const dw16_targs *a, int rev) {
+    __m512 acc[DW16_NB];
+    const __m512 z = a->b16 ? _mm512_loadu_ps(a->b16) : _mm512_setzero_ps();
+    for (int j = 0; j < DW16_NB; j++) acc[j] = z;
+    for (int t = 0; t + 3 <= a->nt; t += 3) {
+        const float *p = a->tp[t + (rev ? 2 : 0)] + a->off; /* the leftmost column */
+        __m512 v[DW16_NB + 2];
+        for (int m = 0; m < DW16_NB + 2; m++) v[m] = _mm512_loadu_ps(p + m * 16);
+        for (int u = 0; u < 3; u++) {
+            const __m512 wv = _mm512_loadu_ps(a->tw[t + u] + a->woff);
+            const int sh = rev ? 2 - u : u;
+            for (int j = 0; j < DW16_NB; j++) acc[j] = _mm512_fmadd_ps(v[j + sh], wv, acc[j]);
+        }
+    }
+    const __mmask16 k = (__mmask16)a->m;
+    for (int j = 0; j < DW16_NB; j++)
+        _mm512_storeu_ps(a->dst + j * a->ds, _mm512_maskz_mov_ps(k, acc[j]));
+}
+
+/* 0 or 1: the rev of dw16_slide3 for the tap list of a; -1: it does not
+ * apply. */
+static int dw16_slide_dir(const dw16_targs *a) {
+    if (a->ps != 16 || a->nt == 0 || a->nt % 3 != 0) return -1;
+    const ptrdiff_t d = a->tp[1] - a->tp[0];
+    if (d != 16 && d != -16) return -1;
+    for (int t = 0; t < a->nt; t += 3)
+        if (a->tp[t + 1] - a->tp[t] != d || a->tp[t + 2] - a->tp[t + 1] != d) return -1;
+    return d < 0;
+}
 #else
 /* Portable: the same order per element. */
 static void dw16_tile_n(int nb, const dw16_targs *a) {
@@ -159,11 +196,20 @@ static void dw16_tile_n(int nb, const dw16_targs *a) {
         float *d = a->dst + j * a->ds;
         for (int l = 0; l < 16; l++) acc[l] = a->resume ? d[l] : a->b16 ? a->b16[l] : 0.0f;
         for (int t = 0; t < a->nt; t++)
-            for (int l = 0; l < 16; l++) acc[l] += a->tp[t][a->off + j * a->ps + l] * a->tw[t][l];
+            for (int l = 0; l < 16; l++)
+                acc[l] += a->tp[t][a->off + j * a->ps + l] * a->tw[t][a->woff + l];
         for (int l = 0; l < 16; l++) d[l] = a->m >> l & 1u ? acc[l] : 0.0f;
     }
 }
 static void dw16_tile(int nb, const dw16_targs *a) { dw16_tile_n(nb, a); }
+static void dw16_slide3(const dw16_targs *a, int rev) {
+    (void)rev;
+    dw16_tile_n(DW16_NB, a);
+}
+static int dw16_slide_dir(const dw16_targs *a) {
+    (void)a;
+    return -1;
+}
 #endif
 
 /* ---------------------------------------------------------------- forward / backward_input driver */
@@ -180,94 +226,120 @@ typedef struct dw16_ctx {
  * resuming from the sums the previous one stored (a masked store and a
  * load give back the same floats: the order per element is kept). */
 #define DW16_MAXT 32
+/* channel blocks per work item: the tap lists of a row are built once
+ * for them all */
+#define DW16_CB 8
 
-/* Column q of row qh: its valid taps from flat index i0 (over (kh, kw) in
- * that order) into tp / tw, at most DW16_MAXT; returns how many. */
-static int dw16_list(const dw16_ctx *c, const float *sp, const float *wb, int64_t qh, int64_t q,
-                     int64_t i0, const float **tp, const float **tw) {
-    const int64_t KH = c->g->KH, KW = c->g->KW, nkw = c->cols.nk[q];
-    const int64_t n = c->rows.nk[qh] * nkw;
+/* Column q of row qh in image 0, block 0: its valid taps from flat index
+ * i0 (over (kh, kw) in that order) into tp / tw, at most DW16_MAXT;
+ * returns how many. */
+static int dw16_list(const dw16_ctx *c, int64_t qh, int64_t q, int64_t i0, const float **tp,
+                     const float **tw) {
+    const int64_t KH = c->g->KH, KW = c->g->KW, nkh = c->rows.nk[qh], nkw = c->cols.nk[q];
     const int64_t *kh = c->rows.k + qh * KH, *sh = c->rows.sc + qh * KH;
     const int64_t *kw = c->cols.k + q * KW, *sw = c->cols.sc + q * KW;
+    if (i0 >= nkh * nkw) return 0;
     int nt = 0;
-    for (int64_t i = i0; i < n && nt < DW16_MAXT; i++, nt++) {
-        const int64_t r = i / nkw, u = i % nkw;
-        tp[nt] = sp + (sh[r] * c->SW + sw[u]) * 16;
-        tw[nt] = wb + (kh[r] * KW + kw[u]) * 16;
+    for (int64_t r = i0 / nkw, u = i0 % nkw; r < nkh && nt < DW16_MAXT; r++, u = 0) {
+        const float *srow = c->src + sh[r] * c->SW * 16, *wrow = c->wt + kh[r] * KW * 16;
+        for (; u < nkw && nt < DW16_MAXT; u++, nt++) {
+            tp[nt] = srow + sw[u] * 16;
+            tw[nt] = wrow + kw[u] * 16;
+        }
     }
     return nt;
 }
 
-/* nb dst columns from q (the same taps, see dw16_row) of row qh, the taps
- * listed here in batches. */
-static void dw16_cols_run(const dw16_ctx *c, dw16_targs *a, const float *sp, const float *wb,
-                          int64_t qh, int64_t q, int nb) {
+/* One work item's rows: image n, blocks [cb0, cb1), dst row qh. */
+typedef struct dw16_item {
+    int64_t n, cb0, cb1, qh;
+} dw16_item;
+
+/* The tile (nb columns from column q, list a->tp / a->tw of column q0,
+ * image 0, block 0) on each block of the item. */
+static void dw16_blocks(const dw16_ctx *c, const dw16_item *it, dw16_targs *a, int64_t q,
+                        int64_t q0, int nb, int slide) {
+    const dw16g *g = c->g;
+    const int64_t T = g->KH * g->KW, b = c->rw.b, shift = (q - q0) / b * a->ps;
+    for (int64_t cb = it->cb0; cb < it->cb1; cb++) {
+        const int64_t plane = it->n * g->C1 + cb, nreal = g->C - cb * 16;
+        a->off = plane * c->SH * c->SW * 16 + shift;
+        a->woff = cb * T * 16;
+        a->b16 = c->b16 ? c->b16 + cb * 16 : NULL;
+        a->dst = c->dst + ((plane * c->QH + it->qh) * c->QW + q) * 16;
+        a->m = nreal >= 16 ? 0xffffu : (1u << nreal) - 1u;
+        if (nb == DW16_NB && slide >= 0 && !a->resume)
+            dw16_slide3(a, slide);
+        else
+            dw16_tile(nb, a);
+    }
+}
+
+/* nb dst columns from q (the same taps, see dw16_row): the taps listed
+ * here in batches. */
+static void dw16_batched(const dw16_ctx *c, const dw16_item *it, dw16_targs *a, int64_t q,
+                         int nb) {
     const float *tp[DW16_MAXT];
     const float *tw[DW16_MAXT];
     a->tp = tp;
     a->tw = tw;
-    a->off = 0;
     a->resume = false;
     int64_t i0 = 0;
     do { /* a column with no tap runs once: the bias */
-        a->nt = dw16_list(c, sp, wb, qh, q, i0, tp, tw);
-        dw16_tile(nb, a);
+        a->nt = dw16_list(c, it->qh, q, i0, tp, tw);
+        dw16_blocks(c, it, a, q, q, nb, -1);
         a->resume = true;
         i0 += a->nt;
     } while (a->nt == DW16_MAXT);
 }
 
-/* dst row (n, cb, qh): the columns of each phase (q mod b), runs of up
- * to DW16_NB interior columns as one tile, a border column alone. The
+/* The item's dst rows: the columns of each phase (q mod b), runs of up to
+ * DW16_NB interior columns as one tile, a border column alone. The
  * interior columns of a phase share one tap list, shifted (built once per
- * row and phase when it fits one call). */
-static void dw16_row(const dw16_ctx *c, int64_t n, int64_t cb, int64_t qh) {
-    const dw16g *g = c->g;
-    const int64_t T = g->KH * g->KW, b = c->rw.b;
-    const float *sp = c->src + (n * g->C1 + cb) * c->SH * c->SW * 16;
-    float *dp = c->dst + ((n * g->C1 + cb) * c->QH + qh) * c->QW * 16;
-    const float *wb = c->wt + cb * T * 16;
-    const int64_t nreal = g->C - cb * 16;
-    const bool cache = c->rows.nk[qh] * g->KW <= DW16_MAXT;
+ * item and phase when it fits one call). */
+static void dw16_row(const dw16_ctx *c, const dw16_item *it) {
+    const int64_t b = c->rw.b;
+    const bool cache = c->rows.nk[it->qh] * c->g->KW <= DW16_MAXT;
     const float *tp[DW16_MAXT];
     const float *tw[DW16_MAXT];
     dw16_targs a;
     a.ps = 16 * c->rw.a; /* column q + b reads src column + a */
-    a.b16 = c->b16 ? c->b16 + cb * 16 : NULL;
     a.ds = 16 * b;
-    a.m = nreal >= 16 ? 0xffffu : (1u << nreal) - 1u;
     for (int64_t phase = 0; phase < b && phase < c->QW; phase++) {
         int64_t q0 = -1; /* the column whose list tp / tw hold */
-        int nt0 = 0;
+        int nt0 = 0, slide = -1;
         for (int64_t q = phase; q < c->QW;) {
             int nb = 1;
             if (c->cols.full[q])
                 while (nb < DW16_NB && q + nb * b < c->QW && c->cols.full[q + nb * b]) nb++;
-            a.dst = dp + q * 16;
             if (c->cols.full[q] && cache) {
-                if (q0 < 0) {
-                    q0 = q;
-                    nt0 = dw16_list(c, sp, wb, qh, q, 0, tp, tw);
-                }
                 a.tp = tp;
                 a.tw = tw;
+                if (q0 < 0) {
+                    q0 = q;
+                    a.nt = nt0 = dw16_list(c, it->qh, q, 0, tp, tw);
+                    slide = dw16_slide_dir(&a);
+                }
                 a.nt = nt0;
-                a.off = (q - q0) / b * a.ps;
                 a.resume = false;
-                dw16_tile(nb, &a);
+                dw16_blocks(c, it, &a, q, q0, nb, slide);
             } else {
-                dw16_cols_run(c, &a, sp, wb, qh, q, nb);
+                dw16_batched(c, it, &a, q, nb);
             }
             q += nb * b;
         }
     }
 }
 
+/* items (n, block chunk, qh) */
 static void dw16_range(void *vctx, int64_t lo, int64_t hi) {
     const dw16_ctx *c = vctx;
-    for (int64_t it = lo; it < hi; it++) {
-        const int64_t qh = it % c->QH, r = it / c->QH;
-        dw16_row(c, r / c->g->C1, r % c->g->C1, qh);
+    const int64_t NC = cdiv(c->g->C1, DW16_CB);
+    for (int64_t i = lo; i < hi; i++) {
+        const int64_t qh = i % c->QH, r = i / c->QH, ch = r % NC;
+        const int64_t cb1 = (ch + 1) * DW16_CB;
+        const dw16_item it = {r / NC, ch * DW16_CB, cb1 < c->g->C1 ? cb1 : c->g->C1, qh};
+        dw16_row(c, &it);
     }
 }
 
@@ -321,7 +393,7 @@ static void dw16_gather(const dw16g *g, bool bwd, const float *w, const int64_t 
     c.dst = dst;
     c.wt = wt;
     c.b16 = bias ? wt + g->C1 * g->KH * g->KW * 16 : NULL;
-    const int64_t items = g->N * g->C1 * c.QH;
+    const int64_t items = g->N * cdiv(g->C1, DW16_CB) * c.QH;
     mft__parallel_for_dynamic(0, items, cf_chunk(items), dw16_range, &c);
     mft__free(mem);
     mft__free(wt);

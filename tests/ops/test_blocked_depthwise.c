@@ -4,8 +4,9 @@
  *     with and without bias) equals the plain NCHW call and the NHWC call
  *     within 1e-5 relative, for C in {1, 3, 15, 16, 17, 33, 48}, kernels
  *     3x3, 5x5, 1x7 and 11x11 (more taps than one tile call holds), strides
- *     1 to 4 (unequal in H and W too), paddings 0 to 5 (output pixels with
- *     no tap at all), dilations 1 and 2, N 1 and 2, odd H and W; the
+ *     1 to 4 (unequal in H and W too; stride 1 rows wide enough for the
+ *     sliding 3-tap tiles), paddings 0 to 5 (output pixels with no tap at
+ *     all), dilations 1 and 2, N 1 and 2, odd H and W; the
  *     result is nChw16c with zero pad lanes, no conversion is counted and
  *     the depthwise kernel ran;
  *   - backward (grad_x, grad_w, grad_b; each alone too) on nChw16c
@@ -83,6 +84,7 @@ static const dcase g_cases[] = {
     {1, 48, 3, 3, 3, 3, 1, 1, 4, 4, 1, 1, true},    {1, 17, 11, 13, 3, 3, 4, 4, 1, 1, 1, 1, true},
     {1, 16, 14, 15, 11, 11, 1, 1, 5, 5, 1, 1, true}, {2, 15, 9, 21, 1, 7, 1, 2, 0, 3, 1, 1, true},
     {1, 33, 12, 17, 3, 5, 2, 1, 1, 2, 1, 2, true},  {2, 3, 31, 33, 3, 3, 3, 2, 1, 0, 1, 1, false},
+    {2, 17, 12, 21, 3, 3, 1, 1, 1, 1, 1, 1, true},  {1, 40, 9, 30, 3, 3, 1, 1, 0, 2, 1, 1, false},
 };
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 
