@@ -23,12 +23,17 @@
  * Forward: a = stride, b = 1, c = -padding, e = dilation (y from x).
  * backward_input: a = 1, b = stride, c = padding, e = -dilation (grad_x
  * gathers the grad_y pixels its taps reached: no scatter, no atomics, any
- * stride). Work items are dst rows (n, block, row); a row's taps along H
- * come from the relation, its taps along W from a per-call table of each
- * dst column (its taps and src columns). Columns q, q + b, q + 2b, ...
- * of one phase whose taps are all inside (the interior) share one tap list
- * and step one src pixel group per column: they run as tiles of DW16_NB
- * accumulators; the border columns run alone over their own taps.
+ * stride). The relation is tabulated once per call for H and for W (each
+ * dst position's valid taps and src positions: no division in the loops).
+ * Work items are (image, up to DW16_CB channel blocks, dst row): the tap
+ * lists of the row are built for block 0 and reused, shifted, for every
+ * block of the item (a list costs about as much as a tile of 16 channels).
+ * Columns q, q + b, q + 2b, ... of one phase whose taps are all inside
+ * (the interior) share one tap list, shifted by a src columns per column:
+ * they run as tiles of up to DW16_NB accumulators; the border columns run
+ * alone over their own taps. At unit src step with a 3-wide window at
+ * unit dilation (3x3 at stride 1, forward and backward_input) a full tile
+ * loads each src vector of a row once for its three taps (dw16_slide3).
  *
  * backward_weight: grad_w[c, kh, kw] sums grad_y * x over (n, oh, ow).
  * Work items are (block, chunk): the N*OH output rows cut into DW16_CHUNKS
