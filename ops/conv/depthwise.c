@@ -724,7 +724,7 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
             /* plain forward or backward_input, taps (row, kw 0..2) at unit
              * W stride and dilation: the interior slides through registers */
             bool slide = cf_mode() != 1 && mult == 1 && dC % 16 == 0 && g->K[2] == 3 && sW == 1 &&
-                         dlW == 1 && nr % 3 == 0 && nr <= 9 && lo < hi;
+                         dlW == 1 && nr > 0 && nr % 3 == 0 && nr <= 9 && lo < hi;
             for (int64_t e = 0; slide && e < nr; e++)
                 slide = rtab_k[e] == (bwd ? -(e % 3) : e % 3) && rtab_a[e] == rtab_a[e - e % 3];
 #endif
