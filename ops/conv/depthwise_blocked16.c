@@ -501,23 +501,11 @@ static void dw16_backward_weight(const dw16g *g, const float *gy, const float *x
 static dw16g dw16_geom(const mft_kernel_args *a, const mft_tensor *x, const mft_tensor *y,
                        const mft_tensor *w) {
     const mft_conv_params *p = a->params;
-    dw16g g;
-    g.N = x->sizes[0];
-    g.C = x->sizes[1];
-    g.C1 = cdiv(g.C, 16);
-    g.H = x->sizes[2];
-    g.W = x->sizes[3];
-    g.OH = y->sizes[2];
-    g.OW = y->sizes[3];
-    g.KH = w->sizes[2];
-    g.KW = w->sizes[3];
-    g.sh = p->stride[0];
-    g.sw = p->stride[1];
-    g.ph = p->padding[0];
-    g.pw = p->padding[1];
-    g.dh = p->dilation[0];
-    g.dw = p->dilation[1];
-    return g;
+    const int64_t *xs = x->sizes;
+    return (dw16g){xs[0],          xs[1],          cdiv(xs[1], 16), xs[2],
+                   xs[3],          y->sizes[2],    y->sizes[3],     w->sizes[2],
+                   w->sizes[3],    p->stride[0],   p->stride[1],    p->padding[0],
+                   p->padding[1],  p->dilation[0], p->dilation[1]};
 }
 
 void mft__conv_dw16_fwd(const mft_kernel_args *a) {
