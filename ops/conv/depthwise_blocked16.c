@@ -371,11 +371,11 @@ static float *dw16_pack(const dw16g *g, const float *w, const int64_t *ws, const
 }
 
 /* forward (bwd false: src x, dst y) or backward_input (src grad_y, dst
- * grad_x) */
-static void dw16_gather(const dw16g *g, bool bwd, const float *w, const int64_t *ws,
+ * grad_x); false after mft__kernel_nomem */
+static bool dw16_gather(const dw16g *g, bool bwd, const float *w, const int64_t *ws,
                         const float *bias, int64_t bstride, const float *src, float *dst) {
     float *wt = dw16_pack(g, w, ws, bias, bstride);
-    if (!wt) return;
+    if (!wt) return false;
     dw16_ctx c;
     c.g = g;
     c.SH = bwd ? g->OH : g->H;
@@ -390,7 +390,7 @@ static void dw16_gather(const dw16g *g, bool bwd, const float *w, const int64_t 
     if (!mem) {
         mft__kernel_nomem(bytes);
         mft__free(wt);
-        return;
+        return false;
     }
     taps_build(&rh, c.QH, &c.rows, mem);
     taps_build(&c.rw, c.QW, &c.cols, mem + bh);
@@ -402,6 +402,7 @@ static void dw16_gather(const dw16g *g, bool bwd, const float *w, const int64_t 
     mft__parallel_for_dynamic(0, items, cf_chunk(items), dw16_range, &c);
     mft__free(mem);
     mft__free(wt);
+    return true;
 }
 
 /* ---------------------------------------------------------------- backward_weight */
@@ -414,26 +415,25 @@ typedef struct dw16_bw_ctx {
 /* acc += sum over j < n of gy[16 j] * x[xs j], four chains over j mod 4
  * added as (0 + 1) + (2 + 3) */
 static void dw16_bw_run(float *acc, const float *gy, const float *x, int64_t xs, int64_t n) {
-    const int64_t lo = 0, hi = n;
 #if CF_AVX512
     __m512 s[4];
     for (int i = 0; i < 4; i++) s[i] = _mm512_setzero_ps();
-    int64_t ow = lo;
-    for (; ow + 4 <= hi; ow += 4)
+    int64_t ow = 0;
+    for (; ow + 4 <= n; ow += 4)
         for (int i = 0; i < 4; i++)
             s[i] = _mm512_fmadd_ps(_mm512_loadu_ps(gy + (ow + i) * 16),
                                    _mm512_loadu_ps(x + (ow + i) * xs), s[i]);
-    for (int i = 0; ow < hi; ow++, i++)
+    for (int i = 0; ow < n; ow++, i++)
         s[i] = _mm512_fmadd_ps(_mm512_loadu_ps(gy + ow * 16), _mm512_loadu_ps(x + ow * xs), s[i]);
     const __m512 r = _mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]));
     _mm512_storeu_ps(acc, _mm512_add_ps(_mm512_loadu_ps(acc), r));
 #else
     for (int l = 0; l < 16; l++) {
         float s[4] = {0, 0, 0, 0};
-        int64_t ow = lo;
-        for (; ow + 4 <= hi; ow += 4)
+        int64_t ow = 0;
+        for (; ow + 4 <= n; ow += 4)
             for (int i = 0; i < 4; i++) s[i] += gy[(ow + i) * 16 + l] * x[(ow + i) * xs + l];
-        for (int i = 0; ow < hi; ow++, i++) s[i] += gy[ow * 16 + l] * x[ow * xs + l];
+        for (int i = 0; ow < n; ow++, i++) s[i] += gy[ow * 16 + l] * x[ow * xs + l];
         acc[l] += (s[0] + s[1]) + (s[2] + s[3]);
     }
 #endif
@@ -471,14 +471,15 @@ static void dw16_bw_range(void *vctx, int64_t lo, int64_t hi) {
     }
 }
 
-static void dw16_backward_weight(const dw16g *g, const float *gy, const float *x, float *gw,
+/* false after mft__kernel_nomem */
+static bool dw16_backward_weight(const dw16g *g, const float *gy, const float *x, float *gw,
                                  const int64_t *gws) {
     const int64_t T = g->KH * g->KW;
     const size_t bytes = (size_t)(g->C1 * DW16_CHUNKS * T * 16) * sizeof(float);
     float *part = mft__alloc(bytes, 64);
     if (!part) {
         mft__kernel_nomem(bytes);
-        return;
+        return false;
     }
     dw16_bw_ctx c = {g, gy, x, part};
     mft__parallel_for_dynamic(0, g->C1 * DW16_CHUNKS, 1, dw16_bw_range, &c);
@@ -492,6 +493,7 @@ static void dw16_backward_weight(const dw16g *g, const float *gy, const float *x
         }
     }
     mft__free(part);
+    return true;
 }
 
 /* ---------------------------------------------------------------- kernel entries */
@@ -514,23 +516,23 @@ void mft__conv_dw16_fwd(const mft_kernel_args *a) {
     const dw16g g = dw16_geom(a, x, y, w);
     const int64_t ws[4] = {w->strides[0], w->strides[1], w->strides[2], w->strides[3]};
     const float *bias = p->bias ? (const float *)(const void *)mft__tensor_ptr(p->bias) : NULL;
-    dw16_gather(&g, false, DW16PTR(w), ws, bias, p->bias ? p->bias->strides[0] : 0, DW16PTR(x),
-                DW16PTR(y));
-    mft__dispatch_report_as("conv2d.nchw16c.f32.depthwise");
+    if (dw16_gather(&g, false, DW16PTR(w), ws, bias, p->bias ? p->bias->strides[0] : 0,
+                    DW16PTR(x), DW16PTR(y)))
+        mft__dispatch_report_as("conv2d.nchw16c.f32.depthwise");
 }
 
 void mft__conv_dw16_bwd_in(const mft_kernel_args *a) {
     const mft_tensor *gy = a->inputs[0], *w = a->inputs[1], *gx = a->outputs[0];
     const dw16g g = dw16_geom(a, gx, gy, w);
     const int64_t ws[4] = {w->strides[0], w->strides[1], w->strides[2], w->strides[3]};
-    dw16_gather(&g, true, DW16PTR(w), ws, NULL, 0, DW16PTR(gy), DW16PTR(gx));
-    mft__dispatch_report_as("conv2d_backward_input.nchw16c.f32.depthwise");
+    if (dw16_gather(&g, true, DW16PTR(w), ws, NULL, 0, DW16PTR(gy), DW16PTR(gx)))
+        mft__dispatch_report_as("conv2d_backward_input.nchw16c.f32.depthwise");
 }
 
 void mft__conv_dw16_bwd_w(const mft_kernel_args *a) {
     const mft_tensor *gy = a->inputs[0], *x = a->inputs[1], *gw = a->outputs[0];
     const dw16g g = dw16_geom(a, x, gy, gw);
     const int64_t gws[4] = {gw->strides[0], gw->strides[1], gw->strides[2], gw->strides[3]};
-    dw16_backward_weight(&g, DW16PTR(gy), DW16PTR(x), DW16PTR(gw), gws);
-    mft__dispatch_report_as("conv2d_backward_weight.nchw16c.f32.depthwise");
+    if (dw16_backward_weight(&g, DW16PTR(gy), DW16PTR(x), DW16PTR(gw), gws))
+        mft__dispatch_report_as("conv2d_backward_weight.nchw16c.f32.depthwise");
 }
