@@ -7,7 +7,10 @@
  *   indices         tu_next_index (row-major logical index), tu_shape_numel
  *   layouts         tu_strided_view: a view over a bigger base in a random
  *                   physical dim order with steps, a start offset and padding
- *   tensors         tu_iota, tu_has_sizes, tu_is_float, tu_describe
+ *   tensors         tu_iota, tu_has_sizes, tu_is_float, tu_describe,
+ *                   tu_in_format (format + zero pad lanes), tu_close_rel
+ *                   (values within a tolerance relative to the reference's
+ *                   scale, any dtype and format)
  *   golden files    tu_list, tu_next_tok, tu_next_int, tu_next_list, tu_at_eol
  *                   (space-separated tokens), tu_fmt_list, tu_list_eq, and
  *                   tu_read_golden: the "case ... end" reading loop
@@ -22,6 +25,7 @@
 #define MFT_TEST_UTIL_H
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "harness.h"
@@ -155,6 +159,36 @@ static inline bool tu_has_sizes(const mft_tensor *t, int nd, const int64_t *sz) 
 }
 
 static inline bool tu_is_float(mft_dtype dt) { return dt == MFT_F32 || dt == MFT_F64; }
+
+/* t is in fmt and, when blocked, its pad lanes are zero. */
+static inline bool tu_in_format(const mft_tensor *t, mft_format fmt) {
+    return t && mft_tensor_format(t) == fmt &&
+           (!mft_tensor_is_blocked(t) || mft_tensor_check_padding(t) == MFT_OK);
+}
+
+/* a and ref (any float dtype and format, the same sizes) differ by at most
+ * rtol * max(1, max |ref|) anywhere; says the error on stderr when not. */
+static inline bool tu_close_rel(const mft_tensor *a, const mft_tensor *ref, double rtol) {
+    if (!a || !ref || !tu_has_sizes(a, mft_tensor_ndim(ref), mft_tensor_sizes(ref))) return false;
+    mft_tensor *da = mft_to_dtype(a, MFT_F64), *dr = mft_to_dtype(ref, MFT_F64);
+    mft_tensor *pa = da ? mft_contiguous(da, MFT_CONTIGUOUS) : NULL;
+    mft_tensor *pr = dr ? mft_contiguous(dr, MFT_CONTIGUOUS) : NULL;
+    double scale = 1.0, err = 0.0;
+    if (pa && pr) {
+        const double *x = mft_tensor_data(pa), *y = mft_tensor_data(pr);
+        for (int64_t i = 0; i < mft_tensor_numel(pr); i++) {
+            scale = fmax(scale, fabs(y[i]));
+            err = fmax(err, fabs(x[i] - y[i]));
+        }
+    }
+    const bool ok = pa && pr && err <= rtol * scale;
+    if (pa && pr && !ok) fprintf(stderr, "  max error %g (scale %g)\n", err, scale);
+    mft_tensor_release(da);
+    mft_tensor_release(dr);
+    mft_tensor_release(pa);
+    mft_tensor_release(pr);
+    return ok;
+}
 
 /* "dtype[sizes]/(strides)+offset" into buf, e.g. "f32[2,3]/(3,1)+0", with the
  * tag (" CONTIGUOUS") appended when with_format; truncated to len. */

@@ -35,31 +35,6 @@
 static int64_t conversions(void) { return mft_conversion_counts_get().total; }
 static int64_t fallbacks(void) { return mft_conversion_counts_get().count[MFT_CAUSE_FALLBACK]; }
 
-/* t is in fmt and, when blocked, its pad lanes are zero */
-static bool fmt_ok(const mft_tensor *t, mft_format fmt) {
-    return t && mft_tensor_format(t) == fmt &&
-           (!mft_tensor_is_blocked(t) || mft_tensor_check_padding(t) == MFT_OK);
-}
-
-/* max |a - ref| <= rtol * max(1, max |ref|), a in any format */
-static bool near(const mft_tensor *a, const mft_tensor *ref, double rtol) {
-    if (!a || !ref || !tu_has_sizes(a, mft_tensor_ndim(ref), mft_tensor_sizes(ref))) return false;
-    mft_tensor *pa = mft_contiguous(a, CT), *pr = mft_contiguous(ref, CT);
-    double scale = 1.0, err = 0.0;
-    if (pa && pr) {
-        const float *x = mft_tensor_data(pa), *y = mft_tensor_data(pr);
-        for (int64_t i = 0; i < mft_tensor_numel(pr); i++) {
-            scale = fmax(scale, fabs(y[i]));
-            err = fmax(err, fabs((double)x[i] - y[i]));
-        }
-    }
-    const bool ok = pa && pr && err <= rtol * scale;
-    if (pa && pr && !ok) fprintf(stderr, "  max error %g (scale %g)\n", err, scale);
-    mft_tensor_release(pa);
-    mft_tensor_release(pr);
-    return ok;
-}
-
 static bool bits_equal(const mft_tensor *a, const mft_tensor *b) {
     return a && b && mft_tensor_hash(a) == mft_tensor_hash(b);
 }
@@ -125,9 +100,9 @@ static void test_forward(void) {
         CHECK_MSG(conversions() == 0, "case %d: %lld conversions", i, (long long)conversions());
         CHECK_MSG(c->C == 1 || kernel_is("nchw16c.f32.depthwise"), "case %d: kernel %s", i,
                   mft_dispatch_last() ? mft_dispatch_last()->kernel : "?");
-        CHECK_MSG(fmt_ok(y, B16), "case %d: not nChw16c with zero pads", i);
-        CHECK_MSG(near(y, ref, 1e-5), "case %d: differs from NCHW", i);
-        CHECK_MSG(near(y, rcl, 1e-5), "case %d: differs from NHWC", i);
+        CHECK_MSG(tu_in_format(y, B16), "case %d: not nChw16c with zero pads", i);
+        CHECK_MSG(tu_close_rel(y, ref, 1e-5), "case %d: differs from NCHW", i);
+        CHECK_MSG(tu_close_rel(y, rcl, 1e-5), "case %d: differs from NHWC", i);
         mft_set_num_threads(1);
         mft_tensor *y1 = dw_fwd(&s, s.xb, s.w, c->C);
         mft_set_num_threads(2);
@@ -157,11 +132,11 @@ static void test_backward(void) {
         mft_conversion_counts_reset();
         TU_OK_S(dw_bwd(&s, gob, s.xb, c->C, &b[0], &b[1], &b[2]));
         CHECK_MSG(conversions() == 0, "case %d: %lld conversions", i, (long long)conversions());
-        CHECK_MSG(fmt_ok(b[0], B16), "case %d: grad_x not nChw16c with zero pads", i);
-        CHECK_MSG(fmt_ok(b[1], CT) && fmt_ok(b[2], CT), "case %d: grad_w/b format", i);
+        CHECK_MSG(tu_in_format(b[0], B16), "case %d: grad_x not nChw16c with zero pads", i);
+        CHECK_MSG(tu_in_format(b[1], CT) && tu_in_format(b[2], CT), "case %d: grad_w/b format", i);
         static const char *const what[3] = {"grad_x", "grad_w", "grad_b"};
         for (int k = 0; k < 3; k++)
-            CHECK_MSG(near(b[k], r[k], 1e-5), "case %d: %s differs", i, what[k]);
+            CHECK_MSG(tu_close_rel(b[k], r[k], 1e-5), "case %d: %s differs", i, what[k]);
         /* each gradient alone: native, the same bits */
         for (int k = 0; k < 3; k++) {
             mft_tensor *o[3] = {NULL, NULL, NULL};
@@ -196,10 +171,10 @@ static void test_inf_pads(void) {
     ((float *)mft_tensor_data(xi))[16 * 64 + 9] = INFINITY; /* channel 16: the last block */
     mft_tensor *xib = mft_to_format(xi, B16);
     mft_tensor *y = dw_fwd(&s, xib, s.w, c.C);
-    CHECK_MSG(fmt_ok(y, B16), "forward: pad lanes not zero");
+    CHECK_MSG(tu_in_format(y, B16), "forward: pad lanes not zero");
     mft_tensor *gx = NULL;
     TU_OK_S(dw_bwd(&s, xib, s.xb, c.C, &gx, NULL, NULL)); /* grad_out = x with an inf */
-    CHECK_MSG(fmt_ok(gx, B16), "backward_input: pad lanes not zero");
+    CHECK_MSG(tu_in_format(gx, B16), "backward_input: pad lanes not zero");
     mft_tensor *ts[] = {s.x, s.w, s.b, s.xb, xi, xib, y, gx};
     release_all(ts, sizeof ts / sizeof ts[0]);
 }
@@ -214,7 +189,7 @@ static void test_weight_strides(void) {
     mft_conversion_counts_reset();
     mft_tensor *y = dw_fwd(&s, s.xb, wcl, c.C);
     CHECK_MSG(conversions() == 0 && kernel_is("depthwise"), "channels-last weight not native");
-    CHECK(fmt_ok(y, B16) && near(y, ref, 1e-5));
+    CHECK(tu_in_format(y, B16) && tu_close_rel(y, ref, 1e-5));
     mft_tensor *ts[] = {s.x, s.w, s.b, s.xb, wcl, ref, y};
     release_all(ts, sizeof ts / sizeof ts[0]);
 }
@@ -229,10 +204,10 @@ static void test_fallback_cases(void) {
     mft_tensor *r4 = mft_conv2d(x, w4, NULL, one, one, one, 4);
     mft_conversion_counts_reset();
     mft_tensor *y2 = mft_conv2d(xb, w2, NULL, one, one, one, 16);
-    CHECK(fallbacks() > 0 && fmt_ok(y2, B16) && near(y2, r2, 1e-5));
+    CHECK(fallbacks() > 0 && tu_in_format(y2, B16) && tu_close_rel(y2, r2, 1e-5));
     mft_conversion_counts_reset();
     mft_tensor *y4 = mft_conv2d(xb, w4, NULL, one, one, one, 4);
-    CHECK(fallbacks() > 0 && fmt_ok(y4, B16) && near(y4, r4, 1e-5));
+    CHECK(fallbacks() > 0 && tu_in_format(y4, B16) && tu_close_rel(y4, r4, 1e-5));
     mft_tensor *ts[] = {x, xb, w2, w4, r2, r4, y2, y4};
     release_all(ts, sizeof ts / sizeof ts[0]);
 }
@@ -263,10 +238,10 @@ static void test_autograd(void) {
     TU_OK_S(mft_backward(yb, gob));
     TU_OK_S(mft_tape_end());
     CHECK_MSG(conversions() == 0, "%lld conversions", (long long)conversions());
-    CHECK(fmt_ok(yb, B16) && fmt_ok(mft_tensor_grad(s.xb), B16));
-    CHECK(near(mft_tensor_grad(s.xb), gx, 1e-5));
-    CHECK(near(mft_tensor_grad(s.w), gw, 1e-5));
-    CHECK(near(mft_tensor_grad(s.b), gb, 1e-5));
+    CHECK(tu_in_format(yb, B16) && tu_in_format(mft_tensor_grad(s.xb), B16));
+    CHECK(tu_close_rel(mft_tensor_grad(s.xb), gx, 1e-5));
+    CHECK(tu_close_rel(mft_tensor_grad(s.w), gw, 1e-5));
+    CHECK(tu_close_rel(mft_tensor_grad(s.b), gb, 1e-5));
     mft_tensor *ts[] = {s.x, s.w, s.b, s.xb, y, go, gob, gx, gw, gb, yb};
     release_all(ts, sizeof ts / sizeof ts[0]);
 }
