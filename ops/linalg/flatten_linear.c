@@ -54,9 +54,11 @@
  * free, and which is smaller depends only on O against N, so each call
  * (forward, and backward again from the same sizes) picks the cheaper one:
  *   the W side (above) when the map is the identity (no copy at all) or
- *     O <= N (the tie goes to it: it writes no zeros for pad lanes);
- *   the X side otherwise: x's images copied by the library's copy kernels
- *     into a packed NCHW scratch X_log (N, K) — the kernel event
+ *     O < N;
+ *   the X side otherwise, the tie included (at equal bytes it runs the
+ *     composition's very kernels, which measured faster than the W side):
+ *     x's images copied by the library's copy kernels into a packed NCHW
+ *     scratch X_log (N, K) — the kernel event
  *     "flatten_linear.gather_x", not a conversion — and mft_linear on it
  *     with w as it is, the composition's very GEMM. Backward runs
  *     mft_linear_backward on (G, X_log, w): grad_w = G^T @ X_log with no
@@ -276,7 +278,7 @@ static mft_tensor *fl_x_phys(const char *fn, const mft_tensor *x, const fl_map *
  * rather than the weight (Note [Linear over the physical order]: the
  * cheaper copy; none at all for the identity map). */
 static bool fl_x_side(const fl_map *m, int64_t N, int64_t O) {
-    return !m->identity && O > N;
+    return !m->identity && O >= N;
 }
 
 /* X_log (N, K) packed: x's values in logical order, copied by the library's
