@@ -66,7 +66,10 @@
  *     the copy kernels into a fresh zeroed tensor in x's gradient format
  *     ("flatten_linear.scatter_grad_x"; pad lanes stay zero, the copy
  *     writes only logical elements).
- * The X side gives the composition's bits (its copies are exact); a tape
+ * The X side needs no map: an x packed in its own NHWC / blocked tag is
+ * known dense from its flags and skips the walk (one pass over the S slots
+ * of an image, measurable on a small head). The X side gives the
+ * composition's bits (its copies are exact); a tape
  * node keeps what its side copied (W_phys or X_log), so a training step
  * copies once each way. Reading W through the map inside the GEMM's
  * packing would remove the W side's copies too; it is not done. */
@@ -285,13 +288,12 @@ static bool fl_x_side(const fl_map *m, int64_t N, int64_t O) {
  * copy kernels (x read as its own layout into a packed NCHW tensor). An
  * internal copy, the kernel event "flatten_linear.gather_x" of op (the
  * forward, or the backward gathering again). */
-static mft_tensor *fl_gather_x(const char *fn, const char *op, const mft_tensor *x,
-                               const fl_map *m) {
+static mft_tensor *fl_gather_x(const char *fn, const char *op, const mft_tensor *x) {
     const uint64_t t0 = mft__kernel_begin();
     mft_tensor *xl = mft__tensor_alloc_unzeroed(fn, x->ndim, x->sizes, x->dtype, MFT_CONTIGUOUS);
     if (!xl) return NULL;
     mft__copy_kernel(xl, x);
-    const int64_t sz[2] = {x->sizes[0], m->K}, st[2] = {m->K, 1};
+    const int64_t K = x->numel / x->sizes[0], sz[2] = {x->sizes[0], K}, st[2] = {K, 1};
     mft_tensor *x2 = mft__tensor_new(fn, xl->storage, xl->offset, 2, sz, st, x->dtype);
     const mft_tensor *ins[1] = {x}, *outs[1] = {x2};
     if (x2)
@@ -372,14 +374,30 @@ static bool fl_check(const char *fn, const mft_tensor *x, const mft_tensor *w,
     return true;
 }
 
-/* Whether the fused path may run: a non-empty x, plain w and b, and x's
- * images dense (m built, to be freed by the caller). */
-static mft_status fl_native(const char *fn, const mft_tensor *x, const mft_tensor *w,
-                            const mft_tensor *b, fl_map *m, bool *native) {
-    *native = false;
+/* Which path a call takes (Note [Linear over the physical order]): the
+ * composition unless x is non-empty with plain w and b and dense images,
+ * else the side of the cheaper copy. An x packed in its own NHWC / nChw16c
+ * / nChw8c tag with O >= N is known to take the X side from its flags,
+ * without walking its map (which that side does not use); m is built (to
+ * be freed by the caller) whenever the walk ran. */
+typedef enum { FL_COMPOSED, FL_W_SIDE, FL_X_SIDE } fl_path;
+
+static mft_status fl_pick(const char *fn, const mft_tensor *x, const mft_tensor *w,
+                          const mft_tensor *b, fl_map *m, fl_path *path) {
+    *path = FL_COMPOSED;
     memset(m, 0, sizeof *m);
     if (x->numel == 0 || mft__is_blocked(w) || mft__is_blocked(b)) return MFT_OK;
-    return fl_map_build(fn, x, m, native);
+    const int64_t N = x->sizes[0], O = w->sizes[0];
+    const bool packed_in_tag = (x->tag == MFT_CHANNELS_LAST || x->tag == MFT_NCHW16C ||
+                                x->tag == MFT_NCHW8C) && mft_tensor_is_contiguous(x, x->tag);
+    if (O >= N && packed_in_tag && !mft_tensor_is_contiguous(x, MFT_CONTIGUOUS)) {
+        *path = FL_X_SIDE;
+        return MFT_OK;
+    }
+    bool dense = false;
+    const mft_status st = fl_map_build(fn, x, m, &dense);
+    if (st == MFT_OK && dense) *path = fl_x_side(m, N, O) ? FL_X_SIDE : FL_W_SIDE;
+    return st;
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -390,15 +408,15 @@ static mft_tensor *fl_impl(const mft_tensor *x, const mft_tensor *w, const mft_t
                            mft_tensor **saved_out) {
     static const char fn[] = "mft_flatten_linear";
     fl_map m;
-    bool native = false;
-    if (fl_native(fn, x, w, b, &m, &native) != MFT_OK) return NULL;
+    fl_path path;
+    if (fl_pick(fn, x, w, b, &m, &path) != MFT_OK) return NULL;
     mft__scope_suspend();
     mft_tensor *y = NULL;
-    if (native) {
+    if (path != FL_COMPOSED) {
         mft_tensor *xm = NULL, *wm = NULL; /* the GEMM's operands */
-        const bool xside = fl_x_side(&m, x->sizes[0], w->sizes[0]);
+        const bool xside = path == FL_X_SIDE;
         if (xside) {
-            xm = fl_gather_x(fn, "flatten_linear", x, &m);
+            xm = fl_gather_x(fn, "flatten_linear", x);
             wm = xm ? mft_tensor_retain((mft_tensor *)w) : NULL;
         } else {
             xm = fl_x_phys(fn, x, &m);
@@ -506,7 +524,7 @@ out:
     return res;
 }
 
-/* The composition's backward (x not native): linear_backward on the
+/* The composition's backward (x's images not dense): linear_backward on the
  * flattened x, grad_x reshaped back and converted to x's gradient format
  * (the flatten's copy in reverse, cause reshape). res[i] is filled where
  * want[i]. */
@@ -562,15 +580,15 @@ static bool fl_backward_fused(const char *fn, const mft_tensor *g, const mft_ten
  * format; xl is the forward's X_log, or NULL to gather it again (only
  * grad_w needs it). */
 static bool fl_backward_x(const char *fn, const mft_tensor *g, const mft_tensor *x,
-                          const mft_tensor *w, const mft_tensor *xl_saved, const fl_map *m,
-                          const bool *want, mft_tensor **res) {
+                          const mft_tensor *w, const mft_tensor *xl_saved, const bool *want,
+                          mft_tensor **res) {
     mft_tensor *xl = xl_saved ? mft_tensor_retain((mft_tensor *)xl_saved) : NULL;
     if (!xl && want[1]) {
-        xl = fl_gather_x(fn, "flatten_linear_backward", x, m);
+        xl = fl_gather_x(fn, "flatten_linear_backward", x);
         if (!xl) return false;
     }
     if (!xl) { /* X_log's values are not read for grad_x and grad_b: a header will do */
-        const int64_t sz[2] = {x->sizes[0], m->K}, st[2] = {m->K, 1};
+        const int64_t K = x->numel / x->sizes[0], sz[2] = {x->sizes[0], K}, st[2] = {K, 1};
         xl = mft__tensor_new(fn, x->storage, x->offset, 2, sz, st, x->dtype);
         if (!xl) return false;
     }
@@ -618,8 +636,8 @@ static mft_status fl_backward(const mft_tensor *grad_out, const mft_tensor *x,
     const bool want[3] = {grad_x != NULL, grad_w != NULL, grad_b != NULL};
     if (!want[0] && !want[1] && !want[2]) return MFT_OK;
     fl_map m;
-    bool native = false;
-    if (fl_native(fn, x, w, NULL, &m, &native) != MFT_OK) return mft_last_error();
+    fl_path path;
+    if (fl_pick(fn, x, w, NULL, &m, &path) != MFT_OK) return mft_last_error();
     mft_tensor *res[3] = {NULL, NULL, NULL};
     mft__scope_suspend();
     mft_tensor *g = (mft_tensor *)grad_out, *gplain = NULL;
@@ -628,14 +646,14 @@ static mft_status fl_backward(const mft_tensor *grad_out, const mft_tensor *x,
         g = gplain = mft_contiguous(grad_out, MFT_CONTIGUOUS);
         mft__cause_pop();
     }
-    const bool xside = native && fl_x_side(&m, N, O);
-    const int64_t want_cols = xside ? m.K : m.S, want_rows = xside ? N : O;
-    if (saved && (!native || saved->ndim != 2 || saved->sizes[0] != want_rows ||
+    const bool xside = path == FL_X_SIDE;
+    const int64_t want_cols = xside ? x->numel / N : m.S, want_rows = xside ? N : O;
+    if (saved && (path == FL_COMPOSED || saved->ndim != 2 || saved->sizes[0] != want_rows ||
                   saved->sizes[1] != want_cols))
         saved = NULL; /* not this call's copy: made again */
-    bool ok = g && (!native ? fl_backward_composed(g, x, w, want, res)
-                    : xside ? fl_backward_x(fn, g, x, w, saved, &m, want, res)
-                            : fl_backward_fused(fn, g, x, w, saved, &m, want, res));
+    bool ok = g && (path == FL_COMPOSED ? fl_backward_composed(g, x, w, want, res)
+                    : xside             ? fl_backward_x(fn, g, x, w, saved, want, res)
+                                        : fl_backward_fused(fn, g, x, w, saved, &m, want, res));
     mft_tensor_release(gplain);
     mft__scope_resume();
     fl_map_free(&m);
