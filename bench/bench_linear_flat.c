@@ -1,15 +1,19 @@
 /* bench/bench_linear_flat.c — a CNN head, flatten then linear, on an NHWC and
  * an nChw16c activation: the composition mft_linear(mft_flatten(x, 1, -1))
  * (flatten copies the activation into logical order, and its backward
- * copies the gradient back) against the fused mft_flatten_linear (w's
- * columns gathered into the activation's memory order, no activation copy;
- * Note [Linear over the physical order] in ops/linalg/flatten_linear.c),
- * measured side by side in one run.
+ * copies the gradient back) against the fused mft_flatten_linear (which
+ * copies the smaller of the two: w's columns into the activation's memory
+ * order when O < N, the activation into logical order as an internal
+ * kernel when O >= N; Note [Linear over the physical order] in
+ * ops/linalg/flatten_linear.c), measured side by side in one run.
  *
  * Shapes (F32, bias on):
- *   head     x (64, 32, 7, 7) -> 64 outputs    (K = 1568)
+ *   head     x (64, 32, 7, 7) -> 64 outputs    (K = 1568; O = N)
  *   fashion  x (64, 64, 7, 7) -> 128 outputs   (K = 3136: examples/fashion_mnist's linear1)
  *   big      x (64, 64, 14, 14) -> 256 outputs (K = 12544)
+ *   wide     x (256, 32, 7, 7) -> 10 outputs   (K = 1568; O < N: the weight side)
+ * head, fashion and big have O >= N (the activation side), wide O < N (the
+ * weight side).
  * Cases, per shape and format: "fwd" the forward alone; "step" forward and
  * backward under a tape (x, w, b require grad; mft_backward with a fixed
  * grad_out, the gradients cleared after each call), as a training step
@@ -88,7 +92,7 @@ static void set_threads(int t) { mft_set_num_threads(t); }
 
 static const char *desc_of(int i, void *ctx) { return ((const lcase *)ctx)[i].desc; }
 
-enum { NSHAPES = 3, NFMT = 2, NCASES = NSHAPES * NFMT * 4 };
+enum { NSHAPES = 4, NFMT = 2, NCASES = NSHAPES * NFMT * 4 };
 
 int main(int argc, char **argv) {
     bench_cnn_args args;
@@ -98,7 +102,10 @@ int main(int argc, char **argv) {
         const char *name;
         int64_t N, C, H, W, O;
     } shapes[NSHAPES] = {
-        {"head", 64, 32, 7, 7, 64}, {"fashion", 64, 64, 7, 7, 128}, {"big", 64, 64, 14, 14, 256}};
+        {"head", 64, 32, 7, 7, 64},
+        {"fashion", 64, 64, 7, 7, 128},
+        {"big", 64, 64, 14, 14, 256},
+        {"wide", 256, 32, 7, 7, 10}};
     static const struct {
         const char *name;
         mft_format fmt;

@@ -1,9 +1,11 @@
 /* ops/linalg/flatten_linear.c — mft_flatten_linear(x, w, b), equal to
- * mft_linear(mft_flatten(x, 1, -1), w, b), and its backward, without the
- * flatten's copy for any layout whose images are dense chunks of memory
- * (docs/spec.md §4.2): NCHW, NHWC, nChw16c, nChw8c, packed. Note [Linear over
- * the physical order] says how; the GEMMs are the dispatched matmul
- * (gemm.c), the autograd node "flatten_linear" is at the end of the file. */
+ * mft_linear(mft_flatten(x, 1, -1), w, b), and its backward, without a
+ * conversion for any layout whose images are dense chunks of memory
+ * (docs/spec.md §4.2): NCHW, NHWC, nChw16c, nChw8c, packed. Each call makes
+ * the cheaper of two internal copies — the weight into x's memory order or
+ * x into the logical order — as Note [Linear over the physical order] says;
+ * the GEMMs are the dispatched matmul (gemm.c), the autograd node
+ * "flatten_linear" is at the end of the file. */
 #include <string.h>
 #include "autograd_internal.h"
 #include "linalg_internal.h"
@@ -41,13 +43,36 @@
  *   grad_w = G^T @ X_phys, read back from the rows layout into logical
  *     columns by the same copy kernels (pad columns dropped);
  *   grad_b = the column sums of G, in double, rows in order.
- * The map costs one pass over an image's slots; the gather and the scatter
- * each pass once over W (O·S) where the composition copied the activation
- * (N·K) twice, so the fused op moves fewer bytes when N > O and more when
- * O > N (bench/README.md); reading W through the map inside the GEMM's
- * packing would remove those passes. A map that is the identity (packed
- * NCHW) skips the gather and the scatter, so NCHW runs exactly the GEMM of
- * mft_linear on the flattened view. */
+ * A map that is the identity (packed NCHW) skips the gather and the
+ * scatter, so NCHW runs exactly the GEMM of mft_linear on the flattened
+ * view.
+ *
+ * Which copy a call makes (docs/spec.md §4.2). The path above copies the
+ * weight: the gather reads O·K and writes O·S elements, the scatter of
+ * grad_w the same back. The composition copies the activation instead:
+ * N·S read and N·K written forward, the same back for grad_x. Neither is
+ * free, and which is smaller depends only on O against N, so each call
+ * (forward, and backward again from the same sizes) picks the cheaper one:
+ *   the W side (above) when the map is the identity (no copy at all) or
+ *     O < N;
+ *   the X side otherwise, the tie included (at equal bytes it runs the
+ *     composition's very kernels, which measured faster than the W side):
+ *     x's images copied by the library's copy kernels into a packed NCHW
+ *     scratch X_log (N, K) — the kernel event
+ *     "flatten_linear.gather_x", not a conversion — and mft_linear on it
+ *     with w as it is, the composition's very GEMM. Backward runs
+ *     mft_linear_backward on (G, X_log, w): grad_w = G^T @ X_log with no
+ *     scatter, grad_b its column sums, and grad_x = G @ w (N, K) copied by
+ *     the copy kernels into a fresh zeroed tensor in x's gradient format
+ *     ("flatten_linear.scatter_grad_x"; pad lanes stay zero, the copy
+ *     writes only logical elements).
+ * The X side needs no map: an x packed in its own NHWC / blocked tag is
+ * known dense from its flags and skips the walk (one pass over the S slots
+ * of an image, measurable on a small head). The X side gives the
+ * composition's bits (its copies are exact); a tape
+ * node keeps what its side copied (W_phys or X_log), so a training step
+ * copies once each way. Reading W through the map inside the GEMM's
+ * packing would remove the W side's copies too; it is not done. */
 
 typedef struct fl_map {
     int64_t S;   /* slots per image */
@@ -251,6 +276,61 @@ static mft_tensor *fl_x_phys(const char *fn, const mft_tensor *x, const fl_map *
     return mft__tensor_new(fn, x->storage, x->offset, 2, sz, st, x->dtype);
 }
 
+/* ---------------------------------------------------------------- the X side */
+/* Whether a call with map m, N images and O outputs copies the activation
+ * rather than the weight (Note [Linear over the physical order]: the
+ * cheaper copy; none at all for the identity map). */
+static bool fl_x_side(const fl_map *m, int64_t N, int64_t O) {
+    return !m->identity && O >= N;
+}
+
+/* X_log (N, K) packed: x's values in logical order, copied by the library's
+ * copy kernels (x read as its own layout into a packed NCHW tensor). An
+ * internal copy, the kernel event "flatten_linear.gather_x" of op (the
+ * forward, or the backward gathering again). */
+static mft_tensor *fl_gather_x(const char *fn, const char *op, const mft_tensor *x) {
+    const uint64_t t0 = mft__kernel_begin();
+    mft_tensor *xl = mft__tensor_alloc_unzeroed(fn, x->ndim, x->sizes, x->dtype, MFT_CONTIGUOUS);
+    if (!xl) return NULL;
+    mft__copy_kernel(xl, x);
+    const int64_t K = x->numel / x->sizes[0], sz[2] = {x->sizes[0], K}, st[2] = {K, 1};
+    mft_tensor *x2 = mft__tensor_new(fn, xl->storage, xl->offset, 2, sz, st, x->dtype);
+    const mft_tensor *ins[1] = {x}, *outs[1] = {x2};
+    if (x2)
+        mft__kernel_end(t0, &(mft__kernel_info){op, "flatten_linear.gather_x", MFT_FORMAT_COUNT,
+                                                MFT_FORMAT_COUNT, x->dtype, 1, 1, ins, outs, 0,
+                                                false});
+    mft_tensor_release(xl);
+    return x2;
+}
+
+/* grad_x of the X side from gf (N, K) packed (consumed): a fresh tensor in
+ * x's gradient format (docs/spec.md §5), zeroed so that the pad lanes the
+ * copy kernels do not write stay exactly 0 ("flatten_linear.scatter_grad_x"). */
+static mft_tensor *fl_scatter_grad_x(const char *fn, mft_tensor *gf, const mft_tensor *x) {
+    if (!gf) return NULL;
+    const mft_format fmt = mft__rule_grad_format(x->tag, x->ndim);
+    const uint64_t t0 = mft__kernel_begin();
+    mft_tensor *gx = mft__format_is_blocked(fmt)
+                         ? mft__tensor_alloc(fn, x->ndim, x->sizes, x->dtype, fmt)
+                         : mft__tensor_alloc_unzeroed(fn, x->ndim, x->sizes, x->dtype, fmt);
+    mft_tensor *v = gx ? mft_view(gf, x->ndim, x->sizes) : NULL;
+    if (v) {
+        mft__copy_kernel(gx, v);
+        const mft_tensor *ins[1] = {gf}, *outs[1] = {gx};
+        mft__kernel_end(t0, &(mft__kernel_info){"flatten_linear_backward",
+                                                "flatten_linear.scatter_grad_x", MFT_FORMAT_COUNT,
+                                                MFT_FORMAT_COUNT, x->dtype, 1, 1, ins, outs, 0,
+                                                false});
+    } else {
+        mft_tensor_release(gx);
+        gx = NULL;
+    }
+    mft_tensor_release(v);
+    mft_tensor_release(gf);
+    return gx;
+}
+
 /* ---------------------------------------------------------------- checks */
 static bool fl_check(const char *fn, const mft_tensor *x, const mft_tensor *w,
                      const mft_tensor *b) {
@@ -294,35 +374,59 @@ static bool fl_check(const char *fn, const mft_tensor *x, const mft_tensor *w,
     return true;
 }
 
-/* Whether the fused path may run: a non-empty x, plain w and b, and x's
- * images dense (m built, to be freed by the caller). */
-static mft_status fl_native(const char *fn, const mft_tensor *x, const mft_tensor *w,
-                            const mft_tensor *b, fl_map *m, bool *native) {
-    *native = false;
+/* Which path a call takes (Note [Linear over the physical order]): the
+ * composition unless x is non-empty with plain w and b and dense images,
+ * else the side of the cheaper copy. An x packed in its own NHWC / nChw16c
+ * / nChw8c tag with O >= N is known to take the X side from its flags,
+ * without walking its map (which that side does not use); m is built (to
+ * be freed by the caller) whenever the walk ran. */
+typedef enum { FL_COMPOSED, FL_W_SIDE, FL_X_SIDE } fl_path;
+
+static mft_status fl_pick(const char *fn, const mft_tensor *x, const mft_tensor *w,
+                          const mft_tensor *b, fl_map *m, fl_path *path) {
+    *path = FL_COMPOSED;
     memset(m, 0, sizeof *m);
     if (x->numel == 0 || mft__is_blocked(w) || mft__is_blocked(b)) return MFT_OK;
-    return fl_map_build(fn, x, m, native);
+    const int64_t N = x->sizes[0], O = w->sizes[0];
+    const bool packed_in_tag = (x->tag == MFT_CHANNELS_LAST || x->tag == MFT_NCHW16C ||
+                                x->tag == MFT_NCHW8C) && mft_tensor_is_contiguous(x, x->tag);
+    if (O >= N && packed_in_tag && !mft_tensor_is_contiguous(x, MFT_CONTIGUOUS)) {
+        *path = FL_X_SIDE;
+        return MFT_OK;
+    }
+    bool dense = false;
+    const mft_status st = fl_map_build(fn, x, m, &dense);
+    if (st == MFT_OK && dense) *path = fl_x_side(m, N, O) ? FL_X_SIDE : FL_W_SIDE;
+    return st;
 }
 
 /* ---------------------------------------------------------------- forward */
-/* The forward; *wp_out (when not NULL) receives W_phys of the fused path
- * (an internal reference; NULL on the composition) for the tape node. */
+/* The forward; *saved_out (when not NULL) receives what the chosen side
+ * copied for the tape node: W_phys (W side) or X_log (X side), an internal
+ * reference; NULL on the composition. */
 static mft_tensor *fl_impl(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
-                           mft_tensor **wp_out) {
+                           mft_tensor **saved_out) {
     static const char fn[] = "mft_flatten_linear";
     fl_map m;
-    bool native = false;
-    if (fl_native(fn, x, w, b, &m, &native) != MFT_OK) return NULL;
+    fl_path path;
+    if (fl_pick(fn, x, w, b, &m, &path) != MFT_OK) return NULL;
     mft__scope_suspend();
     mft_tensor *y = NULL;
-    if (native) {
-        mft_tensor *xp = fl_x_phys(fn, x, &m);
-        mft_tensor *wp = xp ? fl_gather_w(fn, w, &m) : NULL;
-        y = wp ? mft_linear(xp, wp, b) : NULL;
+    if (path != FL_COMPOSED) {
+        mft_tensor *xm = NULL, *wm = NULL; /* the GEMM's operands */
+        const bool xside = path == FL_X_SIDE;
+        if (xside) {
+            xm = fl_gather_x(fn, "flatten_linear", x);
+            wm = xm ? mft_tensor_retain((mft_tensor *)w) : NULL;
+        } else {
+            xm = fl_x_phys(fn, x, &m);
+            wm = xm ? fl_gather_w(fn, w, &m) : NULL;
+        }
+        y = wm ? mft_linear(xm, wm, b) : NULL;
         if (y) mft__rule_apply1(y, MFT__RULE_FLATTEN_LINEAR, "flatten_linear", x);
-        mft_tensor_release(xp);
-        if (y && wp_out) *wp_out = mft_tensor_retain(wp);
-        mft_tensor_release(wp);
+        if (y && saved_out) *saved_out = mft_tensor_retain(xside ? xm : wm);
+        mft_tensor_release(xm);
+        mft_tensor_release(wm);
     } else { /* the composition: flatten copies (counted, cause reshape) */
         mft_tensor *f = mft_flatten(x, 1, -1);
         y = f ? mft_linear(f, w, b) : NULL;
@@ -420,7 +524,7 @@ out:
     return res;
 }
 
-/* The composition's backward (x not native): linear_backward on the
+/* The composition's backward (x's images not dense): linear_backward on the
  * flattened x, grad_x reshaped back and converted to x's gradient format
  * (the flatten's copy in reverse, cause reshape). res[i] is filled where
  * want[i]. */
@@ -444,8 +548,8 @@ static bool fl_backward_composed(const mft_tensor *g, const mft_tensor *x, const
     return ok;
 }
 
-/* The fused backward (Note [Linear over the physical order]); wp is the
- * forward's W_phys, or NULL to gather it again. */
+/* The W side's backward (Note [Linear over the physical order]); wp_saved
+ * is the forward's W_phys, or NULL to gather it again. */
 static bool fl_backward_fused(const char *fn, const mft_tensor *g, const mft_tensor *x,
                               const mft_tensor *w, const mft_tensor *wp_saved, const fl_map *m,
                               const bool *want, mft_tensor **res) {
@@ -471,10 +575,40 @@ static bool fl_backward_fused(const char *fn, const mft_tensor *g, const mft_ten
     return ok;
 }
 
-/* mft_flatten_linear_backward, with the forward's W_phys when the tape
- * node kept it (wp, may be NULL). */
+/* The X side's backward (Note [Linear over the physical order]):
+ * mft_linear_backward on (G, X_log, w), grad_x copied into x's gradient
+ * format; xl is the forward's X_log, or NULL to gather it again (only
+ * grad_w needs it). */
+static bool fl_backward_x(const char *fn, const mft_tensor *g, const mft_tensor *x,
+                          const mft_tensor *w, const mft_tensor *xl_saved, const bool *want,
+                          mft_tensor **res) {
+    mft_tensor *xl = xl_saved ? mft_tensor_retain((mft_tensor *)xl_saved) : NULL;
+    if (!xl && want[1]) {
+        xl = fl_gather_x(fn, "flatten_linear_backward", x);
+        if (!xl) return false;
+    }
+    if (!xl) { /* X_log's values are not read for grad_x and grad_b: a header will do */
+        const int64_t K = x->numel / x->sizes[0], sz[2] = {x->sizes[0], K}, st[2] = {K, 1};
+        xl = mft__tensor_new(fn, x->storage, x->offset, 2, sz, st, x->dtype);
+        if (!xl) return false;
+    }
+    mft_tensor *gf = NULL;
+    bool ok = mft_linear_backward(g, xl, w, want[0] ? &gf : NULL, want[1] ? &res[1] : NULL,
+                                  want[2] ? &res[2] : NULL) == MFT_OK;
+    mft_tensor_release(xl);
+    if (ok && want[0]) {
+        res[0] = fl_scatter_grad_x(fn, gf, x);
+        ok = res[0] != NULL;
+    } else {
+        mft_tensor_release(gf);
+    }
+    return ok;
+}
+
+/* mft_flatten_linear_backward, with what the tape node kept of the forward
+ * (saved: W_phys or X_log by the side the sizes pick, may be NULL). */
 static mft_status fl_backward(const mft_tensor *grad_out, const mft_tensor *x,
-                              const mft_tensor *w, const mft_tensor *wp, mft_tensor **grad_x,
+                              const mft_tensor *w, const mft_tensor *saved, mft_tensor **grad_x,
                               mft_tensor **grad_w, mft_tensor **grad_b) {
     static const char fn[] = "mft_flatten_linear_backward";
     char d1[MFT__DIMS_BUF], d2[MFT__DIMS_BUF];
@@ -502,8 +636,8 @@ static mft_status fl_backward(const mft_tensor *grad_out, const mft_tensor *x,
     const bool want[3] = {grad_x != NULL, grad_w != NULL, grad_b != NULL};
     if (!want[0] && !want[1] && !want[2]) return MFT_OK;
     fl_map m;
-    bool native = false;
-    if (fl_native(fn, x, w, NULL, &m, &native) != MFT_OK) return mft_last_error();
+    fl_path path;
+    if (fl_pick(fn, x, w, NULL, &m, &path) != MFT_OK) return mft_last_error();
     mft_tensor *res[3] = {NULL, NULL, NULL};
     mft__scope_suspend();
     mft_tensor *g = (mft_tensor *)grad_out, *gplain = NULL;
@@ -512,9 +646,14 @@ static mft_status fl_backward(const mft_tensor *grad_out, const mft_tensor *x,
         g = gplain = mft_contiguous(grad_out, MFT_CONTIGUOUS);
         mft__cause_pop();
     }
-    if (native && wp && (wp->ndim != 2 || wp->sizes[1] != m.S)) wp = NULL; /* not this map's */
-    bool ok = g && (native ? fl_backward_fused(fn, g, x, w, wp, &m, want, res)
-                           : fl_backward_composed(g, x, w, want, res));
+    const bool xside = path == FL_X_SIDE;
+    const int64_t want_cols = xside ? x->numel / N : m.S, want_rows = xside ? N : O;
+    if (saved && (path == FL_COMPOSED || saved->ndim != 2 || saved->sizes[0] != want_rows ||
+                  saved->sizes[1] != want_cols))
+        saved = NULL; /* not this call's copy: made again */
+    bool ok = g && (path == FL_COMPOSED ? fl_backward_composed(g, x, w, want, res)
+                    : xside             ? fl_backward_x(fn, g, x, w, saved, want, res)
+                                        : fl_backward_fused(fn, g, x, w, saved, &m, want, res));
     mft_tensor_release(gplain);
     mft__scope_resume();
     fl_map_free(&m);
@@ -541,9 +680,10 @@ mft_status mft_flatten_linear_backward(const mft_tensor *grad_out, const mft_ten
 
 /* ---------------------------------------------------------------- autograd
  * Node "flatten_linear": inputs {x, w, b} (b may be NULL), saved {x, w,
- * W_phys} (W_phys NULL on the composition; Note [Tape] in mft/autograd.h).
- * Its backward computes only the gradients whose inputs need grad, reusing
- * the forward's W_phys for grad_x (no second gather); grad_x comes in x's
+ * the forward's copy}: W_phys on the W side, X_log on the X side, NULL on
+ * the composition (Note [Tape] in mft/autograd.h). Its backward computes
+ * only the gradients whose inputs need grad, reusing that copy (W_phys for
+ * grad_x, X_log for grad_w: no second gather); grad_x comes in x's
  * format (docs/spec.md §5), so the engine converts nothing. The forward
  * runs with grad mode off, so the inner linear records nothing. */
 typedef struct fl_ag_params {
@@ -570,16 +710,16 @@ mft_tensor *mft_flatten_linear(const mft_tensor *x, const mft_tensor *w, const m
     const mft_tensor *ins[3] = {x, w, b};
     if (!mft__ag_wants(3, ins)) return fl_impl(x, w, b, NULL);
     const bool grad_was = mft_set_grad_enabled(false);
-    mft_tensor *wp = NULL;
-    mft_tensor *y = fl_impl(x, w, b, &wp);
+    mft_tensor *copy = NULL;
+    mft_tensor *y = fl_impl(x, w, b, &copy);
     mft_set_grad_enabled(grad_was);
     const fl_ag_params p = {b != NULL};
-    const mft_tensor *saved[3] = {x, w, wp};
+    const mft_tensor *saved[3] = {x, w, copy};
     if (y && mft__ag_record(fn, "flatten_linear", fl_node_backward, 3, ins, 1, &y, 3, saved, &p,
                             sizeof p) != MFT_OK) {
         mft__ag_drop_result(y);
         y = NULL;
     }
-    mft_tensor_release(wp);
+    mft_tensor_release(copy);
     return y;
 }

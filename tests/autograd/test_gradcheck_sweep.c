@@ -278,15 +278,18 @@ static int b_linear(mft_format f, mft_tensor **in) { /* x (2,3,5), w (4,5), b (4
     in[2] = vec(4, 64, -1.0, 1.0, true);
     return 3;
 }
+/* flatten_linear copies the activation when O >= N and the weight when
+ * O < N (Note [Linear over the physical order]): the bias sample takes the
+ * first side (O = 5 > N = 2), the no-bias one the second (O = 1). */
 static int b_flatten_linear(mft_format f, mft_tensor **in) { /* x (2,3,4,4), w (5,48), b (5) */
     in[0] = act(4, S4, f, 98);
     in[1] = leaf(grid(2, (const int64_t[]){5, 48}, CT, 99, -1.0, 1.0, 0.5));
     in[2] = vec(5, 100, -1.0, 1.0, true);
     return 3;
 }
-static int b_flatten_linear_nobias(mft_format f, mft_tensor **in) {
+static int b_flatten_linear_nobias(mft_format f, mft_tensor **in) { /* x (2,3,4,4), w (1,48) */
     in[0] = act(4, S4, f, 101);
-    in[1] = leaf(grid(2, (const int64_t[]){5, 48}, CT, 102, -1.0, 1.0, 0.5));
+    in[1] = leaf(grid(2, (const int64_t[]){1, 48}, CT, 102, -1.0, 1.0, 0.5));
     return 2;
 }
 static int b_matmul(mft_format f, mft_tensor **in) { /* (2,3,4) @ (4,5) */

@@ -7,11 +7,17 @@
  *     agree within float rounding (bit for bit for NCHW, whose map is the
  *     identity); grad_x has x's format, blocked pad lanes exactly 0
  *     (mft_tensor_check_padding); no conversion is counted;
+ *   - both internal copies (Note [Linear over the physical order]): the
+ *     profiler shows the weight gathered (W side) when O < N, x gathered
+ *     and grad_x scattered (X side) when O >= N, neither for NCHW (the
+ *     identity map); the X side gives the composition's very bits, for
+ *     C in {1, 3, 17, 33} in NHWC, nChw16c and nChw8c, with the backward
+ *     asked for any one gradient alone as well;
  *   - a weight that is not packed (a transposed view) gives the same;
  *   - 1 and 2 threads give bit-identical results;
  *   - autograd: one "flatten_linear" node, gradients as above, none
- *     converted;
- *   - an inf in grad_out leaves grad_x's pad lanes zero;
+ *     converted, on both sides;
+ *   - an inf in grad_out leaves grad_x's pad lanes zero, on both sides;
  *   - layouts whose images are not dense (a step-2 slice, a batch that is
  *     not outermost) take the composition: same values, the flatten copy
  *     counted as a reshape conversion;
@@ -20,6 +26,7 @@
  *     leaks nothing. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "harness.h"
 #include "test_util.h"
 
@@ -75,6 +82,58 @@ static const fcase g_cases[] = {
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 static const mft_format g_fmts[4] = {CT, CL, B16, B8};
 
+/* Cases for the two internal copies: C in {1, 3, 17, 33}, O >= N (X side,
+ * the tie included) and O < N (W side). */
+static const fcase g_side_cases[] = {
+    {2, 1, 5, 3, 7, true},    {6, 1, 3, 3, 2, false},  {2, 3, 7, 5, 11, false},
+    {7, 3, 5, 5, 4, true},    {3, 17, 3, 5, 8, true},  {8, 17, 5, 3, 5, false},
+    {1, 33, 3, 3, 6, true},   {6, 33, 3, 3, 6, true},  {4, 33, 5, 1, 3, false},
+};
+#define NSIDE ((int)(sizeof g_side_cases / sizeof g_side_cases[0]))
+
+/* Which internal copy a call makes: none (the identity map), the weight's,
+ * or the activation's; FS_MIXED when the profiler saw both or half of one. */
+typedef enum { FS_NONE, FS_W, FS_X, FS_MIXED } fside;
+
+static fside expected_side(mft_format fmt, const fcase *c) {
+    /* NCHW, or NHWC whose C or H·W is 1: slot order is logical order */
+    const bool identity = fmt == CT || (fmt == CL && (c->C == 1 || c->H * c->W == 1));
+    return identity ? FS_NONE : c->O >= c->N ? FS_X : FS_W;
+}
+
+static const char *side_name(fside s) {
+    static const char *names[4] = {"no copy", "W side", "X side", "mixed"};
+    return names[s];
+}
+
+/* The side a forward and a backward (all gradients) took, read off the
+ * profiler's kernel rows. */
+static fside side_taken(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
+                        const mft_tensor *go) {
+    TU_OK_S(mft_profile_begin());
+    mft_tensor *y = mft_flatten_linear(x, w, b), *gx = NULL, *gw = NULL, *gb = NULL;
+    TU_OK_S(mft_flatten_linear_backward(go, x, w, &gx, &gw, b ? &gb : NULL));
+    TU_OK_S(mft_profile_end());
+    const size_t need = mft_profile_table(NULL, 0);
+    char *t = malloc(need + 1);
+    fside side = FS_MIXED;
+    if (t && mft_profile_table(t, need + 1) == need) {
+        const bool gwt = strstr(t, "flatten_linear.gather_weight") != NULL;
+        const bool swg = strstr(t, "flatten_linear.scatter_weight_grad") != NULL;
+        const bool gxt = strstr(t, "flatten_linear.gather_x") != NULL;
+        const bool sgx = strstr(t, "flatten_linear.scatter_grad_x") != NULL;
+        side = !gwt && !swg && !gxt && !sgx ? FS_NONE
+               : gwt && swg && !gxt && !sgx ? FS_W
+               : !gwt && !swg && gxt && sgx ? FS_X
+                                            : FS_MIXED;
+    }
+    free(t);
+    mft_profile_clear();
+    mft_tensor *ts[4] = {y, gx, gw, gb};
+    for (int i = 0; i < 4; i++) mft_tensor_release(ts[i]);
+    return side;
+}
+
 /* Reference: linear of the flattened plain NCHW copy; its backward. */
 static void reference(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                       const mft_tensor *go, mft_tensor **y, mft_tensor **gx, mft_tensor **gw,
@@ -116,8 +175,20 @@ static void run_case(const fcase *c, mft_format fmt, mft_dtype dt, int i) {
     CHECK_MSG(in_format(gw, CT) && close_to(gw, rgw, tol), "case %d %s: grad_w", i, fn);
     if (b)
         CHECK_MSG(same(gb, rgb), "case %d %s: grad_b not the composition's bits", i, fn);
-    if (fmt == CT) /* the identity map: the composition's own GEMMs */
-        CHECK_MSG(same(y, ry) && same(gw, rgw) && same(gx, rgx), "case %d: NCHW not bitwise", i);
+    const fside want = expected_side(fmt, c), got = side_taken(x, w, b, go);
+    CHECK_MSG(got == want, "case %d %s (N %lld, O %lld): took %s, expected %s", i, fn,
+              (long long)c->N, (long long)c->O, side_name(got), side_name(want));
+    if (want != FS_W) /* the identity map, or x copied exactly: the composition's own GEMMs */
+        CHECK_MSG(same(y, ry) && same(gw, rgw) && same(gx, rgx), "case %d %s: %s not bitwise", i,
+                  fn, side_name(want));
+    /* each gradient alone (the backward then reads only what it needs) */
+    mft_tensor *g1[3] = {NULL, NULL, NULL};
+    TU_OK_S(mft_flatten_linear_backward(go, x, w, &g1[0], NULL, NULL));
+    TU_OK_S(mft_flatten_linear_backward(go, x, w, NULL, &g1[1], NULL));
+    if (b) TU_OK_S(mft_flatten_linear_backward(go, x, w, NULL, NULL, &g1[2]));
+    CHECK_MSG(same(g1[0], gx) && same(g1[1], gw) && (!b || same(g1[2], gb)),
+              "case %d %s: a gradient alone differs from the three together", i, fn);
+    for (int k = 0; k < 3; k++) mft_tensor_release(g1[k]);
 
     /* thread-count independent */
     mft_tensor *yt[2] = {NULL, NULL}, *gxt[2] = {NULL, NULL}, *gwt[2] = {NULL, NULL};
@@ -138,6 +209,11 @@ static void run_case(const fcase *c, mft_format fmt, mft_dtype dt, int i) {
 static void test_formats(void) {
     for (int i = 0; i < NCASES; i++)
         for (int f = 0; f < 4; f++) run_case(&g_cases[i], g_fmts[f], MFT_F32, i);
+}
+
+static void test_sides(void) {
+    for (int i = 0; i < NSIDE; i++)
+        for (int f = 0; f < 4; f++) run_case(&g_side_cases[i], g_fmts[f], MFT_F32, 50 + i);
 }
 
 static void test_f64(void) {
@@ -212,60 +288,84 @@ static void test_strided_weight(void) {
         }
 }
 
-/* Autograd: one node named flatten_linear, gradients as the composition's,
- * nothing converted. */
-static void test_autograd(void) {
-    for (int f = 0; f < 4; f++) {
-        const fcase *c = &g_cases[2 + f];
-        const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[2] = {c->O, c->C * c->H * c->W};
-        const int64_t O = c->O;
-        mft_tensor *x0 = mft_randn(4, xs, MFT_F32, CT, 31);
-        mft_tensor *w = mft_randn(2, ws, MFT_F32, CT, 32);
-        mft_tensor *b = mft_randn(1, &O, MFT_F32, CT, 33);
-        mft_tensor *x = mft_to_format(x0, g_fmts[f]);
-        mft_tensor *ts[3] = {x0, w, b};
-        for (int k = 0; k < 3; k++) mft_tensor_set_requires_grad(ts[k], true);
-        mft_tensor_set_requires_grad(x, true);
-        /* reference through the composition on x0 */
-        TU_OK_S(mft_tape_begin());
-        mft_tensor *fl = mft_flatten(x0, 1, -1), *r = mft_linear(fl, w, b);
-        mft_tensor *rs = mft_sum(r, 0, NULL, false);
-        TU_OK_S(mft_backward(rs, NULL));
-        TU_OK_S(mft_tape_end());
-        mft_tensor *rgw = mft_tensor_retain(mft_tensor_grad(w));
-        mft_tensor *rgb = mft_tensor_retain(mft_tensor_grad(b));
-        TU_OK_S(mft_tensor_set_grad(w, NULL));
-        TU_OK_S(mft_tensor_set_grad(b, NULL));
-        TU_OK_S(mft_tape_begin());
-        mft_conversion_counts_reset();
-        mft_tensor *y = mft_flatten_linear(x, w, b);
-        CHECK(mft_tape_size() == 1);
-        mft_tensor *s = mft_sum(y, 0, NULL, false);
-        TU_OK_S(mft_backward(s, NULL));
-        CHECK_MSG(conversions() == 0, "%s: %lld conversions", mft_format_name(g_fmts[f]),
-                  (long long)conversions());
-        TU_OK_S(mft_tape_end());
-        CHECK(in_format(mft_tensor_grad(x), g_fmts[f]));
-        CHECK(close_to(mft_tensor_grad(x), mft_tensor_grad(x0), 1e-5));
-        CHECK(close_to(mft_tensor_grad(w), rgw, 1e-5));
-        CHECK(close_to(mft_tensor_grad(b), rgb, 1e-5));
-        mft_tensor *rel[] = {x0, w, b, x, fl, r, rs, rgw, rgb, y, s};
-        for (size_t k = 0; k < sizeof rel / sizeof rel[0]; k++) mft_tensor_release(rel[k]);
-    }
+/* The verbose log's lines naming a gather of either side. */
+static int g_gathers;
+static void count_gathers(const char *line, void *ctx) {
+    (void)ctx;
+    if (strstr(line, "flatten_linear.gather_weight") || strstr(line, "flatten_linear.gather_x"))
+        g_gathers++;
 }
 
-/* An inf in grad_out: grad_x's pad lanes stay exactly zero. */
+/* Autograd: one node named flatten_linear, gradients as the composition's,
+ * nothing converted, one gather per step, on both sides. */
+static void test_autograd(void) {
+    static const fcase cases[2] = {{6, 17, 3, 5, 4, true}, {2, 33, 3, 3, 9, true}}; /* W, X */
+    for (int f = 0; f < 4; f++)
+        for (int j = 0; j < 2; j++) {
+            const fcase *c = &cases[j];
+            const fside want = expected_side(g_fmts[f], c);
+            const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[2] = {c->O, c->C * c->H * c->W};
+            const int64_t O = c->O;
+            mft_tensor *x0 = mft_randn(4, xs, MFT_F32, CT, 31);
+            mft_tensor *w = mft_randn(2, ws, MFT_F32, CT, 32);
+            mft_tensor *b = mft_randn(1, &O, MFT_F32, CT, 33);
+            mft_tensor *x = mft_to_format(x0, g_fmts[f]);
+            mft_tensor *ts[3] = {x0, w, b};
+            for (int k = 0; k < 3; k++) mft_tensor_set_requires_grad(ts[k], true);
+            mft_tensor_set_requires_grad(x, true);
+            /* reference through the composition on x0 */
+            TU_OK_S(mft_tape_begin());
+            mft_tensor *fl = mft_flatten(x0, 1, -1), *r = mft_linear(fl, w, b);
+            mft_tensor *rs = mft_sum(r, 0, NULL, false);
+            TU_OK_S(mft_backward(rs, NULL));
+            TU_OK_S(mft_tape_end());
+            mft_tensor *rgw = mft_tensor_retain(mft_tensor_grad(w));
+            mft_tensor *rgb = mft_tensor_retain(mft_tensor_grad(b));
+            TU_OK_S(mft_tensor_set_grad(w, NULL));
+            TU_OK_S(mft_tensor_set_grad(b, NULL));
+            TU_OK_S(mft_tape_begin());
+            mft_conversion_counts_reset();
+            g_gathers = 0;
+            mft_set_log_callback(count_gathers, NULL);
+            mft_set_verbose(1);
+            mft_tensor *y = mft_flatten_linear(x, w, b);
+            CHECK(mft_tape_size() == 1);
+            mft_tensor *s = mft_sum(y, 0, NULL, false);
+            TU_OK_S(mft_backward(s, NULL));
+            mft_set_verbose(0);
+            mft_set_log_callback(NULL, NULL);
+            CHECK_MSG(conversions() == 0, "%s %s: %lld conversions", mft_format_name(g_fmts[f]),
+                      side_name(want), (long long)conversions());
+            /* the node kept the forward's copy: the backward does not gather again */
+            CHECK_MSG(g_gathers == (want == FS_NONE ? 0 : 1), "%s %s: %d gathers in a step",
+                      mft_format_name(g_fmts[f]), side_name(want), g_gathers);
+            TU_OK_S(mft_tape_end());
+            CHECK(in_format(mft_tensor_grad(x), g_fmts[f]));
+            CHECK(close_to(mft_tensor_grad(x), mft_tensor_grad(x0), 1e-5));
+            CHECK(close_to(mft_tensor_grad(w), rgw, 1e-5));
+            CHECK(close_to(mft_tensor_grad(b), rgb, 1e-5));
+            mft_tensor *rel[] = {x0, w, b, x, fl, r, rs, rgw, rgb, y, s};
+            for (size_t k = 0; k < sizeof rel / sizeof rel[0]; k++) mft_tensor_release(rel[k]);
+        }
+}
+
+/* An inf in grad_out: grad_x's pad lanes stay exactly zero, on the X side
+ * (O = 4 > N = 2) and the W side (O = 1). */
 static void test_inf_pads(void) {
-    const int64_t xs[4] = {2, 3, 3, 3}, ws[2] = {4, 27}, gs[2] = {2, 4};
-    mft_tensor *x = mft_randn(4, xs, MFT_F32, B16, 41);
-    mft_tensor *w = mft_randn(2, ws, MFT_F32, CT, 42);
-    mft_tensor *go = mft_randn(2, gs, MFT_F32, CT, 43);
-    TU_OK_S(mft_tensor_set(go, (const int64_t[]){1, 2}, INFINITY));
-    mft_tensor *gx = NULL;
-    TU_OK_S(mft_flatten_linear_backward(go, x, w, &gx, NULL, NULL));
-    CHECK(in_format(gx, B16));
-    mft_tensor *ts[] = {x, w, go, gx};
-    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    for (int64_t O = 4; O >= 1; O -= 3)
+        for (int f = 2; f < 4; f++) {
+            const int64_t xs[4] = {2, 3, 3, 3}, ws[2] = {O, 27}, gs[2] = {2, O};
+            mft_tensor *x = mft_randn(4, xs, MFT_F32, g_fmts[f], 41);
+            mft_tensor *w = mft_randn(2, ws, MFT_F32, CT, 42);
+            mft_tensor *go = mft_randn(2, gs, MFT_F32, CT, 43);
+            TU_OK_S(mft_tensor_set(go, (const int64_t[]){1, 0}, INFINITY));
+            mft_tensor *gx = NULL;
+            TU_OK_S(mft_flatten_linear_backward(go, x, w, &gx, NULL, NULL));
+            CHECK_MSG(in_format(gx, g_fmts[f]), "O %lld %s: pad lanes", (long long)O,
+                      mft_format_name(g_fmts[f]));
+            mft_tensor *ts[] = {x, w, go, gx};
+            for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+        }
 }
 
 /* Images that are not dense chunks: the composition, its copy counted. */
@@ -350,6 +450,7 @@ static void test_errors(void) {
 
 int main(void) {
     RUN(test_formats);
+    RUN(test_sides);
     RUN(test_f64);
     RUN(test_ranks);
     RUN(test_narrowed_batch);
