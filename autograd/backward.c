@@ -83,6 +83,10 @@ static mft_tensor *ag_fix_grad(const mft__ag_node *n, int k, mft_tensor *g) {
         g = c;
     }
     mft_format f = ag_target_format(in);
+    /* an MFT_BLOCKED input (a weight in OIhw16i16o) whose op returned a
+     * blocked gradient: the op wrote it in the input's own descriptor
+     * (the native nChw16c conv2d), which the leaf keeps (docs/spec.md §7.9) */
+    if (in->tag == MFT_BLOCKED && g->nblocks) return g;
     if (!mft_tensor_is_contiguous(g, f)) {
         mft__cause_push(MFT_CAUSE_GRADIENT, n->name);
         mft_tensor *c = mft_contiguous(g, f);

@@ -222,6 +222,7 @@ typedef struct wg_job {
 } wg_job;
 
 static inline float wg_w(const mft__wino_geom *g, int64_t k, int64_t c, int a, int b) {
+    if (g->wmap) return g->w[mft__wmap_at(g->wmap, k, c, a, b)];
     return g->w[k * g->ws[0] + c * g->ws[1] + a * g->ws[2] + b * g->ws[3]];
 }
 
@@ -546,8 +547,9 @@ static void wg_bw_reduce(void *ctx, int64_t begin, int64_t end) {
             for (int64_t l = 0; l < nc; l++)
                 for (int a = 0; a < 3; a++)
                     for (int b = 0; b < 3; b++)
-                        j->gw[k * j->gws[0] + (c0 + l) * j->gws[1] + a * j->gws[3] +
-                              b * j->gws[4]] = (float)r[a][b][l];
+                        j->gw[g->wmap ? mft__wmap_at(g->wmap, k, c0 + l, a, b)
+                                      : k * j->gws[0] + (c0 + l) * j->gws[1] + a * j->gws[3] +
+                                            b * j->gws[4]] = (float)r[a][b][l];
         }
 }
 
