@@ -300,16 +300,84 @@ static void fwd_range(void *vctx, int64_t lo, int64_t hi) {
     }
 }
 
-/* y = conv(x, w) + bias on packed nChw16c x and y; false when the scratch
- * allocation failed (mft__kernel_nomem called). */
-static bool b16_forward(const b16g *g, const b16w *w, const float *bias, int64_t bstride,
+/* ---------------------------------------------------------------- padded input
+ * Note [nChw16c padded input]: the pixels whose window crosses the left or
+ * right border run as one-pixel tiles, which load two weight vectors per
+ * two FMAs: on a 7x7 image (padding 1) those 2 pixels of 7 took as long as
+ * the other 5 (perf: tile_1_2_1 30%, tile_5_2_1 28% of 8x512x7x7, 3x3).
+ * Where such pixels are more than 1/16 of a row, x is copied once into a
+ * zero-bordered nChw16c scratch (N, I1, H + 2ph, W + 2pw, 16) and every
+ * pixel runs in full-width tiles: the taps over the border then add 0 * w,
+ * which leaves each sum's value as it was (only the sign of a zero sum may
+ * differ). The copy reads x once and writes it once with its border. */
+static bool b16_pad_pays(const b16g *g) {
+    if (!g->xblk || (g->ph == 0 && g->pw == 0)) return false;
+    int64_t ilo = (g->pw + g->sw - 1) / g->sw;
+    const int64_t last = g->W - 1 + g->pw - (g->KW - 1) * g->dw;
+    int64_t ihi = last < 0 ? 0 : last / g->sw + 1;
+    if (ihi > g->OW) ihi = g->OW;
+    if (ilo > ihi) ilo = ihi;
+    return (g->OW - (ihi - ilo)) * 16 > g->OW;
+}
+
+typedef struct pad_ctx {
+    const b16g *g, *p; /* the geometry of x and of the padded copy */
+    const float *x;
+    float *xp;
+} pad_ctx;
+
+/* items n*I1 + ib: one padded channel-block plane */
+static void pad_range(void *vctx, int64_t lo, int64_t hi) {
+    const pad_ctx *c = vctx;
+    const b16g *g = c->g, *p = c->p;
+    for (int64_t it = lo; it < hi; it++) {
+        const float *src = c->x + (it / g->I1) * g->xN + (it % g->I1) * g->xC1;
+        float *dst = c->xp + it * p->xC1;
+        const size_t row = (size_t)(g->W * 16) * sizeof(float);
+        memset(dst, 0, (size_t)(g->ph * p->xH + g->pw * 16) * sizeof(float));
+        for (int64_t h = 0; h < g->H; h++) {
+            float *d = dst + (h + g->ph) * p->xH + g->pw * 16;
+            memcpy(d, src + h * g->xH, row);
+            /* the right border of this row and the left one of the next */
+            const int64_t gap = h + 1 < g->H ? 2 * g->pw : g->pw + g->ph * p->W;
+            memset(d + g->W * 16, 0, (size_t)(gap * 16) * sizeof(float));
+        }
+    }
+}
+
+/* y = conv(x, w) + bias on nChw16c y (x packed nChw16c or plain); false
+ * when a scratch allocation failed (mft__kernel_nomem called). */
+static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_t bstride,
                         const float *x, float *y) {
+    b16g gp = *g0;
+    const b16g *g = g0;
+    float *xpad = NULL;
+    if (b16_pad_pays(g0)) { /* Note [nChw16c padded input] */
+        gp.H = g0->H + 2 * g0->ph;
+        gp.W = g0->W + 2 * g0->pw;
+        gp.ph = gp.pw = 0;
+        gp.xW = 16;
+        gp.xH = gp.W * 16;
+        gp.xC1 = gp.H * gp.xH;
+        gp.xN = g0->I1 * gp.xC1;
+        const size_t pbytes = (size_t)(g0->N * gp.xN) * sizeof(float);
+        xpad = mft__alloc(pbytes, 64);
+        if (!xpad) {
+            mft__kernel_nomem(pbytes);
+            return false;
+        }
+        pad_ctx pc = {g0, &gp, x, xpad};
+        mft__parallel_for(0, g0->N * g0->I1, 1, pad_range, &pc);
+        x = xpad;
+        g = &gp;
+    }
     const int64_t T = g->KH * g->KW;
     const bool direct = mft__wmap_direct(&w->m);
     const size_t nwt = direct ? 0 : (size_t)(g->O1 * g->I1 * T * 256), nb = (size_t)(g->O1 * 16);
     const size_t bytes = (nwt + nb) * sizeof(float);
     float *wt = mft__alloc(bytes, 64);
     if (!wt) {
+        mft__free(xpad);
         mft__kernel_nomem(bytes);
         return false;
     }
@@ -342,6 +410,7 @@ static bool b16_forward(const b16g *g, const b16w *w, const float *bias, int64_t
     const int64_t items = g->N * c.OG * g->OH;
     mft__parallel_for_dynamic(0, items, cf_chunk(items), fwd_range, &c);
     mft__free(wt);
+    mft__free(xpad);
     return true;
 }
 
@@ -505,14 +574,20 @@ static b16w weight_b16(const mft_tensor *w) {
     return r;
 }
 
+/* Winograd F(4x4, 3x3) is legal for g: 3x3, stride and dilation 1, nChw16c
+ * x; its size test (winograd.c: for nChw16c, Note [Winograd on few tiles])
+ * decides whether it pays. */
+static bool b16_wino_geom_ok(const b16g *g) {
+    return cf_mode() == 0 && g->xblk && g->KH == 3 && g->KW == 3 && g->sh == 1 && g->sw == 1 &&
+           g->dh == 1 && g->dw == 1;
+}
+
 /* Winograd F(4x4, 3x3) (winograd.c) on the nChw16c buffers of the forward
  * convolution g with weight w: true when it applied (and ran, or failed for
  * scratch: mft__kernel_failed); false, nothing written, otherwise. */
 static bool b16_wino(const b16g *g, const b16w *w, const float *bias, int64_t bstride,
                      const float *x, float *y, const char *name) {
-    if (cf_mode() != 0 || !g->xblk || g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 ||
-        g->dh != 1 || g->dw != 1)
-        return false;
+    if (!b16_wino_geom_ok(g)) return false;
     const mft__wino_geom wg = {g->N,  g->H,  g->W,  g->I,      g->O, g->OH, g->OW, g->ph,
                                g->pw, w->w0, {0},   bias,      bstride, true,  &w->m};
     if (!mft__conv_wino_applies(&wg)) return false;
@@ -577,8 +652,7 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
     c.x = B16PTR(x);
     c.gw = B16PTR(gw);
     if (!mft__conv_wmap_of(gw, &c.gm)) memset(&c.gm, 0, sizeof c.gm);
-    if (cf_mode() == 0 && g.xblk && g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 &&
-        g.dh == 1 && g.dw == 1) {
+    if (b16_wino_geom_ok(&g)) {
         const mft__wino_geom wg = {g.N,  g.H, g.W,  g.I, g.O,  g.OH,  g.OW, g.ph,
                                    g.pw, NULL, {0}, NULL, 0,  true, &c.gm};
         const int64_t gws[5] = {0, 0, 0, 0, 0}; /* unused: wg.wmap addresses grad_w */

@@ -60,6 +60,7 @@
 #define WG_NB 32 /* output channels per packed weight block */
 #define WG_L  16 /* channels per vector */
 #define WG_MR 6  /* tiles per micro-kernel call */
+#define WG_MIN_TILES_BLOCKED 64 /* Note [Winograd on few tiles] */
 
 /* ---------------------------------------------------------------- switch */
 static int wg_mode = 0;      /* tests: 0 heuristic, 1 wherever legal, 2 never */
@@ -438,6 +439,14 @@ bool mft__conv_wino_applies(const mft__wino_geom *g) {
     if (!WG_AVX512 || g->C < 16 || g->K < 16) return false;
     /* 4x fewer multiplications, less the outputs computed past the edges */
     const int64_t th = (g->OH + 3) / 4, tw = (g->OW + 3) / 4;
+    /* Note [Winograd on few tiles]: the weight is transformed per call (36 C
+     * K floats written, then read once per block of tiles); with few tiles
+     * that traffic is most of the work. nChw16c against its direct kernel
+     * (one thread, noisy shared machine, 2026-11-28): 8x512x7x7 (32 tiles)
+     * 63 ms against 22-45, 8x256x14x14 (128 tiles) 47 against 51,
+     * 8x128x28x28 (392) 16 against 33. The NHWC path was not measured
+     * here and keeps the size test alone. */
+    if (g->blocked && g->N * th * tw < WG_MIN_TILES_BLOCKED) return false;
     return 2 * g->OH * g->OW >= th * tw * 16;
 }
 
