@@ -306,12 +306,13 @@ static void fwd_range(void *vctx, int64_t lo, int64_t hi) {
  * two FMAs: on a 7x7 image (padding 1) those 2 pixels of 7 took as long as
  * the other 5 (perf: tile_1_2_1 30%, tile_5_2_1 28% of 8x512x7x7, 3x3).
  * Where such pixels are more than 1/16 of a row, x is copied once into a
- * zero-bordered nChw16c scratch (N, I1, H + 2ph, W + 2pw, 16) and every
- * pixel runs in full-width tiles: the taps over the border then add 0 * w,
- * which leaves each sum's value as it was (only the sign of a zero sum may
+ * zero-bordered scratch, nChw16c (N, I1, H + 2ph, W + 2pw, 16) or, for a
+ * plain x (a first layer), NCHW (N, I, H + 2ph, W + 2pw), and every pixel
+ * runs in full-width tiles: the taps over the border then add 0 * w, which
+ * leaves each sum's value as it was (only the sign of a zero sum may
  * differ). The copy reads x once and writes it once with its border. */
 static bool b16_pad_pays(const b16g *g) {
-    if (!g->xblk || (g->ph == 0 && g->pw == 0)) return false;
+    if (g->ph == 0 && g->pw == 0) return false;
     int64_t ilo = (g->pw + g->sw - 1) / g->sw;
     const int64_t last = g->W - 1 + g->pw - (g->KW - 1) * g->dw;
     int64_t ihi = last < 0 ? 0 : last / g->sw + 1;
@@ -325,6 +326,20 @@ typedef struct pad_ctx {
     const float *x;
     float *xp;
 } pad_ctx;
+
+/* items n*I + c: one padded plane of a plain x, at x's strides */
+static void pad_plain_range(void *vctx, int64_t lo, int64_t hi) {
+    const pad_ctx *c = vctx;
+    const b16g *g = c->g, *p = c->p;
+    for (int64_t it = lo; it < hi; it++) {
+        const float *src = c->x + (it / g->I) * g->xN + (it % g->I) * g->xc;
+        float *dst = c->xp + it * p->xc;
+        memset(dst, 0, (size_t)p->xc * sizeof(float));
+        for (int64_t h = 0; h < g->H; h++)
+            for (int64_t w = 0; w < g->W; w++)
+                dst[(h + g->ph) * p->xH + w + g->pw] = src[h * g->xH + w * g->xW];
+    }
+}
 
 /* items n*I1 + ib: one padded channel-block plane */
 static void pad_range(void *vctx, int64_t lo, int64_t hi) {
@@ -356,10 +371,18 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
         gp.H = g0->H + 2 * g0->ph;
         gp.W = g0->W + 2 * g0->pw;
         gp.ph = gp.pw = 0;
-        gp.xW = 16;
-        gp.xH = gp.W * 16;
-        gp.xC1 = gp.H * gp.xH;
-        gp.xN = g0->I1 * gp.xC1;
+        if (g0->xblk) {
+            gp.xW = 16;
+            gp.xH = gp.W * 16;
+            gp.xC1 = gp.H * gp.xH;
+            gp.xN = g0->I1 * gp.xC1;
+        } else {
+            gp.xW = 1;
+            gp.xH = gp.W;
+            gp.xc = gp.H * gp.W;
+            gp.xC1 = 16 * gp.xc;
+            gp.xN = g0->I * gp.xc;
+        }
         const size_t pbytes = (size_t)(g0->N * gp.xN) * sizeof(float);
         xpad = mft__alloc(pbytes, 64);
         if (!xpad) {
@@ -367,7 +390,10 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
             return false;
         }
         pad_ctx pc = {g0, &gp, x, xpad};
-        mft__parallel_for(0, g0->N * g0->I1, 1, pad_range, &pc);
+        if (g0->xblk)
+            mft__parallel_for(0, g0->N * g0->I1, 1, pad_range, &pc);
+        else
+            mft__parallel_for(0, g0->N * g0->I, 1, pad_plain_range, &pc);
         x = xpad;
         g = &gp;
     }
