@@ -75,6 +75,7 @@ typedef struct b16g {
 typedef struct b16w {
     const float *w0;
     mft__conv_wmap m;
+    bool tiles; /* blocked by 16 on O and I: whole 16x16 tiles, pads zero */
 } b16w;
 
 #define B16_NB 14 /* pixels per tile */
@@ -418,7 +419,7 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
         c.wskh = w->m.kh;
         c.wskw = w->m.kw;
     } else {
-        mft__conv_b16_reorder(w->w0, &w->m, g->O, g->I, g->KH, g->KW, wt);
+        mft__conv_b16_reorder(w->w0, &w->m, w->tiles, g->O, g->I, g->KH, g->KW, wt);
         c.wt = wt;
         c.wsI1 = T * 256;
         c.wsO1 = g->I1 * c.wsI1;
@@ -597,6 +598,7 @@ static b16w weight_b16(const mft_tensor *w) {
     b16w r;
     r.w0 = (const float *)(const void *)mft__tensor_ptr(w);
     if (!mft__conv_wmap_of(w, &r.m)) memset(&r.m, 0, sizeof r.m);
+    r.tiles = w->nblocks == 2;
     return r;
 }
 
@@ -663,6 +665,7 @@ void mft__conv_b16_bwd_in(const mft_kernel_args *a) {
     b16w ww;
     ww.w0 = f0.w0 + (f.KH - 1) * f0.m.kh + (f.KW - 1) * f0.m.kw;
     ww.m = (mft__conv_wmap){f0.m.i1, f0.m.i0, f0.m.o1, f0.m.o0, -f0.m.kh, -f0.m.kw};
+    ww.tiles = f0.tiles;
     if (b16_wino(&g, &ww, NULL, 0, B16PTR(gy), B16PTR(gx),
                  "conv2d_backward_input.nchw16c.f32.winograd_f4x3"))
         return;

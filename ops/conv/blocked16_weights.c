@@ -8,7 +8,9 @@
  * next) is read in place by the forward kernel: no reorder, no scratch.
  * Everything else (a plain weight; the transposed, flipped weight
  * backward_input reads) is reordered per call, one read of the weight and
- * one write of O1*I1*KH*KW*256 floats. */
+ * one write of O1*I1*KH*KW*256 floats: the transposed OIhw16i16o weight as
+ * 16x16 tile transposes (its pad lanes are zeros to copy), any other
+ * element by element. */
 #include "conv_internal.h"
 
 bool mft__conv_wmap_of(const mft_tensor *w, mft__conv_wmap *m) {
@@ -41,6 +43,7 @@ typedef struct reorder_ctx {
     const float *w0;
     const mft__conv_wmap *m;
     int64_t O, I, KH, KW, I1;
+    bool tiles; /* whole 16o16i tiles with zero pads: transposed per tile */
     float *dst;
 } reorder_ctx;
 
@@ -51,6 +54,13 @@ static void reorder_range(void *vctx, int64_t lo, int64_t hi) {
     for (int64_t it = lo; it < hi; it++) {
         const int64_t ob = it / c->I1, ib = it % c->I1;
         float *d = c->dst + it * T * 256;
+        if (c->tiles) { /* each source tile [16o][16i] is the transpose of d's */
+            for (int64_t kh = 0; kh < c->KH; kh++)
+                for (int64_t kw = 0; kw < c->KW; kw++)
+                    mft__conv_tr_block(c->w0 + mft__wmap_at(c->m, ob * 16, ib * 16, kh, kw), 16,
+                                       d + (kh * c->KW + kw) * 256, 16, 16, 16);
+            continue;
+        }
         const int64_t no = c->O - ob * 16 < 16 ? c->O - ob * 16 : 16;
         const int64_t ni = c->I - ib * 16 < 16 ? c->I - ib * 16 : 16;
         if (no < 16 || ni < 16) memset(d, 0, (size_t)(T * 256) * sizeof(float));
@@ -65,8 +75,8 @@ static void reorder_range(void *vctx, int64_t lo, int64_t hi) {
     }
 }
 
-void mft__conv_b16_reorder(const float *w0, const mft__conv_wmap *m, int64_t O, int64_t I,
-                           int64_t KH, int64_t KW, float *dst) {
-    reorder_ctx c = {w0, m, O, I, KH, KW, cdiv(I, 16), dst};
+void mft__conv_b16_reorder(const float *w0, const mft__conv_wmap *m, bool tiles, int64_t O,
+                           int64_t I, int64_t KH, int64_t KW, float *dst) {
+    reorder_ctx c = {w0, m, O, I, KH, KW, cdiv(I, 16), tiles && m->o0 == 16 && m->i0 == 1, dst};
     mft__parallel_for(0, cdiv(O, 16) * c.I1, 1, reorder_range, &c);
 }

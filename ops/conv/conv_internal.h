@@ -259,9 +259,11 @@ bool mft__conv_wmap_of(const mft_tensor *w, mft__conv_wmap *m);
  * Ohwi16o are; else the kernel reorders it into OIhw16i16o scratch. */
 static inline bool mft__wmap_direct(const mft__conv_wmap *m) { return m->o0 == 1 && m->i0 == 16; }
 /* Scratch dst (O1, I1, KH, KW, 16i, 16o), zero-padded, of the weight at w0
- * through m: O, I, KH, KW its sizes. In parallel over block pairs. */
-void mft__conv_b16_reorder(const float *w0, const mft__conv_wmap *m, int64_t O, int64_t I,
-                           int64_t KH, int64_t KW, float *dst);
+ * through m: O, I, KH, KW its sizes; tiles: every 16x16 tile of m is
+ * addressable with zero pads (both O and I blocked by 16). In parallel over
+ * block pairs. */
+void mft__conv_b16_reorder(const float *w0, const mft__conv_wmap *m, bool tiles, int64_t O,
+                           int64_t I, int64_t KH, int64_t KW, float *dst);
 
 /* ---------------------------------------------------------------- ops/conv/blocked16.c
  * Native nChw16c F32 conv2d, groups 1 (Note [nChw16c direct convolution]):
