@@ -80,6 +80,8 @@ static const ccase g_cases[] = {
     {3, 3, 16, 10, 10, 7, 7, 2, 3, 1, true},   {1, 33, 1, 6, 5, 2, 3, 1, 0, 1, true},
     {1, 1, 32, 28, 28, 3, 3, 1, 1, 1, true},   {1, 16, 16, 3, 3, 3, 3, 1, 4, 1, true},
     {1, 15, 17, 5, 29, 1, 3, 3, 2, 1, false},  {4, 17, 33, 16, 15, 3, 3, 1, 1, 1, true},
+    {1, 33, 3, 6, 7, 3, 3, 1, 1, 1, false},    {1, 3, 15, 10, 10, 7, 7, 2, 3, 1, true},
+    {3, 33, 1, 9, 9, 1, 1, 1, 0, 1, true},     {2, 32, 40, 8, 8, 3, 3, 1, 1, 1, true},
 };
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 
@@ -271,28 +273,40 @@ static bool in_wtag(const mft_tensor *t, const char *tag) {
            mft_tensor_check_padding(t) == MFT_OK;
 }
 
-static const ccase g_wcases[] = {
-    {1, 1, 16, 9, 11, 3, 3, 1, 1, 1, true},   {3, 3, 5, 7, 6, 3, 3, 1, 1, 1, true},
-    {1, 15, 17, 8, 8, 3, 3, 1, 0, 1, false},  {3, 16, 16, 6, 20, 3, 3, 1, 1, 1, true},
-    {1, 17, 33, 5, 17, 3, 3, 2, 1, 1, true},  {3, 33, 1, 9, 9, 1, 1, 1, 0, 1, true},
-    {1, 33, 3, 6, 7, 3, 3, 1, 1, 1, false},   {1, 1, 32, 28, 28, 3, 3, 1, 1, 1, true},
-    {1, 3, 15, 10, 10, 7, 7, 2, 3, 1, true},  {1, 17, 16, 9, 9, 3, 3, 1, 2, 2, true},
-    {2, 32, 40, 8, 8, 3, 3, 1, 1, 1, true},   {1, 16, 48, 12, 31, 5, 5, 1, 2, 1, true},
-    {4, 17, 33, 16, 15, 3, 3, 1, 1, 1, true}, /* 64 tiles: Winograd */
-};
-#define NWCASES ((int)(sizeof g_wcases / sizeof g_wcases[0]))
+
+/* the tensors of weight case i with the weight in layout g_wtags[t]: x and
+ * w plain (seeds from seed), x in nChw16c, w blocked; the arrays of c */
+typedef struct wcase {
+    const ccase *c;
+    int64_t st[2], pd[2], dl[2];
+    mft_tensor *x, *w, *xb, *wb;
+} wcase;
+
+static wcase wcase_make(int i, int t, uint64_t seed) {
+    const ccase *c = &g_cases[i];
+    const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->KH, c->KW};
+    wcase r = {c, {c->s, c->s}, {c->p, c->p}, {c->d, c->d}, NULL, NULL, NULL, NULL};
+    r.x = mft_randn(4, xs, MFT_F32, CT, seed + (uint64_t)i);
+    r.w = mft_randn(4, ws, MFT_F32, CT, seed + 100 + (uint64_t)i);
+    r.xb = mft_to_format(r.x, B16);
+    r.wb = to_wtag(r.w, g_wtags[t]);
+    return r;
+}
+
+static void wcase_free(wcase *r) {
+    mft_tensor *ts[4] = {r->x, r->w, r->xb, r->wb};
+    for (int k = 0; k < 4; k++) mft_tensor_release(ts[k]);
+}
 
 static void test_blocked_weight_forward(void) {
-    for (int i = 0; i < NWCASES; i++)
+    for (int i = 0; i < NCASES; i++)
         for (int t = 0; t < 2; t++) {
-            const ccase *c = &g_wcases[i];
-            const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->KH, c->KW};
-            const int64_t st[2] = {c->s, c->s}, pd[2] = {c->p, c->p}, dl[2] = {c->d, c->d};
-            mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 700 + i);
-            mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 800 + i);
+            wcase k = wcase_make(i, t, 700);
+            const ccase *c = k.c;
+            const int64_t *st = k.st, *pd = k.pd, *dl = k.dl;
+            mft_tensor *x = k.x, *w = k.w, *xb = k.xb, *wb = k.wb;
             mft_tensor *b = c->bias ? mft_randn(1, &c->O, MFT_F32, CT, 900 + i) : NULL;
-            mft_tensor *xb = mft_to_format(x, B16), *xl = mft_to_format(x, MFT_CHANNELS_LAST);
-            mft_tensor *wb = to_wtag(w, g_wtags[t]);
+            mft_tensor *xl = mft_to_format(x, MFT_CHANNELS_LAST);
             CHECK_MSG(in_wtag(wb, g_wtags[t]), "case %d %s: weight layout", i, g_wtags[t]);
             mft_tensor *ref = mft_conv2d(x, w, b, st, pd, dl, 1);
             mft_tensor *yp = mft_conv2d(xb, w, b, st, pd, dl, 1); /* plain-weight nChw16c */
@@ -315,24 +329,23 @@ static void test_blocked_weight_forward(void) {
             mft_tensor *z2 = mft_conv2d(x, wb, b, st, pd, dl, 1);
             CHECK_MSG(same(y1, y2) && same(y1, y) && same(z1, z2) && same(z1, y0),
                       "case %d %s: thread counts differ", i, g_wtags[t]);
-            mft_tensor *ts[] = {x, w, b, xb, xl, wb, ref, yp, y, y0, yl, y1, z1, y2, z2};
-            for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+            mft_tensor *ts[] = {b, xl, ref, yp, y, y0, yl, y1, z1, y2, z2};
+            for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) mft_tensor_release(ts[j]);
+            wcase_free(&k);
         }
     mft_set_num_threads(0);
 }
 
 static void test_blocked_weight_backward(void) {
-    for (int i = 0; i < NWCASES; i++)
+    for (int i = 0; i < NCASES; i++)
         for (int t = 0; t < 2; t++) {
-            const ccase *c = &g_wcases[i];
-            const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->KH, c->KW};
-            const int64_t st[2] = {c->s, c->s}, pd[2] = {c->p, c->p}, dl[2] = {c->d, c->d};
-            mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 1000 + i);
-            mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 1100 + i);
+            wcase k = wcase_make(i, t, 1000);
+            const ccase *c = k.c;
+            const int64_t *st = k.st, *pd = k.pd, *dl = k.dl;
+            mft_tensor *x = k.x, *w = k.w, *xb = k.xb, *wb = k.wb;
             mft_tensor *y = mft_conv2d(x, w, NULL, st, pd, dl, 1);
             mft_tensor *go = y ? mft_randn(4, mft_tensor_sizes(y), MFT_F32, CT, 1200 + i) : NULL;
-            mft_tensor *xb = mft_to_format(x, B16), *gob = go ? mft_to_format(go, B16) : NULL;
-            mft_tensor *wb = to_wtag(w, g_wtags[t]);
+            mft_tensor *gob = go ? mft_to_format(go, B16) : NULL;
             mft_tensor *gx = NULL, *gw = NULL, *gb = NULL, *px = NULL, *pw = NULL, *pb = NULL;
             mft_tensor *bx = NULL, *bw = NULL, *bb = NULL, *qw = NULL, *qb = NULL;
             TU_OK_S(mft_conv2d_backward(go, x, w, st, pd, dl, 1, &gx, &gw, &gb));
@@ -371,12 +384,12 @@ static void test_blocked_weight_backward(void) {
             TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, &t1[0], &t1[1], &t1[2]));
             mft_set_num_threads(2);
             TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, &t2[0], &t2[1], &t2[2]));
-            for (int k = 0; k < 3; k++)
-                CHECK_MSG(same(t1[k], t2[k]), "case %d %s: threads, grad %d", i, g_wtags[t], k);
-            mft_tensor *ts[] = {x,  w,  y,  go, xb, gob, wb,    gx,    gw,    gb,    px,    pw, pb,
-                                bx, bw, bb, qw, qb, rx,  rw,    t1[0], t1[1], t1[2], t2[0], t2[1],
-                                t2[2]};
-            for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+            for (int j = 0; j < 3; j++)
+                CHECK_MSG(same(t1[j], t2[j]), "case %d %s: threads, grad %d", i, g_wtags[t], j);
+            mft_tensor *ts[] = {y,  go, gob, gx, gw, gb, px,    pw,    pb,    bx,    bw,   bb,
+                                qw, qb, rx,  rw, t1[0], t1[1], t1[2], t2[0], t2[1], t2[2]};
+            for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) mft_tensor_release(ts[j]);
+            wcase_free(&k);
         }
     mft_set_num_threads(0);
 }
