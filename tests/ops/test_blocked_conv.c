@@ -2,6 +2,7 @@
  * Note [nChw16c direct convolution]):
  *   - forward on packed nChw16c x with a plain weight and bias equals the
  *     plain call (within 1e-5 relative) for C in {1, 3, 15, 16, 17, 33, 64},
+ *     with the padded copy of x and without (wide rows),
  *     output channels around the block size, strides, paddings, dilations,
  *     kernel sizes, N in {1, 3}; the result is nChw16c with zero pad lanes
  *     and no conversion is counted;
@@ -82,6 +83,9 @@ static const ccase g_cases[] = {
     {1, 15, 17, 5, 29, 1, 3, 3, 2, 1, false},  {4, 17, 33, 16, 15, 3, 3, 1, 1, 1, true},
     {1, 33, 3, 6, 7, 3, 3, 1, 1, 1, false},    {1, 3, 15, 10, 10, 7, 7, 2, 3, 1, true},
     {3, 33, 1, 9, 9, 1, 1, 1, 0, 1, true},     {2, 32, 40, 8, 8, 3, 3, 1, 1, 1, true},
+    /* wide rows: border pixels at most 1/16 of a row run as one-pixel tiles
+     * without the padded copy (Note [nChw16c padded input]) */
+    {1, 17, 20, 4, 40, 3, 3, 1, 1, 1, true},   {1, 3, 16, 5, 70, 5, 5, 1, 2, 1, false},
 };
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 
