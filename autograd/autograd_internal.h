@@ -39,6 +39,8 @@ typedef struct mft__ag_input {
     int64_t sizes[MFT_MAX_DIMS];
     const char *layout;      /* mft__layout_label at record time; NULL: no tensor passed */
     const char *grad_layout; /* label of the gradient backward delivered, NULL: none */
+    const mft_layout *blocked; /* an MFT_BLOCKED input's packed descriptor (the layout its
+                                  gradient gets, docs/spec.md §7.9); NULL otherwise */
 } mft__ag_input;
 
 /* One output of a node: the gradient accumulated for it during backward. */

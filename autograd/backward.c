@@ -82,11 +82,18 @@ static mft_tensor *ag_fix_grad(const mft__ag_node *n, int k, mft_tensor *g) {
         if (!c) return NULL;
         g = c;
     }
+    if (in->blocked) { /* an MFT_BLOCKED input: its own packed descriptor */
+        mft_layout have;
+        mft__layout_of(g, &have);
+        if (mft_layout_equal(&have, in->blocked)) return g;
+        mft__cause_push(MFT_CAUSE_GRADIENT, n->name);
+        mft_tensor *c = mft__to_layout("mft_backward", g, in->blocked);
+        mft__cause_pop();
+        mft_tensor_release(g);
+        if (c) mft__ag_count_conversion();
+        return c;
+    }
     mft_format f = ag_target_format(in);
-    /* an MFT_BLOCKED input (a weight in OIhw16i16o) whose op returned a
-     * blocked gradient: the op wrote it in the input's own descriptor
-     * (the native nChw16c conv2d), which the leaf keeps (docs/spec.md §7.9) */
-    if (in->tag == MFT_BLOCKED && g->nblocks) return g;
     if (!mft_tensor_is_contiguous(g, f)) {
         mft__cause_push(MFT_CAUSE_GRADIENT, n->name);
         mft_tensor *c = mft_contiguous(g, f);

@@ -337,7 +337,12 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
     size_t off_par = off_ver + ag_align((size_t)nsaved * sizeof(int64_t));
     const char *path = mft_module_path(), *kind = mft_module_kind();
     const size_t path_len = strlen(path), kind_len = strlen(kind);
-    size_t off_path = off_par + ag_align(params_size);
+    /* MFT_BLOCKED inputs keep their descriptor: their gradient gets it */
+    int nblk = 0;
+    for (int k = 0; k < nin; k++)
+        if (inputs[k] && inputs[k]->nblocks && inputs[k]->tag == MFT_BLOCKED) nblk++;
+    size_t off_lay = off_par + ag_align(params_size);
+    size_t off_path = off_lay + ag_align((size_t)nblk * sizeof(mft_layout));
     size_t total = off_path + path_len + 1 + kind_len + 1;
     char *blk = mft__alloc_or_err(fn, total, 16);
     if (!blk) return MFT_ERR_NOMEM;
@@ -359,11 +364,18 @@ mft_status mft__ag_record(const char *fn, const char *name, mft__ag_backward_fn 
     memcpy(blk + off_path + path_len + 1, kind, kind_len + 1);
     n->module = blk + off_path;
     n->module_kind = blk + off_path + path_len + 1;
+    mft_layout *lay = (mft_layout *)(blk + off_lay);
     for (int k = 0; k < nin; k++) {
         const mft_tensor *x = inputs[k];
         mft__ag_input *in = &n->in[k];
         in->node = -1;
         if (!x) continue;
+        if (x->nblocks && x->tag == MFT_BLOCKED) {
+            mft_layout have;
+            mft__layout_of(x, &have);
+            mft__layout_packed_like(&have, lay);
+            in->blocked = lay++;
+        }
         in->layout = mft__layout_label(x);
         in->tag = x->tag;
         in->dtype = x->dtype;

@@ -3,12 +3,16 @@
  * linear) and prints, layer by layer, the tensor's sizes, strides, format tag
  * with its origin, the kernel that ran and the conversions by cause; then
  * asks the library why the flatten input has its format (the provenance
- * chain), runs the backward, and checks a reorder budget. Three runs:
+ * chain), runs the backward, and checks a reorder budget. Flatten and the
+ * first linear run as one mft_flatten_linear, as the model's sequential runs
+ * them (Note [Sequential peepholes] in nn/compose.c): no copy at flatten in
+ * any format. Runs:
  *   nchw   the model and the input in NCHW (PyTorch's default);
  *   nhwc   model.to(channels_last) and an NHWC input: no hidden copy;
  *   mixed  channels-last weights, an NCHW RGB-like input (C = 3): the copies
  *          this costs, the ops they are attributed to, and the budget
- *          catching them.
+ *          catching them;
+ *   nchw16c  blocked activations (oneDNN's nChw16c) and plain weights.
  * docs/tutorial.md quotes this program's output. Random data: formats and
  * copies do not depend on the values.
  *
@@ -20,7 +24,7 @@
 #include <string.h>
 #include <mft/mft.h>
 
-enum { NLAYERS = 10, BATCH = 64 };
+enum { NLAYERS = 10, BATCH = 64, FLATTEN = 6 };
 
 typedef struct tour {
     const char *name;
@@ -63,6 +67,18 @@ static void conv_summary(char *buf, size_t n) {
     mft_conversion_counts_reset();
 }
 
+/* Runs layer i of l on h, or layers FLATTEN and FLATTEN + 1 (flatten, then
+ * linear) as one mft_flatten_linear with the linear layer's parameters, as
+ * the model's sequential does; *used is the number of layers run. */
+static mft_tensor *tour_layer(mft_module *const *l, int i, mft_tensor *h, int *used) {
+    *used = 1;
+    if (i != FLATTEN) return mft_module_forward(l[i], h);
+    mft_tensor *wb[2] = {NULL, NULL};
+    if (mft_module_parameters(l[FLATTEN + 1], wb, NULL, 2) != 2) return NULL;
+    *used = 2;
+    return mft_flatten_linear(h, wb[0], wb[1]);
+}
+
 /* One silent training step (no update), so the step shown runs on warm
  * memory like every later step of a training loop. It runs the layers one
  * by one and keeps every output until the end, as the step shown does: the
@@ -72,7 +88,7 @@ static void warm_up(mft_module *const *l, int n, mft_module *model, mft_tensor *
     mft_scope_begin();
     mft_tape_begin();
     mft_tensor *h = x;
-    for (int i = 0; i < n && h; i++) h = mft_module_forward(l[i], h);
+    for (int i = 0, used = 1; i < n && h; i += used) h = tour_layer(l, i, h, &used);
     mft_tensor *loss = h ? mft_cross_entropy(h, y, NULL, -100, 0.0, MFT_REDUCTION_MEAN) : NULL;
     if (loss) mft_backward(loss, NULL);
     mft_tape_end();
@@ -92,7 +108,7 @@ static int run(const tour *t, bool profile, const char *trace) {
     char first[32];
     snprintf(first, sizeof first, "conv2d %lld->32", (long long)t->c_in);
     const char *const names[NLAYERS] = {first,  "relu",          "max_pool2d", "conv2d 32->64",
-                                        "relu", "max_pool2d",    "flatten",    "linear 3136->128",
+                                        "relu", "max_pool2d",    "flatten + linear", "",
                                         "relu", "linear 128->10"};
     /* The model: mft_nn_fashion_cnn (mft/nn.h) with this tour's input
      * channels and seed 0 (the layers get seeds 1..4), made in the tour's
@@ -127,16 +143,14 @@ static int run(const tour *t, bool profile, const char *trace) {
     printf("%-17s %-15s %-18s %-13s %-12s %-40s %s\n", "input", sz, st, short_fmt(x),
            mft_origin_name(mft_tensor_format_origin(x)), "", "-");
     mft_tensor *h = x, *flat_in = NULL;
-    for (int i = 0; i < NLAYERS && h; i++) {
+    for (int i = 0, used = 1; i < NLAYERS && h; i += used) {
         const mft_dispatch_info before = *mft_dispatch_last();
-        if (i == 6) flat_in = h;
-        h = MFT_AT(mft_module_forward(l[i], h));
+        if (i == FLATTEN) flat_in = h;
+        h = MFT_AT(tour_layer(l, i, h, &used));
         if (!h) break;
         const mft_dispatch_info *d = mft_dispatch_last();
         bool dispatched = d->seq != before.seq;
-        const char *kernel = dispatched ? d->kernel
-                             : i == 6   ? "(view or reshape copy)"
-                                        : "(elementwise engine)";
+        const char *kernel = dispatched ? d->kernel : "(elementwise engine)";
         conv_summary(cv, sizeof cv);
         dims(sz, sizeof sz, mft_tensor_ndim(h), mft_tensor_sizes(h));
         strides_of(st, sizeof st, h);

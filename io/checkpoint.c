@@ -297,18 +297,26 @@ mft_status mft_save_tensors(const char *path, int n, const char *const *names,
                         : (unsigned char)(t->ndim >= 3 && t->ndim <= 5 && t->tag == MFT_CHANNELS_LAST);
         eh[k++] = (unsigned char)t->ndim;
         eh[k++] = 0;
+        /* codes 2 / 3: the packed descriptor's outer strides exactly (a view's
+         * dims of outer extent 1 may carry any stride; the file does not) */
+        mft_layout l;
+        const int64_t *strides = t->strides;
+        if (bcode) {
+            if (mft__layout_for_format(fn, t->ndim, t->sizes, t->tag, &l) != MFT_OK) {
+                mft_tensor_release(packed);
+                st = mft__relabel_error(fn);
+                break;
+            }
+            strides = l.strides;
+        }
         for (int d = 0; d < t->ndim; d++, k += 8) ck_put_u64(eh + k, (uint64_t)t->sizes[d]);
-        for (int d = 0; d < t->ndim; d++, k += 8) ck_put_u64(eh + k, (uint64_t)t->strides[d]);
+        for (int d = 0; d < t->ndim; d++, k += 8) ck_put_u64(eh + k, (uint64_t)strides[d]);
         ck_put_u64(eh + k, 0); /* storage offset */
         k += 8;
         /* a dense view covers exactly numel slots starting at its first
          * element; a packed blocked one its layout's storage, pads included */
         int64_t slots = t->numel;
-        if (bcode) {
-            mft_layout l;
-            mft__layout_of(t, &l);
-            mft_layout_storage_numel(&l, &slots);
-        }
+        if (bcode) mft_layout_storage_numel(&l, &slots);
         ck_put_u64(eh + k, (uint64_t)slots * es);
         k += 8;
         ck_write(&w, eh, k);
@@ -541,18 +549,15 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
         mft__fmt_dims(b2, sizeof b2, e->ndim, e->strides);
         /* the rule every header obeys (Note [Geometry bound]), empty or not;
          * a blocked entry's strides are the outer strides of its packed
-         * descriptor, nothing else */
+         * descriptor on every dim (those of outer extent 1 too: what the
+         * writer writes, so a loaded file re-saves identical) */
         if (!bad && e->blocked) {
             int64_t need = 0;
             bad = mft__check_geometry(fn, e->ndim, e->sizes, NULL, e->dtype) != MFT_OK ||
                   mft__layout_for_format(fn, e->ndim, e->sizes, e->tag, &e->layout) != MFT_OK ||
                   mft_layout_storage_numel(&e->layout, &need) != MFT_OK ||
                   (uint64_t)need > (uint64_t)MFT__MAX_BYTES / mft__elem_size(e->dtype);
-            for (int d = 0; !bad && d < e->ndim; d++) {
-                const int64_t ext = d == 1 ? e->layout.padded[1] / e->layout.block_size[0]
-                                           : e->layout.padded[d];
-                bad = ext > 1 && e->strides[d] != e->layout.strides[d];
-            }
+            for (int d = 0; !bad && d < e->ndim; d++) bad = e->strides[d] != e->layout.strides[d];
             if (bad) {
                 char s1[MFT__DIMS_BUF], s2[MFT__DIMS_BUF];
                 snprintf(msg, sizeof msg, "sizes %s / strides %s are not a packed %s layout",

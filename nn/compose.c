@@ -356,26 +356,62 @@ mft_tensor *mft__nn_run_child(mft_module *c, const mft_tensor *x) {
     return y;
 }
 
-/* ------------------------------------------------------------------ forward */
-/* Children in order; a relu child directly followed by a max_pool2d child
- * runs as one mft_relu_max_pool2d unless fusion is off: on the module path
- * it is the relu's name with the kind "ReLU+MaxPool2d(2x2)". */
+/* ------------------------------------------------------------------ forward
+ * Note [Sequential peepholes]
+ * Unless fusion is off (mft_module_set_fusion), a sequential runs two
+ * adjacent children as one op where one op computes exactly their
+ * composition:
+ *   - ReLU then MaxPool2d: mft_relu_max_pool2d (one pass; the relu-sized
+ *     intermediate is never written; equal values and gradients);
+ *   - Flatten over every dim after N (start 1, end the last dim for the
+ *     input's rank) then Linear: mft_flatten_linear, which reads an NHWC or
+ *     blocked (nChw16c, nChw8c) activation in its own memory order instead
+ *     of copying it into the flattened order (docs/spec.md §4.2): the copy
+ *     and its reverse in the backward (two conversions of cause reshape per
+ *     training step) disappear. Values equal within float rounding (the sum
+ *     runs in the memory order; bit for bit for NCHW).
+ * On the module path the pair is the first child's name with the kind
+ * "ReLU+MaxPool2d(2x2)" / "Flatten(1, 3)+Linear(3136, 128)", and the tape
+ * holds one node, named by the op. */
+static bool nn_flatten_linear_pair(const mft_module *c, const mft_module *nxt,
+                                   const mft_tensor *x) {
+    if (c->kind != MFT__NN_FLATTEN || !nxt || nxt->kind != MFT__NN_LINEAR) return false;
+    const int r = mft_tensor_ndim(x);
+    const int s = c->start_dim < 0 ? c->start_dim + r : c->start_dim;
+    const int e = c->end_dim < 0 ? c->end_dim + r : c->end_dim;
+    return r >= 2 && s == 1 && e == r - 1;
+}
+
+static bool nn_fusable_pair(const mft_module *c, const mft_module *nxt, const mft_tensor *x) {
+    return (c->kind == MFT__NN_RELU && nxt && nxt->kind == MFT__NN_MAX_POOL2D) ||
+           nn_flatten_linear_pair(c, nxt, x);
+}
+
+/* Runs the pair c, nxt as one op on the module path (Note [Sequential
+ * peepholes]). */
+static mft_tensor *nn_run_pair(mft_module *c, mft_module *nxt, const mft_tensor *x) {
+    char kind[2 * MFT__NN_LABEL_LEN];
+    snprintf(kind, sizeof kind, "%s+%s", c->label, nxt->label);
+    const bool pushed = nn_push(c->name, kind);
+    mft_tensor *y = c->kind == MFT__NN_RELU
+                        ? mft_relu_max_pool2d(x, nxt->kernel, nxt->stride, NULL, NULL, false)
+                        : mft_flatten_linear(x, nxt->param[0], nxt->param[1]);
+    if (!y) nn_label(c->name, kind, pushed);
+    mft_module_path_pop();
+    return y;
+}
+
+/* Children in order, adjacent pairs fused (Note [Sequential peepholes]). */
 static mft_tensor *sequential_forward(mft_module *l, const mft_tensor *x) {
     if (l->n == 0) return mft_tensor_retain((mft_tensor *)x);
     mft_tensor *cur = NULL;
     for (int i = 0; i < l->n; i++) {
         const mft_tensor *in = i == 0 ? x : cur;
         mft_module *c = l->child[i];
-        const mft_module *nxt = i + 1 < l->n ? l->child[i + 1] : NULL;
+        mft_module *nxt = i + 1 < l->n ? l->child[i + 1] : NULL;
         mft_tensor *nx;
-        if (!l->no_fuse && c->kind == MFT__NN_RELU && nxt && nxt->kind == MFT__NN_MAX_POOL2D) {
-            /* relu -> max_pool2d: one pass, same values and gradients */
-            char kind[2 * MFT__NN_LABEL_LEN];
-            snprintf(kind, sizeof kind, "%s+%s", c->label, nxt->label);
-            const bool pushed = nn_push(c->name, kind);
-            nx = mft_relu_max_pool2d(in, nxt->kernel, nxt->stride, NULL, NULL, false);
-            if (!nx) nn_label(c->name, kind, pushed);
-            mft_module_path_pop();
+        if (!l->no_fuse && nn_fusable_pair(c, nxt, in)) {
+            nx = nn_run_pair(c, nxt, in);
             i++;
         } else {
             nx = mft__nn_run_child(c, in);

@@ -131,7 +131,7 @@ mft_tensor *mft__tensor_new_layout(const char *fn, mft_storage *s, int64_t offse
         t->block_dim[k] = l->block_dim[k];
         t->block_size[k] = l->block_size[k];
     }
-    t->flags = MFT__F_BLOCKED;
+    mft__tensor_refresh(t); /* MFT__F_BLOCKED and the packed flag */
     t->tag = mft__layout_format(l);
     t->origin = MFT_INFERRED;
     return mft__tensor_publish(fn, t);

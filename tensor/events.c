@@ -8,6 +8,7 @@
  * records. Counters, rings, sites and the budget are per thread: conversions
  * are started by the thread that called the op. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,48 @@ void mft__cause_pop(void) {
     if (tl_ncause > 0) tl_ncause--;
 }
 
-/* ---------------------------------------------------------------- layout labels */
+/* ---------------------------------------------------------------- layout labels
+ * Labels are static strings (events and tape nodes keep the pointer). A
+ * descriptor without a tag is labelled by its oneDNN letters ("OIhw16i16o",
+ * "aBcd4b"), interned once into a table that lives as long as the process;
+ * past LABELS_MAX distinct ones, or with no oneDNN name, "blocked". */
+#define LABELS_MAX 64
+#define LABEL_LEN 40
+static char g_labels[LABELS_MAX][LABEL_LEN];
+static int g_nlabels;
+static atomic_flag g_labels_lock = ATOMIC_FLAG_INIT;
+
+static const char *layout_label_intern(const mft_tensor *t) {
+    char buf[LABEL_LEN];
+    mft_layout l;
+    mft__layout_of(t, &l);
+    /* a layout without a oneDNN name sets an error: the caller's stays */
+    const mft_status had = mft_last_error();
+    char had_msg[MFT__ERRBUF];
+    snprintf(had_msg, sizeof had_msg, "%s", mft_last_error_message());
+    const int len = mft_layout_to_onednn(&l, buf, sizeof buf);
+    if (len <= 0 || len >= LABEL_LEN) {
+        if (had == MFT_OK)
+            mft_clear_error();
+        else
+            mft__set_error(had, "%s", had_msg);
+        return "blocked";
+    }
+    const char *r = "blocked";
+    while (atomic_flag_test_and_set_explicit(&g_labels_lock, memory_order_acquire)) {
+    }
+    int i = 0;
+    while (i < g_nlabels && strcmp(g_labels[i], buf)) i++;
+    if (i < g_nlabels) {
+        r = g_labels[i];
+    } else if (g_nlabels < LABELS_MAX) {
+        memcpy(g_labels[g_nlabels], buf, (size_t)len + 1);
+        r = g_labels[g_nlabels++];
+    }
+    atomic_flag_clear_explicit(&g_labels_lock, memory_order_release);
+    return r;
+}
+
 const char *mft__layout_label(const mft_tensor *t) {
     if (!t) return "-";
     if (t->nblocks) { /* oneDNN's names for the tags (docs/spec.md §7) */
@@ -97,7 +139,7 @@ const char *mft__layout_label(const mft_tensor *t) {
         static const char *const c8[6] = {"", "", "", "nCw8c", "nChw8c", "nCdhw8c"};
         if (t->tag == MFT_NCHW16C) return c16[t->ndim];
         if (t->tag == MFT_NCHW8C) return c8[t->ndim];
-        return "blocked";
+        return layout_label_intern(t);
     }
     bool cf = mft_tensor_is_contiguous(t, MFT_CONTIGUOUS);
     if (t->ndim >= 3 && t->ndim <= 5) {

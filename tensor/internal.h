@@ -26,6 +26,8 @@ void mft__null_arg(const char *fn, const char *what);
 char *mft__fmt_dims(char *buf, size_t len, int n, const int64_t *v);
 char *mft__fmt_ints(char *buf, size_t len, int n, const int *v);
 #define MFT__DIMS_BUF 160
+/* Bytes of the per-thread error message (tensor/status.c), terminator included. */
+#define MFT__ERRBUF 512
 
 /* ------------------------------------------------------------------ memory */
 void *mft__alloc(size_t size, size_t align); /* through the allocator hook */
@@ -71,6 +73,8 @@ enum {
     MFT__F_FITS_CONTIG = 1u << 4,   /* dim order fits CONTIGUOUS */
     MFT__F_FITS_CL = 1u << 5,       /* dim order fits CHANNELS_LAST */
     MFT__F_BLOCKED = 1u << 6,       /* nblocks > 0: strides[] are outer strides */
+    MFT__F_BLK_PACKED = 1u << 7,    /* blocked, one block of 8 / 16 on C, outer strides
+                                       packed N, C1, [D,] H, W: is_contiguous(NCHW8C/16C) */
 };
 
 struct mft_tensor {

@@ -145,9 +145,28 @@ void mft__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *str
     }
 }
 
+/* Whether a blocked header's outer strides are the packed ones of its
+ * one-block-on-C layout (nChw8c / nChw16c family) on every dim whose outer
+ * extent is above 1: the cached answer of is_contiguous(NCHW8C / NCHW16C). */
+static bool layout_blk_packed(const mft_tensor *t) {
+    if (t->ndim < 3 || t->ndim > 5 || t->nblocks != 1 || t->block_dim[0] != 1 ||
+        (t->block_size[0] != 8 && t->block_size[0] != 16))
+        return false;
+    mft_layout l;
+    if (mft_layout_for_tag(t->ndim, t->sizes,
+                           t->block_size[0] == 8 ? MFT_LAYOUT_NCHW8C : MFT_LAYOUT_NCHW16C,
+                           &l) != MFT_OK)
+        return false;
+    for (int d = 0; d < t->ndim; d++) {
+        const int64_t outer = d == 1 ? l.padded[1] / l.block_size[0] : l.padded[d];
+        if (outer > 1 && t->strides[d] != l.strides[d]) return false;
+    }
+    return true;
+}
+
 void mft__tensor_refresh(mft_tensor *t) {
     if (t->nblocks) { /* Note [Blocked tensors]: no plain-layout flag */
-        t->flags = MFT__F_BLOCKED;
+        t->flags = MFT__F_BLOCKED | (layout_blk_packed(t) ? MFT__F_BLK_PACKED : 0u);
         return;
     }
     unsigned f = 0;
@@ -197,19 +216,9 @@ bool mft_tensor_is_contiguous(const mft_tensor *t, mft_format fmt) {
     if (!t) return false;
     if (fmt == MFT_CONTIGUOUS) return t->flags & MFT__F_CONTIG;
     if (fmt == MFT_CHANNELS_LAST) return t->flags & MFT__F_CL_CONTIG;
-    if ((fmt == MFT_NCHW8C || fmt == MFT_NCHW16C) && t->nblocks && t->tag == fmt) {
-        /* packed: the tag's strides on every dim with an outer extent above 1 */
-        mft_layout l;
-        if (mft_layout_for_tag(t->ndim, t->sizes,
-                               fmt == MFT_NCHW8C ? MFT_LAYOUT_NCHW8C : MFT_LAYOUT_NCHW16C,
-                               &l) != MFT_OK)
-            return false;
-        for (int d = 0; d < t->ndim; d++) {
-            const int64_t outer = d == 1 ? l.padded[1] / l.block_size[0] : l.padded[d];
-            if (outer > 1 && t->strides[d] != l.strides[d]) return false;
-        }
-        return true;
-    }
+    /* packed nChw8c / nChw16c: the flag mft__tensor_refresh cached */
+    if (fmt == MFT_NCHW8C || fmt == MFT_NCHW16C)
+        return t->nblocks && t->tag == fmt && (t->flags & MFT__F_BLK_PACKED);
     return false;
 }
 bool mft_tensor_is_dense(const mft_tensor *t) { return t && (t->flags & MFT__F_DENSE); }

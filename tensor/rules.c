@@ -179,7 +179,8 @@ mft__decision mft__rule_decide(mft__rule_id rule, const char *op, int n,
 mft_format mft__rule_grad_format(mft_format input_tag, int ndim) {
     if (!rules_rank_has_cl(ndim)) return MFT_CONTIGUOUS;
     /* a gradient takes its input's packed layout; a BLOCKED input (a
-     * descriptor without a tag) gets CONTIGUOUS (docs/spec.md §7) */
+     * descriptor without a tag) answers CONTIGUOUS here, and the tape keeps
+     * its descriptor to convert to instead (autograd/backward.c, docs/spec.md §7.9) */
     return input_tag == MFT_CHANNELS_LAST || input_tag == MFT_NCHW8C || input_tag == MFT_NCHW16C
                ? input_tag
                : MFT_CONTIGUOUS;

@@ -4,7 +4,6 @@
 #include <string.h>
 #include "internal.h"
 
-#define MFT__ERRBUF 512
 static _Thread_local mft_status tl_status = MFT_OK;
 static _Thread_local char tl_message[MFT__ERRBUF];
 

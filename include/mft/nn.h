@@ -191,8 +191,13 @@ MFT_API mft_tensor *mft_module_forward(mft_module *l, const mft_tensor *x);
  * directly followed by a max_pool2d layer as one mft_relu_max_pool2d
  * (mft/pool.h): equal values and gradients, one tape node
  * "relu_max_pool2d" instead of two, and the relu-sized intermediate is never
- * written (on the module path: the relu's name, kind "ReLU+MaxPool2d(2x2)").
- * Off: every layer runs its own op (to see or time them apart). */
+ * written (on the module path: the relu's name, kind "ReLU+MaxPool2d(2x2)");
+ * and a flatten layer over every dim after N directly followed by a linear
+ * layer as one mft_flatten_linear (mft/linalg.h): one tape node
+ * "flatten_linear", and an NHWC or nChw16c / nChw8c activation is not
+ * copied into the flattened order (values equal within float rounding; kind
+ * "Flatten(1, 3)+Linear(3136, 128)"). Off: every layer runs its own op (to
+ * see or time them apart). */
 MFT_API void mft_module_set_fusion(mft_module *l, bool on);
 MFT_API bool mft_module_fusion(const mft_module *l);
 /* Training (default) or eval mode, recursively (batch_norm, dropout, and

@@ -146,6 +146,7 @@
     X(A, STACK, stack, shape, NONE, -1, 1, CAT, DIFF, DIRECT) \
     X(A, LINEAR, linear, linalg, NONE, 3, 1, LINALG, DIFF, DIRECT) \
     X(A, MATMUL, matmul, linalg, NONE, 2, 1, LINALG, DIFF, DISPATCHED) \
+    X(A, FLATTEN_LINEAR, flatten_linear, linalg, NONE, 3, 1, FLATTEN_LINEAR, DIFF, DIRECT) \
     X(A, CROSS_ENTROPY, cross_entropy, loss, NONE, 3, 1, LOSS, DIFF, DIRECT) \
     X(A, NLL_LOSS, nll_loss, loss, NONE, 3, 1, LOSS, DIFF, DIRECT) \
     X(A, MSE_LOSS, mse_loss, loss, NONE, 2, 1, LOSS, DIFF, DIRECT) \
@@ -210,6 +211,7 @@
     X(A, STACK_BACKWARD, stack_backward, shape, NONE, 1, -1, BACKWARD, BACKWARD, DIRECT) \
     X(A, MATMUL_BACKWARD, matmul_backward, linalg, NONE, 3, 2, BACKWARD, BACKWARD, DIRECT) \
     X(A, LINEAR_BACKWARD, linear_backward, linalg, NONE, 3, 3, BACKWARD, BACKWARD, DIRECT) \
+    X(A, FLATTEN_LINEAR_BACKWARD, flatten_linear_backward, linalg, NONE, 3, 3, BACKWARD, BACKWARD, DIRECT) \
     X(A, CROSS_ENTROPY_BACKWARD, cross_entropy_backward, loss, NONE, 3, 1, BACKWARD, BACKWARD, DIRECT) \
     X(A, NLL_LOSS_BACKWARD, nll_loss_backward, loss, NONE, 3, 1, BACKWARD, BACKWARD, DIRECT) \
     X(A, MSE_LOSS_BACKWARD, mse_loss_backward, loss, NONE, 3, 1, BACKWARD, BACKWARD, DIRECT) \

@@ -5,8 +5,10 @@
  * test hooks.
  *
  * The files: matmul.c holds the entry points mft_matmul and mft_linear, their
- * backward and their autograd nodes; gemm.c the packed (blocked) kernels and
- * the kernel table; reference.c the reference kernels and the bookkeeping. */
+ * backward and their autograd nodes; flatten_linear.c mft_flatten_linear
+ * (linear over a flattened activation in its memory order) and its backward;
+ * gemm.c the packed (blocked) kernels and the kernel table; reference.c the
+ * reference kernels and the bookkeeping. */
 #ifndef MFT_OPS_LINALG_INTERNAL_H
 #define MFT_OPS_LINALG_INTERNAL_H
 
@@ -24,6 +26,11 @@ typedef struct gemm_shape {
 } gemm_shape;
 
 void mft__gemm_shape_init(const mft_kernel_args *a, gemm_shape *g);
+
+/* ---------------------------------------------------------------- ops/linalg/matmul.c */
+/* Hands an internal result res (consumed) to the caller, registered in the
+ * user's scope; NULL res relabels the thread's error with fn. */
+mft_tensor *mft__linalg_hand_over(const char *fn, mft_tensor *res);
 /* Element offsets of matrix bi of the batch in A and B (C is packed: bi*M*N). */
 void mft__gemm_batch_offsets(const gemm_shape *g, int64_t bi, int64_t *ao, int64_t *bo);
 

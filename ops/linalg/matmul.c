@@ -33,7 +33,7 @@
  * tape (the autograd section, before the backward functions). */
 #include <string.h>
 #include "autograd_internal.h"
-#include "ops_internal.h"
+#include "linalg_internal.h"
 #include "blocked_outputs.h"
 
 /* Note [Kernel tables]: the built-in kernels this family dispatches to. */
@@ -99,8 +99,9 @@ static mft_tensor *gemm_dispatch(const char *fn, const mft_tensor *A, const mft_
     return c;
 }
 
-/* Hands an internal result to the caller (registered in the user's scope). */
-static mft_tensor *matmul_finish(const char *fn, mft_tensor *res) {
+/* Hands an internal result to the caller (registered in the user's scope);
+ * NULL relabels the error with fn. Shared by the family (linalg_internal.h). */
+mft_tensor *mft__linalg_hand_over(const char *fn, mft_tensor *res) {
     if (!res) {
         mft__relabel_error(fn);
         return NULL;
@@ -169,11 +170,11 @@ static mft_tensor *matmul_impl(const mft_tensor *a, const mft_tensor *b) {
             mft_tensor_release(av);
             mft_tensor_release(bv);
             mft_tensor_release(c);
-            return matmul_finish(fn, res);
+            return mft__linalg_hand_over(fn, res);
         }
         if (mft_last_error() != MFT_ERR_NOT_VIEWABLE) {
             mft__scope_resume();
-            return matmul_finish(fn, NULL);
+            return mft__linalg_hand_over(fn, NULL);
         }
         mft_clear_error(); /* not viewable: the batched path below */
     }
@@ -189,7 +190,7 @@ static mft_tensor *matmul_impl(const mft_tensor *a, const mft_tensor *b) {
     mft_tensor_release(ae);
     mft_tensor_release(be);
     mft_tensor_release(c);
-    return matmul_finish(fn, res);
+    return mft__linalg_hand_over(fn, res);
 }
 
 static mft_tensor *linear_impl(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b) {
@@ -238,13 +239,7 @@ static mft_tensor *linear_impl(const mft_tensor *x, const mft_tensor *w, const m
     mft__scope_resume();
     mft_tensor_release(x2);
     mft_tensor_release(c);
-    if (!res) {
-        mft__relabel_error(fn);
-        return NULL;
-    }
-    mft_tensor *r = mft__retain_result(fn, res);
-    mft_tensor_release(res);
-    return r;
+    return mft__linalg_hand_over(fn, res);
 }
 
 /* ---------------------------------------------------------------- autograd

@@ -23,6 +23,9 @@
  * reference bitwise; the backward sums go over the outputs in ascending
  * order times 1/divisor, within a few ulps of the plain kernels.
  *
+ * Windows that tile the input take a shorter backward (the tiled backward
+ * below: one term per element, the gather's bits).
+ *
  * Work splits over rows (forward: (plane, oh); avg backward: (plane, ih)) or
  * planes (max backward scatters within its plane), so the results never
  * depend on the thread count. AVX-512 builds use __m512 / __mmask16; other
@@ -325,9 +328,79 @@ static bool max_windows_nonempty(const b16_job *j) {
     return true;
 }
 
+/* ---------------------------------------------------------------- tiled backward
+ * Windows that tile the input (stride == kernel, no padding, no dilation;
+ * adaptive pooling whose sizes divide): input (ih, iw) lies in one window
+ * only, output (ih / kh, iw / kw), or in none past the last whole or
+ * clipped window. Each grad_x element is then the one term the gathered
+ * backward would sum, computed the same way (0 + term, so the results are
+ * bitwise those of the gather), with the output's grad_out, index and
+ * 1/divisor read once per window row instead of once per element. */
+typedef struct b16_tjob {
+    const b16_job *j;
+    const float *inv; /* avg: OH*OW factors; NULL: max */
+    int64_t kh, kw;
+} b16_tjob;
+
+static void b16_tiled_rows(void *ctx, int64_t begin, int64_t end) {
+    const b16_tjob *t = ctx;
+    const b16_job *j = t->j;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, kw = t->kw;
+    const bv zero = bv_set1(0.0f);
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t q = r / H, ih = r % H, oh = ih / t->kh;
+        const bm keep = blk_keep(j->C, q % j->C1);
+        float *gx = j->y + (q * H + ih) * W * 16;
+        int64_t iw = 0;
+        if (oh < OH) {
+            const float *go = j->x + (q * OH + oh) * OW * 16;
+            const int64_t *ind = j->ind ? j->ind + (q * OH + oh) * OW * 16 : NULL;
+            for (int64_t ow = 0; ow < OW && iw < W; ow++) {
+                const int64_t iw1 = iw + kw < W ? iw + kw : W;
+                if (ind) {
+                    for (; iw < iw1; iw++)
+                        bv_st(gx + iw * 16, bv_keep(keep, bv_add_eq(zero, go + ow * 16,
+                                                                    ind + ow * 16, ih * W + iw)));
+                } else {
+                    const bv v = bv_keep(keep, bv_add(zero, bv_mul(bv_ld(go + ow * 16),
+                                                                   bv_set1(t->inv[oh * OW + ow]))));
+                    for (; iw < iw1; iw++) bv_st(gx + iw * 16, v);
+                }
+            }
+        }
+        for (; iw < W; iw++) bv_st(gx + iw * 16, zero);
+    }
+}
+
+/* Whether the windows tile the input; *kh, *kw their size. */
+static bool b16_tiles(const b16_job *j, bool adaptive, int64_t *kh, int64_t *kw) {
+    if (adaptive) {
+        if (j->OH < 1 || j->OW < 1 || j->H % j->OH || j->W % j->OW) return false;
+        *kh = j->H / j->OH;
+        *kw = j->W / j->OW;
+        return *kh >= 1 && *kw >= 1;
+    }
+    const mft_pool2d_params *p = j->p;
+    for (int d = 0; d < 2; d++)
+        if (p->stride[d] != p->kernel[d] || p->padding[d] != 0 || p->dilation[d] > 1) return false;
+    *kh = p->kernel[0];
+    *kw = p->kernel[1];
+    return true;
+}
+
+static void b16_tiled(const b16_job *j, const float *inv, int64_t kh, int64_t kw) {
+    b16_tjob t = {j, inv, kh, kw};
+    mft__parallel_for(0, j->N * j->C1 * j->H, pool_grain(j->W * 16), b16_tiled_rows, &t);
+}
+
 void mft__pool_max_backward_nchw16c(const mft_kernel_args *a) {
     b16_job j = b16_job_of(a, false);
     j.ind = (const int64_t *)(const void *)mft__tensor_ptr(a->inputs[1]);
+    int64_t kh, kw;
+    if (j.p && max_windows_nonempty(&j) && b16_tiles(&j, false, &kh, &kw)) {
+        b16_tiled(&j, NULL, kh, kw);
+        return;
+    }
     if (j.p && max_windows_nonempty(&j)) {
         const int64_t terms = (j.p->kernel[0] * j.p->dilation[0] / j.p->stride[0] + 1) *
                               (j.p->kernel[1] * j.p->dilation[1] / j.p->stride[1] + 1);
@@ -487,8 +560,12 @@ static void b16_gather(const mft_kernel_args *a, bool adaptive, int64_t terms) {
         g.inv = inv;
         mft__parallel_for(0, g.j.OH, pool_grain(g.j.OW * 8), b16_inv_rows, &g);
     }
-    mft__parallel_for(0, g.j.N * g.j.C1 * g.j.H, pool_grain(g.j.W * terms * 16), b16_gather_rows,
-                      &g);
+    int64_t kh, kw;
+    if (inv && b16_tiles(&g.j, adaptive, &kh, &kw))
+        b16_tiled(&g.j, inv, kh, kw);
+    else
+        mft__parallel_for(0, g.j.N * g.j.C1 * g.j.H, pool_grain(g.j.W * terms * 16),
+                          b16_gather_rows, &g);
     mft__free(inv);
 }
 

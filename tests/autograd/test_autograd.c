@@ -278,6 +278,54 @@ static void test_leaf_layout(void) {
     for (size_t i = 0; i < sizeof list / sizeof *list; i++) mft_tensor_release(list[i]);
 }
 
+/* y = x in a descriptor without a tag (MFT_BLOCKED); its backward keeps the
+ * layout of the gradient it was given and returns it plain. */
+static mft_layout g_seen_layout;
+static mft_status blockify_bw(const mft__ag_node *n, mft_tensor *const *g, mft_tensor **gin) {
+    (void)n;
+    if (mft_tensor_layout(g[0], &g_seen_layout) != MFT_OK) return mft_last_error();
+    gin[0] = mft_contiguous(g[0], MFT_CONTIGUOUS);
+    return gin[0] ? MFT_OK : mft_last_error();
+}
+static mft_tensor *op_blockify(const mft_tensor *x, const mft_layout *l) {
+    bool prev = mft_set_grad_enabled(false);
+    mft_tensor *y = mft_to_layout(x, l);
+    mft_set_grad_enabled(prev);
+    if (y && mft__ag_wants(1, &x) &&
+        mft__ag_record1("op_blockify", "blockify", blockify_bw, x, y, false, false, NULL, 0) !=
+            MFT_OK) {
+        mft_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}
+
+/* A non-leaf input in a descriptor without a tag gets its gradient in that
+ * descriptor, packed (docs/spec.md §7.9): sumall returns a CONTIGUOUS
+ * gradient, the engine converts it (one counted conversion). */
+static void test_blocked_nonleaf_grad(void) {
+    int64_t sz[4] = {2, 5, 3, 3};
+    mft_tensor *x = randt(4, sz, MFT_F32, MFT_CONTIGUOUS, 11);
+    mft_tensor_set_requires_grad(x, true);
+    mft_layout d, want;
+    CHECK(mft_layout_from_onednn(4, sz, "aBcd4b", &d) == MFT_OK);
+    mft__layout_packed_like(&d, &want);
+    mft_autograd_conversions_reset();
+    memset(&g_seen_layout, 0, sizeof g_seen_layout);
+    mft_tape_begin();
+    mft_tensor *y = op_blockify(x, &d), *s = op_sum(y);
+    CHECK(y && mft_tensor_format(y) == MFT_BLOCKED);
+    CHECK(mft_backward(s, NULL) == MFT_OK);
+    mft_tape_end();
+    CHECK(mft_layout_equal(&g_seen_layout, &want));
+    CHECK(mft_autograd_conversions() == 1);
+    mft_tensor *g = mft_tensor_grad(x);
+    CHECK(g && mft_tensor_get(g, (int64_t[]){1, 4, 2, 2}) == 1.0);
+    CHECK(g && mft_tensor_get(g, (int64_t[]){0, 0, 0, 0}) == 1.0);
+    mft_tensor *list[] = {x, y, s};
+    for (size_t i = 0; i < sizeof list / sizeof *list; i++) mft_tensor_release(list[i]);
+}
+
 typedef struct gc_ctx { double bw; } gc_ctx;
 static mft_tensor *gc_fn(void *ctx, mft_tensor *const *in) {
     const gc_ctx *c = ctx;
@@ -366,6 +414,7 @@ int main(void) {
     RUN(test_accumulation_and_grad_output);
     RUN(test_stale_and_twice);
     RUN(test_leaf_layout);
+    RUN(test_blocked_nonleaf_grad);
     RUN(test_gradcheck);
     RUN(test_scope);
     RUN(test_set_grad_misuse);

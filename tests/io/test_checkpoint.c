@@ -718,10 +718,38 @@ static void test_blocked_entries(void) {
         CHECK(mft_load_tensors_into(q, 1, oname, &target) == MFT_ERR_CORRUPT);
         CHECK_ERR(MFT_ERR_CORRUPT, "format 3");
         CHECK(mft_tensor_get(target, (int64_t[]){0, 0, 0, 0}) == 0.0); /* untouched */
+        /* a stride other than the packed descriptor's, on a dim of outer
+         * extent 1 (N's at 16 + 4 + 1 + 4 + 4 * 8): refused */
+        memcpy(b, good, n);
+        CHECK(b[57] == 16);
+        b[57] = 32;
+        put_u64(b + n - 8, XXH3_64bits(b, n - 8));
+        CHECK(write_file(q, b, n));
+        CHECK(mft_load_tensors_into(q, 1, oname, &target) == MFT_ERR_CORRUPT);
+        CHECK_ERR(MFT_ERR_CORRUPT, "not a packed");
         free(b);
     }
     free(good);
-    mft_tensor *objs[] = {b16, b8full, b8, pl, o, target};
+    /* a view whose dims of outer extent 1 keep its base's strides (one row
+     * of one image): written with the packed strides, so the loaded entry
+     * re-saves byte for byte */
+    const int64_t s4[4] = {1, 15, 4, 3};
+    mft_tensor *base = mft_randn(4, s4, MFT_F32, MFT_NCHW16C, 4);
+    mft_tensor *row = mft_narrow(base, 2, 1, 1);
+    CHECK(row && mft_tensor_is_contiguous(row, MFT_NCHW16C));
+    const char *rname[1] = {"row"};
+    CHECK(mft_save_tensors(p, 1, rname, (const mft_tensor *const *)&row) == MFT_OK);
+    good = tu_read_file(p, &n);
+    CHECK(mft_load_tensors(p, &cnt, &nv, &tv) == MFT_OK && cnt == 1);
+    CHECK(cnt == 1 && mft_tensor_hash(tv[0]) == mft_tensor_hash(row));
+    CHECK(cnt == 1 && mft_save_tensors(q, 1, rname, (const mft_tensor *const *)tv) == MFT_OK);
+    size_t n2 = 0;
+    unsigned char *again = tu_read_file(q, &n2);
+    CHECK(good && again && n2 == n && memcmp(good, again, n) == 0);
+    mft_checkpoint_free_list(cnt, nv, tv);
+    free(good);
+    free(again);
+    mft_tensor *objs[] = {b16, b8full, b8, pl, o, target, base, row};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) mft_tensor_release(objs[i]);
 }
 

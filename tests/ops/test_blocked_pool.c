@@ -60,6 +60,10 @@ static const win g_wins[] = {
     {5, 5, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},
     {9, 7, {3, 3}, {1, 2}, {1, 1}, {2, 1}, false},
     {4, 5, {4, 5}, {1, 1}, {2, 2}, {1, 1}, false},
+    /* windows that tile the input: a row and column past the last window,
+     * and clipped last windows (ceil_mode) */
+    {7, 9, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+    {7, 8, {3, 2}, {3, 2}, {0, 0}, {1, 1}, true},
 };
 static const int64_t g_cs[] = {1, 3, 15, 16, 17, 33, 64};
 

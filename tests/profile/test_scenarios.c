@@ -1,8 +1,10 @@
 /* tests/profile/test_scenarios.c — scripted training steps with exact conversion
  * counts per cause (Note [Conversions and their causes], mft/profile.h):
- *   - the Fashion-MNIST CNN all in channels_last: after the input, the only
+ *   - the Fashion-MNIST CNN all in channels_last: nothing is copied (the
+ *     sequential runs flatten -> linear as one flatten_linear, Note
+ *     [Sequential peepholes] in nn/compose.c); with fusion off the only
  *     copies are flatten's (one forward, one in backward), both RESHAPE;
- *     nothing hidden, and a zero reorder budget holds;
+ *     nothing hidden either way, and a zero reorder budget holds;
  *   - a mixed model (channels-last weights, an NCHW input): each hidden copy
  *     counted and attributed to the op that made it;
  *   - both models with batch_norm;
@@ -84,48 +86,61 @@ static mft_optimizer *scn_sgd(mft_module *m) {
 }
 
 /* All NHWC. Forward: conv/relu/pool/bn keep CL with CL kernels (no copy);
- * flatten of the CL (N,16,h,w) cannot be a view of the (N, C*h*w) order:
- * 1 RESHAPE; linear reads x packed and w^T as transpose_b: nothing.
- * Backward: linear: grad_w = g^T @ x reads g^T as transpose_a, grad_x = g @
- * w: nothing; flatten: the reshape's copy back into CL: 1 RESHAPE; pools,
- * relus, bn and convs run CL kernels on CL tensors and return CL grads:
- * nothing; SGD updates in place: nothing. */
-static void run_all_nhwc(bool bn) {
+ * flatten -> linear runs as flatten_linear, which reads the CL (N,16,h,w)
+ * images in their memory order with w's columns gathered into it: nothing.
+ * Backward: flatten_linear writes grad_x straight into a CL tensor, grad_w
+ * = g^T @ x reads g^T as transpose_a: nothing; pools, relus, bn and convs
+ * run CL kernels on CL tensors and return CL grads: nothing; SGD updates in
+ * place: nothing. With fusion off, flatten of the CL activation cannot be a
+ * view of the (N, C*h*w) order: 1 RESHAPE, and its copy back into CL in
+ * backward: 1 RESHAPE; linear reads x packed and w^T as transpose_b, and in
+ * backward g^T as transpose_a: nothing. */
+static void run_all_nhwc(bool bn, bool fuse) {
     const int64_t c_in = 1, hw = 12;
     mft_module *m = scn_model(c_in, hw, bn, MFT_CHANNELS_LAST);
     CHECK(m != NULL);
+    if (m) mft_module_set_fusion(m, fuse);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     CHECK(opt != NULL);
-    const int64_t want_f[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1};
-    const int64_t want_b[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1};
+    const int64_t want_f[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = fuse ? 0 : 1};
+    const int64_t want_b[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = fuse ? 0 : 1};
+    char what[64];
     for (int step = 0; opt && step < 2; step++) {
         scn_counts f, b;
         CHECK(scn_step(m, opt, c_in, hw, MFT_CHANNELS_LAST, 100 + (uint64_t)step, &f, &b));
-        check_counts(&f, want_f, bn ? "nhwc+bn forward" : "nhwc forward");
-        check_counts(&b, want_b, bn ? "nhwc+bn backward" : "nhwc backward");
+        snprintf(what, sizeof what, "nhwc%s%s forward", bn ? "+bn" : "", fuse ? "" : " unfused");
+        check_counts(&f, want_f, what);
+        snprintf(what, sizeof what, "nhwc%s%s backward", bn ? "+bn" : "", fuse ? "" : " unfused");
+        check_counts(&b, want_b, what);
     }
     mft_optimizer_free(opt);
     mft_module_free(m);
 }
 
-static void test_all_nhwc(void) { run_all_nhwc(false); }
-static void test_all_nhwc_batchnorm(void) { run_all_nhwc(true); }
+static void test_all_nhwc(void) {
+    run_all_nhwc(false, true);
+    run_all_nhwc(false, false);
+}
+static void test_all_nhwc_batchnorm(void) {
+    run_all_nhwc(true, true);
+    run_all_nhwc(true, false);
+}
 
 /* Channels-last weights, an NCHW input with C_in = 3 (C_in = 1 would be
  * contiguous in both formats). Forward: conv1's rule (ANY_CL) gives CL
  * because of the weight; the CL kernel needs x packed CL: 1 OPERAND (x);
- * the rest is as all-NHWC: 1 RESHAPE. Backward: x needs no grad, so conv1
+ * the rest is as all-NHWC: nothing. Backward: x needs no grad, so conv1
  * computes only grad_w (and grad_b): backward_weight runs in the conv's
  * format (CL), so x is packed CL again: 1 OPERAND; the rest as all-NHWC:
- * 1 RESHAPE. */
+ * nothing. */
 static void run_mixed(bool bn) {
     const int64_t c_in = 3, hw = 8;
     mft_module *m = scn_model(c_in, hw, bn, MFT_CHANNELS_LAST);
     CHECK(m != NULL);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     CHECK(opt != NULL);
-    const int64_t want_f[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1, [MFT_CAUSE_OPERAND] = 1};
-    const int64_t want_b[MFT_CAUSE_COUNT] = {[MFT_CAUSE_RESHAPE] = 1, [MFT_CAUSE_OPERAND] = 1};
+    const int64_t want_f[MFT_CAUSE_COUNT] = {[MFT_CAUSE_OPERAND] = 1};
+    const int64_t want_b[MFT_CAUSE_COUNT] = {[MFT_CAUSE_OPERAND] = 1};
     for (int step = 0; opt && step < 2; step++) {
         scn_counts f, b;
         CHECK(scn_step(m, opt, c_in, hw, MFT_CONTIGUOUS, 200 + (uint64_t)step, &f, &b));
@@ -166,7 +181,7 @@ static mft_status scn_budget_step(mft_module *m, mft_optimizer *opt, int64_t c_i
 }
 
 /* "This model trains with zero hidden copies in NHWC" as a test: the NHWC
- * step's two copies are RESHAPE (not hidden), so a budget of 0 holds. */
+ * step copies nothing, so a budget of 0 holds. */
 static void test_budget_nhwc_zero(void) {
     mft_module *m = scn_model(1, 12, true, MFT_CHANNELS_LAST);
     CHECK(m != NULL);
@@ -233,10 +248,11 @@ static int scn_table_rows(const char *table, const char *cause, const char *op, 
 /* The profiler puts each hidden copy of the mixed step on the op that made
  * it: the forward OPERAND copy on conv2d, the backward one on
  * conv2d_backward_weight, both at the forward call's site; the RESHAPE
- * copies on flatten. The NHWC step's table has no hidden row at all. */
+ * copies (fusion off, so flatten runs alone) on flatten. */
 static void test_profile_attribution(void) {
     mft_module *m = scn_model(3, 8, false, MFT_CHANNELS_LAST);
     CHECK(m != NULL);
+    if (m) mft_module_set_fusion(m, false);
     mft_optimizer *opt = m ? scn_sgd(m) : NULL;
     if (!opt) goto out;
     scn_counts f, b;

@@ -454,6 +454,43 @@ static void test_ascend_operands(void) {
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) mft_tensor_release(objs[i]);
 }
 
+/* Conversion events and tape nodes name a layout without a tag by its
+ * oneDNN letters; the label is a stable pointer, the same for equal layouts,
+ * and looking it up leaves the caller's error alone. */
+static void test_layout_labels(void) {
+    const int64_t sz[4] = {2, 5, 3, 3}, wsz[4] = {20, 17, 3, 3};
+    mft_tensor *x = mft_randn(4, sz, MFT_F32, MFT_CONTIGUOUS, 1);
+    mft_tensor *w = mft_randn(4, wsz, MFT_F32, MFT_CONTIGUOUS, 2);
+    mft_layout d4, dw;
+    CHECK(mft_layout_from_onednn(4, sz, "aBcd4b", &d4) == MFT_OK);
+    CHECK(mft_layout_from_onednn(4, wsz, "OIhw16i16o", &dw) == MFT_OK);
+    mft_tensor *y = mft_to_layout(x, &d4);
+    const mft_conversion_info *c = mft_conversion_last();
+    CHECK(c && !strcmp(c->from, "NCHW") && !strcmp(c->to, "aBcd4b"));
+    const char *first = c ? c->to : NULL;
+    mft_tensor *y2 = mft_to_layout(x, &d4);
+    c = mft_conversion_last();
+    CHECK(c && c->to == first); /* interned */
+    mft_tensor *wb = mft_to_layout(w, &dw);
+    char want[64];
+    CHECK(mft_layout_to_onednn(&dw, want, sizeof want) > 0);
+    c = mft_conversion_last();
+    CHECK(c && !strcmp(c->to, want));
+    /* a step-2 view of H has no oneDNN tag: "blocked", the error kept */
+    mft_tensor *v = mft_slice(y, 2, 0, 3, 2);
+    CHECK(!mft_reshape(x, 1, (int64_t[]){7})); /* an earlier error */
+    const mft_status had = mft_last_error();
+    char had_msg[512];
+    snprintf(had_msg, sizeof had_msg, "%s", mft_last_error_message());
+    mft_tensor *vc = mft_contiguous(v, MFT_CONTIGUOUS);
+    c = mft_conversion_last();
+    CHECK(v && vc && c && !strcmp(c->from, "blocked"));
+    CHECK(had != MFT_OK && mft_last_error() == had && !strcmp(mft_last_error_message(), had_msg));
+    mft_clear_error();
+    mft_tensor *all[] = {x, w, y, y2, wb, v, vc};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mft_tensor_release(all[i]);
+}
+
 static void test_describe(void) {
     mft_tensor *b = mft_zeros(4, (int64_t[]){1, 3, 2, 2}, MFT_F32, MFT_NCHW16C);
     char buf[4096];
@@ -476,5 +513,6 @@ int main(void) {
     RUN(test_ascend_conversions);
     RUN(test_ascend_operands);
     RUN(test_describe);
+    RUN(test_layout_labels);
     TEST_MAIN_END();
 }
