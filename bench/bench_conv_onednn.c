@@ -6,6 +6,10 @@
  *               (K, C, k, k) tensor as users keep it (the kernel reorders it
  *               per call: that cost is in the time);
  *   mft f+b     forward, then mft_conv2d_backward for grad_x and grad_w;
+ *   mft fwd bw  the same with the weight pre-blocked once outside the timing,
+ *   mft f+b bw  as oneDNN's (OIhw16i16o; Ohwi16o for C < 16, whose x is then
+ *               plain NCHW as oneDNN's first layer: conv2d reads it in place,
+ *               and grad_x, plain, goes through the counted fallback);
  *   dnnl fwd    oneDNN's convolution (direct) with src / dst nChw16c and the
  *               weights already in the layout it chose (format "any",
  *               reordered once outside the timing); for C < 16 (a first
@@ -151,6 +155,13 @@ typedef struct mft_conv {
     int64_t stride[2], pad[2], dil[2], groups;
 } mft_conv;
 
+/* w in oneDNN's weight layout tag (new tensor; NULL on failure) */
+static mft_tensor *to_onednn(const mft_tensor *w, const char *tag) {
+    mft_layout l;
+    return mft_layout_from_onednn(4, mft_tensor_sizes(w), tag, &l) == MFT_OK ? mft_to_layout(w, &l)
+                                                                            : NULL;
+}
+
 static int mft_fwd(void *vc) {
     mft_conv *c = vc;
     mft_scope_begin();
@@ -222,8 +233,9 @@ int main(int argc, char **argv) {
     bench_env_warnings("bench_conv_onednn", threads, nth);
     printf("conv2d on nChw16c: ratio = oneDNN 2.6 time / mft time (> 1: mft faster); medians of %d\n",
            reps);
-    printf("%-26s %2s %10s %10s %6s %10s %10s %6s\n", "shape N,C,H,W->K kxk/s", "T", "mft fwd",
-           "dnnl fwd", "ratio", "mft f+b", "dnnl f+b", "ratio");
+    printf("%-26s %2s %10s %10s %10s %6s %6s %10s %10s %10s %6s %6s\n", "shape N,C,H,W->K kxk/s",
+           "T", "mft fwd", "mft fwd bw", "dnnl fwd", "ratio", "r bw", "mft f+b", "mft f+b bw",
+           "dnnl f+b", "ratio", "r bw");
     for (int si = 0; si < nshapes; si++) {
         const shape *s = &shapes[si];
         const int64_t pad = s->r / 2;
@@ -233,6 +245,14 @@ int main(int argc, char **argv) {
         mft_conv mc = {mft_randn(4, xs, MFT_F32, MFT_NCHW16C, 1), mft_randn(4, ws, MFT_F32, MFT_CONTIGUOUS, 2),
                        mft_randn(4, gs, MFT_F32, MFT_NCHW16C, 3), {s->s, s->s}, {pad, pad}, {1, 1},
                        s->g};
+        /* the pre-blocked weight (groups 1; a depthwise weight stays plain);
+         * a first layer's x plain NCHW */
+        const bool blk = s->g == 1;
+        mft_conv mb = mc;
+        mb.x = blk && s->c < 16 ? mft_randn(4, xs, MFT_F32, MFT_CONTIGUOUS, 1) : mft_tensor_retain(mc.x);
+        mb.w = !mc.w ? NULL
+               : blk ? to_onednn(mc.w, s->c < 16 ? "Ohwi16o" : "OIhw16i16o")
+                     : mft_tensor_retain(mc.w);
         dnnl_conv dc;
         const int have_dnnl = dn_init(&dc, s);
         if (have_dnnl) { /* which oneDNN implementations the primitives got */
@@ -242,21 +262,23 @@ int main(int argc, char **argv) {
             printf("# oneDNN implementations: forward %s, backward data %s, backward weights %s\n",
                    impl[0], impl[1], impl[2]);
         }
-        for (int ti = 0; ti < nth && mc.x && mc.w && mc.g; ti++) {
+        for (int ti = 0; ti < nth && mc.x && mc.w && mc.g && mb.x && mb.w; ti++) {
             const int T = threads[ti];
             mft_set_num_threads(T);
             omp_set_num_threads(T);
-            double samples[4][64];
-            bench_case cases[4] = {
+            double samples[6][64];
+            bench_case cases[6] = {
                 {"mft_fwd", "mft forward", mft_fwd, &mc, 0, samples[0], {0}},
                 {"mft_fb", "mft forward+backward", mft_fb, &mc, 0, samples[1], {0}},
+                {"mft_fwd_bw", "mft forward, blocked weight", mft_fwd, &mb, 0, samples[4], {0}},
+                {"mft_fb_bw", "mft forward+backward, blocked weight", mft_fb, &mb, 0, samples[5], {0}},
                 {"dnnl_fwd", "oneDNN forward", have_dnnl ? dn_fwd_case : NULL, &dc, 0, samples[2], {0}},
                 {"dnnl_fb", "oneDNN forward+backward", have_dnnl ? dn_fb_case : NULL, &dc, 0, samples[3], {0}},
             };
             bench_opts o = bench_default_opts();
             o.reps = reps > 64 ? 64 : reps;
             o.warmup = 2;
-            if (bench_run(cases, have_dnnl ? 4 : 2, &o) != 0) {
+            if (bench_run(cases, have_dnnl ? 6 : 4, &o) != 0) {
                 fprintf(stderr, "bench_conv_onednn: a case failed: %s\n", mft_last_error_message());
                 break;
             }
@@ -264,20 +286,24 @@ int main(int argc, char **argv) {
             snprintf(name, sizeof name, "%lld,%lld,%lld,%lld->%lld %lldx%lld/%lld%s", (long long)s->n,
                      (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->k,
                      (long long)s->r, (long long)s->r, (long long)s->s, s->g > 1 ? " dw" : "");
-            const double mf = cases[0].stats.median * 1e3, mb = cases[1].stats.median * 1e3;
+            const double mf = cases[0].stats.median * 1e3, mfb = cases[1].stats.median * 1e3;
+            const double bf = cases[2].stats.median * 1e3, bfb = cases[3].stats.median * 1e3;
             if (have_dnnl) {
-                const double df = cases[2].stats.median * 1e3, db = cases[3].stats.median * 1e3;
-                printf("%-26s %2d %9.3fms %9.3fms %6.2f %9.3fms %9.3fms %6.2f\n", name, T, mf, df,
-                       df / mf, mb, db, db / mb);
+                const double df = cases[4].stats.median * 1e3, db = cases[5].stats.median * 1e3;
+                printf("%-26s %2d %9.3fms %9.3fms %9.3fms %6.2f %6.2f %9.3fms %9.3fms %9.3fms %6.2f "
+                       "%6.2f\n",
+                       name, T, mf, bf, df, df / mf, df / bf, mfb, bfb, db, db / mfb, db / bfb);
             } else {
-                printf("%-26s %2d %9.3fms %10s %6s %9.3fms %10s %6s\n", name, T, mf, "n/a", "-", mb,
-                       "n/a", "-");
+                printf("%-26s %2d %9.3fms %9.3fms %10s %6s %6s %9.3fms %9.3fms %10s %6s %6s\n", name,
+                       T, mf, bf, "n/a", "-", "-", mfb, bfb, "n/a", "-", "-");
             }
         }
         dn_free(&dc);
         mft_tensor_release(mc.x);
         mft_tensor_release(mc.w);
         mft_tensor_release(mc.g);
+        mft_tensor_release(mb.x);
+        mft_tensor_release(mb.w);
     }
     mft_set_num_threads(0);
     return 0;

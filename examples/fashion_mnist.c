@@ -24,7 +24,11 @@
  * writes a TSV of per-epoch metrics, and ends with which kernels ran and how
  * many format conversions a training step needed, per cause (mft/profile.h).
  * --dot FILE writes the autograd tape of the first training step (forward
- * and backward, with kernels, layouts and conversions) as Graphviz DOT. */
+ * and backward, with kernels, layouts and conversions) as Graphviz DOT.
+ * --format nchw16c: the conv weights are blocked (conv1 Ohwi16o, conv2
+ * OIhw16i16o) and the 1-channel batch is fed as plain NCHW: conv1 reads it
+ * in place and gives nChw16c (16 lanes per pixel made once, by the conv,
+ * instead of a converted input with 15 pad lanes per pixel read). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -267,6 +271,9 @@ int main(int argc, char **argv) {
                            : !strcmp(o.format, "nchw8c")  ? MFT_NCHW8C
                                                           : MFT_CONTIGUOUS;
     const bool bar = !o.quiet && isatty(STDERR_FILENO);
+    /* the batch's format: nChw16c models take a plain NCHW batch (their
+     * first conv's blocked weight makes the activations nChw16c) */
+    const mft_format batch_fmt = fmt == MFT_NCHW16C ? MFT_CONTIGUOUS : fmt;
 
     mft_tensor *tr_x = NULL, *tr_y = NULL, *te_x = NULL, *te_y = NULL;
     if (mft_mnist_load(o.data_dir, "train", &tr_x, &tr_y) != MFT_OK ||
@@ -337,7 +344,7 @@ int main(int argc, char **argv) {
             const int64_t *bi = idx + s * o.batch;
             mft_scope_begin();
             mft_tensor *x = mft_images_to_batch(tr_x, bi, cnt, 1.0 / 255.0, FMNIST_MEAN,
-                                                FMNIST_STD, fmt, MFT_F32);
+                                                FMNIST_STD, batch_fmt, MFT_F32);
             mft_tensor *y = mft_gather_rows(tr_y, bi, cnt);
             mft_tape_begin();
             mft_tensor *logits = MFT_AT(mft_module_forward(model, x));
@@ -371,7 +378,7 @@ int main(int argc, char **argv) {
         bool profiled = o.profile && mft_profile_active();
         if (profiled) mft_profile_end(); /* training steps of the first epoch only */
         double acc = 0.0;
-        if (evaluate(model, te_x, te_y, ntest, fmt, &acc)) {
+        if (evaluate(model, te_x, te_y, ntest, batch_fmt, &acc)) {
             rc = 1;
             break;
         }
@@ -386,7 +393,7 @@ int main(int argc, char **argv) {
     }
     if (!rc && o.epochs == 0) {
         double acc = 0.0;
-        rc = evaluate(model, te_x, te_y, ntest, fmt, &acc);
+        rc = evaluate(model, te_x, te_y, ntest, batch_fmt, &acc);
         if (!rc) printf("test_acc %.2f\n", acc);
     }
     if (tsv) {

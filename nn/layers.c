@@ -616,11 +616,23 @@ static mft_tensor *layer_converted(const mft_tensor *t, bool to_dtype, mft_forma
         return mft_to_dtype(t, dtype);
     }
     if (t->ndim != 4) return NULL;
+    if (fmt == MFT_NCHW16C) { /* a conv weight blocked by 16 (docs/nn.md) */
+        mft_layout want, have;
+        const char *tag = t->sizes[1] < 16 ? "Ohwi16o" : "OIhw16i16o";
+        if (mft_layout_from_onednn(4, t->sizes, tag, &want) != MFT_OK) {
+            *none = false;
+            return NULL;
+        }
+        mft__layout_of(t, &have);
+        if (mft_layout_equal(&want, &have)) return NULL;
+        *none = false;
+        return mft_to_layout(t, &want);
+    }
     /* PyTorch's packed strides for fmt exactly (a (32,1,3,3) weight gets
      * (9,1,3,1) in channels_last, though (9,9,3,1) would also fit) */
     int64_t want[MFT_MAX_DIMS];
     mft__format_strides(4, t->sizes, fmt, want);
-    if (!memcmp(want, t->strides, 4 * sizeof(int64_t))) return NULL;
+    if (!t->nblocks && !memcmp(want, t->strides, 4 * sizeof(int64_t))) return NULL;
     *none = false;
     return mft_clone(t, fmt);
 }
@@ -653,7 +665,7 @@ static mft_status layer_convert(const char *fn, mft_module *l, bool to_dtype, mf
             layer_swap(ts[i], conv[i]);
             if (to_dtype) mft_tensor_zero_grad(ts[i]); /* its dtype would differ */
         }
-        if (st == MFT_OK && !to_dtype && ts[i]->ndim == 4) {
+        if (st == MFT_OK && !to_dtype && ts[i]->ndim == 4 && !ts[i]->nblocks) {
             const mft_tensor *src = ts[i];
             mft__decision d = mft__rule_decide(MFT__RULE_CONVERT, "layer_to_format", 1, &src, fmt, 0);
             mft__rule_apply(ts[i], &d);
@@ -670,9 +682,10 @@ mft_status mft_module_to_format(mft_module *l, mft_format fmt) {
         mft__set_error(MFT_ERR_NULL, "%s: argument 'l' is NULL", fn);
         return MFT_ERR_NULL;
     }
-    if (fmt != MFT_CONTIGUOUS && fmt != MFT_CHANNELS_LAST) {
-        mft__set_error(MFT_ERR_FORMAT, "%s: format must be CONTIGUOUS or CHANNELS_LAST, got %s",
-                       fn, mft_format_name(fmt));
+    if (fmt != MFT_CONTIGUOUS && fmt != MFT_CHANNELS_LAST && fmt != MFT_NCHW16C) {
+        mft__set_error(MFT_ERR_FORMAT,
+                       "%s: format must be CONTIGUOUS, CHANNELS_LAST or NCHW16C, got %s", fn,
+                       mft_format_name(fmt));
         return MFT_ERR_FORMAT;
     }
     return layer_convert(fn, l, false, fmt, MFT_F32);

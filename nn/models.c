@@ -87,9 +87,13 @@ mft_module *mft_nn_fashion_cnn(const mft_fashion_cnn_config *cfg) {
         mft__relabel_error(fn);
         return NULL;
     }
-    /* blocked formats: the activations are blocked, the weights stay plain
-     * OIHW (docs/spec.md §7.9: kernels reorder weights they need blocked) */
-    const mft_format pfmt = cfg->format == MFT_CHANNELS_LAST ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS;
+    /* NCHW16C: conv weights blocked (conv1 Ohwi16o, conv2 OIhw16i16o), read
+     * in place by the nChw16c kernels; conv1 turns a plain batch into
+     * nChw16c (docs/spec.md §7.10). NCHW8C: no native kernel reads a
+     * blocked weight with nChw8c activations, so the weights stay plain. */
+    const mft_format pfmt = cfg->format == MFT_CHANNELS_LAST ? MFT_CHANNELS_LAST
+                            : cfg->format == MFT_NCHW16C     ? MFT_NCHW16C
+                                                             : MFT_CONTIGUOUS;
     if (mft_module_to_format(model, pfmt) != MFT_OK) {
         mft__relabel_error(fn);
         mft_module_free(model);

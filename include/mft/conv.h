@@ -12,7 +12,11 @@
  *                                                                  (transposed)
  * Output format (docs/spec.md §4): CHANNELS_LAST (CHANNELS_LAST_3D for 3-D) if x's
  * or w's tag is channels-last, else CONTIGUOUS; 1-D convs run as 2-D convs
- * with H = 1 and keep x's tag. Errors name the values: non-positive stride
+ * with H = 1 and keep x's tag. Blocked operands (docs/spec.md §7.10): conv2d
+ * (F32, groups 1) on an nChw16c x, or with a weight blocked by 16 on O / I
+ * (oneDNN's OIhw16i16o, Ohwi16o: mft_layout_from_onednn + mft_to_layout),
+ * runs natively and gives nChw16c, also from a plain x (a first layer); the
+ * weight's gradient comes back in its layout. Errors name the values: non-positive stride
  * or dilation, negative padding, output_padding >= stride and >= dilation,
  * groups not dividing C_in and C_out, weight rank or channel mismatch, an
  * empty output (kernel larger than the padded input), dtype mismatch. */

@@ -175,7 +175,11 @@ MFT_API int mft_layout_to_xla(const mft_layout *l, char *buf, size_t len);
  * block boundaries, checkpoints; ops run natively or convert it through a
  * counted fallback (cause "fallback"). mft_tensor_strides returns NULL for
  * it (outer strides read as element strides would address the wrong
- * elements); read the descriptor instead. */
+ * elements); read the descriptor instead. A conv2d weight blocked by 16
+ * (mft_layout_from_onednn(4, sizes, "OIhw16i16o" or "Ohwi16o", &l), then
+ * mft_to_layout) is read in place by the nChw16c conv2d, trains in place
+ * (its gradient comes back in its layout, pads zero) and makes the conv's
+ * result nChw16c (docs/spec.md §7.10). */
 typedef struct mft_tensor mft_tensor;
 /* The tensor's descriptor (plain tensors: no blocks, strides as strides). */
 MFT_API mft_status mft_tensor_layout(const mft_tensor *t, mft_layout *out);

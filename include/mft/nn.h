@@ -208,8 +208,12 @@ MFT_API bool mft_module_training(const mft_module *l);
  * weights) is converted to fmt IN PLACE — the mft_tensor objects stay the
  * same (an optimiser built before still points at them), only their storage,
  * strides and tag change; an existing .grad is kept as it is. Other
- * parameters and buffers are unchanged. fmt: CONTIGUOUS or CHANNELS_LAST
- * (else MFT_ERR_FORMAT). On failure (NOMEM) no parameter has changed. */
+ * parameters and buffers are unchanged. fmt: CONTIGUOUS, CHANNELS_LAST or
+ * NCHW16C (else MFT_ERR_FORMAT). NCHW16C makes each conv weight (O, I, kh,
+ * kw) a blocked weight the nChw16c conv2d reads in place (docs/spec.md
+ * §7.10): oneDNN's Ohwi16o when I < 16 (a first layer: no pad lanes of I),
+ * else OIhw16i16o; a conv with such a weight gives an nChw16c result, from
+ * a plain input too. On failure (NOMEM) no parameter has changed. */
 MFT_API mft_status mft_module_to_format(mft_module *l, mft_format fmt);
 /* Like PyTorch's model.to(dtype) (model.double()): every F32/F64 parameter
  * and buffer (not num_batches_tracked) becomes dtype IN PLACE, keeping its
@@ -263,10 +267,12 @@ typedef struct mft_fashion_cnn_config {
     int64_t image_size;  /* input height = width S; 0 means 28; else >= 4 */
     int64_t width;       /* channels W of the first conv; 0 means 32 */
     bool batch_norm;     /* a batch_norm2d (eps 1e-5, momentum 0.1) after each conv */
-    mft_format format;   /* CONTIGUOUS (0) or CHANNELS_LAST: the model is moved
-                          * there (mft_module_to_format) before it is returned;
-                          * NCHW8C / NCHW16C: the model is for blocked
-                          * activations and keeps CONTIGUOUS parameters */
+    mft_format format;   /* CONTIGUOUS (0), CHANNELS_LAST or NCHW16C: the model
+                          * is moved there (mft_module_to_format) before it is
+                          * returned (NCHW16C: conv weights Ohwi16o / OIhw16i16o,
+                          * so a plain NCHW batch gives nChw16c activations);
+                          * NCHW8C: the model is for blocked activations and
+                          * keeps CONTIGUOUS parameters */
     uint64_t seed;       /* the four affine layers get seed + 1 .. seed + 4 */
     /* Optional output: when non-NULL, on success layers[0..n) receive the
      * model's n layers in order (BORROWED: owned by the model, valid until it

@@ -1,9 +1,13 @@
 /* ops/conv/blocked16.c — native nChw16c F32 conv2d (groups 1): forward,
- * backward_input (stride 1) and backward_weight on activations packed in
- * MFT_NCHW16C, the weight a plain (O, I, kh, kw) tensor of any strides, the
- * bias plain 1-D. Registered in mft__kernels_conv_fast (chains.c) under
- * (op, MFT_NCHW16C, MFT_F32); the entry points (entry.c) route packed
- * nChw16c operands here instead of the counted blocked fallback.
+ * backward_input (stride 1) and backward_weight giving or taking nChw16c
+ * activations: y / grad_y packed MFT_NCHW16C, x packed nChw16c or (the
+ * first layer of a network: forward and backward_weight) plain F32 at any
+ * strides; the weight plain (O, I, kh, kw) at any strides or blocked by 16
+ * (OIhw16i16o, Ohwi16o: Note [Conv weight maps], blocked16_weights.c),
+ * grad_w in the weight's own layout; the bias plain 1-D. Registered in
+ * mft__kernels_conv_fast (chains.c) under (op, MFT_NCHW16C, MFT_F32); the
+ * entry points (entry.c) route such operands here instead of the counted
+ * blocked fallback.
  *
  * Note [nChw16c direct convolution]
  * The forward is oneDNN's AVX-512 direct convolution: a tile is one output
@@ -11,10 +15,20 @@
  * channels, one zmm accumulator per (pixel, block). For each input channel
  * block, each valid tap (kh, kw) and each of its 16 input channels the
  * tile loads the 16-output-channel weight vector(s) and FMAs them with the
- * broadcast input scalar of every pixel. The weight is reordered per call
- * into a zero-padded scratch (O1, I1, kh, kw, 16i, 16o): O1*I1*KH*KW*256
- * floats (9.4 MB for 512x512x3x3, 147 KB for 64x64x3x3), one read of the
- * weight and one write of the scratch, in parallel. Padding costs no copy:
+ * broadcast input scalar of every pixel. The kernel reads the weight as
+ * 16-float vectors of output channels, one per input channel, input
+ * channels 16 floats apart: exactly oneDNN's OIhw16i16o, and Ohwi16o too
+ * (its input channels are 16 floats apart, with no pad lanes of I). A
+ * weight in either layout is read in place; any other (a plain OIHW
+ * weight) is reordered per call into a zero-padded OIhw16i16o scratch:
+ * O1*I1*KH*KW*256 floats (9.4 MB for 512x512x3x3, 147 KB for 64x64x3x3),
+ * one read of the weight and one write of the scratch, in parallel. *Why
+ * 16i16o and not 16o16i:* the forward broadcasts an input scalar against a
+ * vector of output channels, so the output lanes must be innermost; the
+ * transposed, flipped weight of backward_input is 16o16i in those terms and
+ * is reordered per call (oneDNN keeps a separate weight for it too). A
+ * plain x (the first layer: C = 1 or 3, NCHW or NHWC) is read at its
+ * strides, its channel stride in place of nChw16c's 1. Padding costs no copy:
  * the rows of a tile run over the valid kh only, and the pixels whose
  * window crosses the left or right border run as one-pixel tiles over their
  * valid kw only; the interior pixels (every tap valid) run as 14-pixel
@@ -41,65 +55,44 @@
  * each accumulates its 16x16 tile (16 zmm, one per input channel, lanes
  * the output channels) over every image and output pixel in a fixed order
  * (deterministic, thread-count independent), broadcasting the input scalar
- * and loading the grad_y vector; the tile is written to the plain grad_w
- * at its strides. */
+ * and loading the grad_y vector; the tile is written to grad_w through its
+ * weight map (plain strides, or OIhw16i16o / Ohwi16o blocks whose pad lanes,
+ * zeroed at allocation, are never written). */
 #include "conv_internal.h"
 
 /* ---------------------------------------------------------------- geometry */
 typedef struct b16g {
     int64_t N, I, O, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
     int64_t I1, O1;
+    /* x(n, c, h, w) = x[n*xN + (c/16)*xC1 + (c%16)*xc + h*xH + w*xW]:
+     * nChw16c packed (xc 1, xW 16) or plain at its strides (xC1 16 xc) */
+    int64_t xN, xC1, xc, xH, xW;
+    bool xblk; /* x packed nChw16c: its pad lanes are zeros to read */
 } b16g;
 
-/* w(o, i, kh, kw) = w0[o*so + i*si + kh*skh + kw*skw]; strides may be
- * negative (the flipped weight of backward_input). */
+/* w(o, i, kh, kw) = w0[mft__wmap_at(&m, o, i, kh, kw)] (Note [Conv weight
+ * maps]); kh / kw strides may be negative (backward_input's flip). */
 typedef struct b16w {
     const float *w0;
-    int64_t so, si, skh, skw;
+    mft__conv_wmap m;
+    bool tiles; /* blocked by 16 on O and I: whole 16x16 tiles, pads zero */
 } b16w;
 
 #define B16_NB 14 /* pixels per tile */
-
-/* ---------------------------------------------------------------- weight reorder */
-typedef struct reorder_ctx {
-    const b16g *g;
-    b16w w;
-    float *wt;
-} reorder_ctx;
-
-/* items ob*I1 + ib: the (kh, kw, 16i, 16o) tiles of one block pair */
-static void reorder_range(void *vctx, int64_t lo, int64_t hi) {
-    const reorder_ctx *c = vctx;
-    const b16g *g = c->g;
-    const int64_t T = g->KH * g->KW;
-    for (int64_t it = lo; it < hi; it++) {
-        const int64_t ob = it / g->I1, ib = it % g->I1;
-        float *d = c->wt + it * T * 256;
-        const int64_t no = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
-        const int64_t ni = g->I - ib * 16 < 16 ? g->I - ib * 16 : 16;
-        if (no < 16 || ni < 16) memset(d, 0, (size_t)(T * 256) * sizeof(float));
-        for (int64_t oc = 0; oc < no; oc++)
-            for (int64_t ic = 0; ic < ni; ic++) {
-                const int64_t base = (ob * 16 + oc) * c->w.so + (ib * 16 + ic) * c->w.si;
-                for (int64_t kh = 0; kh < g->KH; kh++)
-                    for (int64_t kw = 0; kw < g->KW; kw++)
-                        d[(kh * g->KW + kw) * 256 + ic * 16 + oc] =
-                            c->w.w0[base + kh * c->w.skh + kw * c->w.skw];
-            }
-    }
-}
 
 /* ---------------------------------------------------------------- tiles */
 typedef struct tile_args {
     const float *x;    /* x at (n, ib 0, ih of khlo, iw of pixel 0 at kwlo) */
     int64_t ps;        /* pixel step in x (floats): sw*16 */
     int64_t sC1, sH;   /* x block and row strides */
+    int64_t cs, px;    /* x channel and column strides (nChw16c: 1, 16) */
     int64_t nI1, lastic; /* input blocks; real channels of the last one */
     int64_t nkh, nkw;  /* valid taps: kh in [khlo, khlo+nkh), kw likewise */
-    int64_t khlo, kwlo, KW, dh, dw;
-    const float *wt;   /* scratch weight at (ob, ib 0, tap 0) */
-    int64_t wsI1;      /* scratch stride of one input block: KH*KW*256 */
-    int64_t wsO1;      /* scratch stride of one output block */
+    int64_t khlo, kwlo, dh, dw;
+    const float *wt;   /* weight at (ob, ib 0, tap 0): 16 o lanes, i 16 apart */
+    int64_t wsI1;      /* weight stride of one input block */
+    int64_t wsO1;      /* weight stride of one output block */
+    int64_t wskh, wskw; /* weight tap strides */
     const float *b16;  /* padded bias at ob */
     float *y;          /* y at (n, ob, oh, pixel 0) */
     int64_t ysO1;      /* y block stride */
@@ -116,21 +109,22 @@ static inline __attribute__((always_inline)) void b16_tile(const int NB, const i
         acc0[j] = bz0;
         acc1[j] = bz1;
     }
-    const int64_t ps = S1 ? 16 : a->ps;
+    /* S1: x packed nChw16c at stride 1 (the common case, constant steps) */
+    const int64_t ps = S1 ? 16 : a->ps, cs = S1 ? 1 : a->cs, px = S1 ? 16 : a->px;
     for (int64_t ib = 0; ib < a->nI1; ib++) {
         const int64_t nic = ib == a->nI1 - 1 ? a->lastic : 16;
         const float *xb = a->x + ib * a->sC1;
         const float *wb = a->wt + ib * a->wsI1;
         for (int64_t kh = 0; kh < a->nkh; kh++)
             for (int64_t kw = 0; kw < a->nkw; kw++) {
-                const float *xp = xb + kh * a->dh * a->sH + kw * a->dw * 16;
-                const float *w0 = wb + ((a->khlo + kh) * a->KW + a->kwlo + kw) * 256;
+                const float *xp = xb + kh * a->dh * a->sH + kw * a->dw * px;
+                const float *w0 = wb + (a->khlo + kh) * a->wskh + (a->kwlo + kw) * a->wskw;
                 const float *w1 = w0 + a->wsO1;
-                for (int64_t ic = 0; ic < nic; ic++) {
+                for (int64_t ic = 0; ic < nic; ic++, xp += cs) {
                     const __m512 v0 = _mm512_loadu_ps(w0 + ic * 16);
                     const __m512 v1 = OCB == 2 ? _mm512_loadu_ps(w1 + ic * 16) : v0;
                     for (int j = 0; j < NB; j++) {
-                        const __m512 bx = _mm512_set1_ps(xp[j * ps + ic]);
+                        const __m512 bx = _mm512_set1_ps(xp[j * ps]);
                         acc0[j] = _mm512_fmadd_ps(bx, v0, acc0[j]);
                         if (OCB == 2) acc1[j] = _mm512_fmadd_ps(bx, v1, acc1[j]);
                     }
@@ -193,10 +187,11 @@ static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
                 const float *wb = a->wt + o * a->wsO1 + ib * a->wsI1;
                 for (int64_t kh = 0; kh < a->nkh; kh++)
                     for (int64_t kw = 0; kw < a->nkw; kw++) {
-                        const float *xp = xb + kh * a->dh * a->sH + kw * a->dw * 16;
-                        const float *w0 = wb + ((a->khlo + kh) * a->KW + a->kwlo + kw) * 256;
+                        const float *xp = xb + kh * a->dh * a->sH + kw * a->dw * a->px;
+                        const float *w0 = wb + (a->khlo + kh) * a->wskh + (a->kwlo + kw) * a->wskw;
                         for (int64_t ic = 0; ic < nic; ic++)
-                            for (int l = 0; l < 16; l++) acc[l] += xp[ic] * w0[ic * 16 + l];
+                            for (int l = 0; l < 16; l++)
+                                acc[l] += xp[ic * a->cs] * w0[ic * 16 + l];
                     }
             }
             float *yp = a->y + o * a->ysO1 + j * 16;
@@ -210,6 +205,7 @@ static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
 typedef struct fwd_ctx {
     const b16g *g;
     const float *x, *wt, *b16;
+    int64_t wsO1, wsI1, wskh, wskw; /* strides of wt (b16w's map, o0 1, i0 16) */
     float *y;
     int64_t OG; /* output block groups (of 2 blocks) */
     bool og_major;
@@ -229,24 +225,27 @@ static void fwd_row(const fwd_ctx *c, int64_t n, int64_t og, int64_t oh) {
     const b16g *g = c->g;
     const int64_t ob = og * 2;
     const int ocb = ob + 1 < g->O1 ? 2 : 1;
-    const int64_t sH = g->W * 16, sC1 = g->H * sH, sN = g->I1 * sC1;
+    const int64_t sH = g->xH, sC1 = g->xC1, sN = g->xN;
     const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH;
     const int64_t ih0 = oh * g->sh - g->ph;
     int64_t khlo, khhi;
     tap_range(ih0, g->dh, g->KH, g->H, &khlo, &khhi);
     tile_args a;
-    a.ps = g->sw * 16;
+    a.ps = g->sw * g->xW;
     a.sC1 = sC1;
     a.sH = sH;
+    a.cs = g->xc;
+    a.px = g->xW;
     a.nI1 = g->I1;
     a.lastic = g->I - (g->I1 - 1) * 16;
     a.nkh = khhi - khlo;
     a.khlo = khlo;
-    a.KW = g->KW;
     a.dh = g->dh;
     a.dw = g->dw;
-    a.wsI1 = g->KH * g->KW * 256;
-    a.wsO1 = g->I1 * a.wsI1;
+    a.wsI1 = c->wsI1;
+    a.wsO1 = c->wsO1;
+    a.wskh = c->wskh;
+    a.wskw = c->wskw;
     a.wt = c->wt + ob * a.wsO1;
     a.b16 = c->b16 + ob * 16;
     a.ysO1 = ysO1;
@@ -255,7 +254,7 @@ static void fwd_row(const fwd_ctx *c, int64_t n, int64_t og, int64_t oh) {
     a.m1 = n1 >= 16 ? 0xffffu : n1 > 0 ? (1u << n1) - 1u : 0u;
     float *yrow = c->y + (n * g->O1 + ob) * ysO1 + oh * ysH;
     const float *xn = c->x + n * sN + (a.nkh > 0 ? (ih0 + khlo * g->dh) * sH : 0);
-    const bool s1 = g->sw == 1;
+    const bool s1 = g->sw == 1 && g->xblk;
     /* interior pixels: every kw valid */
     int64_t ilo = (g->pw + g->sw - 1) / g->sw;
     const int64_t last = g->W - 1 + g->pw - (g->KW - 1) * g->dw;
@@ -277,7 +276,7 @@ static void fwd_row(const fwd_ctx *c, int64_t n, int64_t og, int64_t oh) {
         }
         a.y = yrow + ow * 16;
         const int64_t iw = ow * g->sw - g->pw + a.kwlo * g->dw;
-        a.x = a.nkw > 0 && a.nkh > 0 ? xn + iw * 16 : xn;
+        a.x = a.nkw > 0 && a.nkh > 0 ? xn + iw * g->xW : xn;
         if (a.nkw == 0) a.nkh = 0, a.nkw = 0;
         run_tile(nb, ocb, s1, &a);
         a.nkh = khhi - khlo;
@@ -302,27 +301,142 @@ static void fwd_range(void *vctx, int64_t lo, int64_t hi) {
     }
 }
 
-/* y = conv(x, w) + bias on packed nChw16c x and y; false when the scratch
- * allocation failed (mft__kernel_nomem called). */
-static bool b16_forward(const b16g *g, const b16w *w, const float *bias, int64_t bstride,
+/* ---------------------------------------------------------------- padded input
+ * Note [nChw16c padded input]: the pixels whose window crosses the left or
+ * right border run as one-pixel tiles, which load two weight vectors per
+ * two FMAs: on a 7x7 image (padding 1) those 2 pixels of 7 took as long as
+ * the other 5 (perf: tile_1_2_1 30%, tile_5_2_1 28% of 8x512x7x7, 3x3).
+ * Where such pixels are more than 1/16 of a row, x is copied once into a
+ * zero-bordered scratch, nChw16c (N, I1, H + 2ph, W + 2pw, 16) or, for a
+ * plain x (a first layer), NCHW (N, I, H + 2ph, W + 2pw), and every pixel
+ * runs in full-width tiles: the taps over the border then add 0 * w, which
+ * leaves each sum's value as it was (only the sign of a zero sum may
+ * differ). The copy reads x once and writes it once with its border. */
+static bool b16_pad_pays(const b16g *g) {
+    if (g->ph == 0 && g->pw == 0) return false;
+    int64_t ilo = (g->pw + g->sw - 1) / g->sw;
+    const int64_t last = g->W - 1 + g->pw - (g->KW - 1) * g->dw;
+    int64_t ihi = last < 0 ? 0 : last / g->sw + 1;
+    if (ihi > g->OW) ihi = g->OW;
+    if (ilo > ihi) ilo = ihi;
+    return (g->OW - (ihi - ilo)) * 16 > g->OW;
+}
+
+typedef struct pad_ctx {
+    const b16g *g, *p; /* the geometry of x and of the padded copy */
+    const float *x;
+    float *xp;
+} pad_ctx;
+
+/* items n*I + c: one padded plane of a plain x, at x's strides */
+static void pad_plain_range(void *vctx, int64_t lo, int64_t hi) {
+    const pad_ctx *c = vctx;
+    const b16g *g = c->g, *p = c->p;
+    for (int64_t it = lo; it < hi; it++) {
+        const float *src = c->x + (it / g->I) * g->xN + (it % g->I) * g->xc;
+        float *dst = c->xp + it * p->xc;
+        memset(dst, 0, (size_t)p->xc * sizeof(float));
+        for (int64_t h = 0; h < g->H; h++)
+            for (int64_t w = 0; w < g->W; w++)
+                dst[(h + g->ph) * p->xH + w + g->pw] = src[h * g->xH + w * g->xW];
+    }
+}
+
+/* items n*I1 + ib: one padded channel-block plane */
+static void pad_range(void *vctx, int64_t lo, int64_t hi) {
+    const pad_ctx *c = vctx;
+    const b16g *g = c->g, *p = c->p;
+    for (int64_t it = lo; it < hi; it++) {
+        const float *src = c->x + (it / g->I1) * g->xN + (it % g->I1) * g->xC1;
+        float *dst = c->xp + it * p->xC1;
+        const size_t row = (size_t)(g->W * 16) * sizeof(float);
+        memset(dst, 0, (size_t)(g->ph * p->xH + g->pw * 16) * sizeof(float));
+        for (int64_t h = 0; h < g->H; h++) {
+            float *d = dst + (h + g->ph) * p->xH + g->pw * 16;
+            memcpy(d, src + h * g->xH, row);
+            /* the right border of this row and the left one of the next */
+            const int64_t gap = h + 1 < g->H ? 2 * g->pw : g->pw + g->ph * p->W;
+            memset(d + g->W * 16, 0, (size_t)(gap * 16) * sizeof(float));
+        }
+    }
+}
+
+/* *gp = g0 on the zero-bordered copy of x made into *xpad (freed by the
+ * caller); false when its allocation failed (mft__kernel_nomem called). */
+static bool b16_pad_copy(const b16g *g0, const float *x, b16g *gpo, float **xpad) {
+    b16g gp = *g0;
+    gp.H = g0->H + 2 * g0->ph;
+    gp.W = g0->W + 2 * g0->pw;
+    gp.ph = gp.pw = 0;
+    if (g0->xblk) {
+        gp.xW = 16;
+        gp.xH = gp.W * 16;
+        gp.xC1 = gp.H * gp.xH;
+        gp.xN = g0->I1 * gp.xC1;
+    } else {
+        gp.xW = 1;
+        gp.xH = gp.W;
+        gp.xc = gp.H * gp.W;
+        gp.xC1 = 16 * gp.xc;
+        gp.xN = g0->I * gp.xc;
+    }
+    const size_t pbytes = (size_t)(g0->N * gp.xN) * sizeof(float);
+    *xpad = mft__alloc(pbytes, 64);
+    if (!*xpad) {
+        mft__kernel_nomem(pbytes);
+        return false;
+    }
+    pad_ctx pc = {g0, &gp, x, *xpad};
+    if (g0->xblk)
+        mft__parallel_for(0, g0->N * g0->I1, 1, pad_range, &pc);
+    else
+        mft__parallel_for(0, g0->N * g0->I, 1, pad_plain_range, &pc);
+    *gpo = gp;
+    return true;
+}
+
+/* y = conv(x, w) + bias on nChw16c y (x packed nChw16c or plain); false
+ * when a scratch allocation failed (mft__kernel_nomem called). */
+static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_t bstride,
                         const float *x, float *y) {
+    b16g gp;
+    const b16g *g = g0;
+    float *xpad = NULL;
+    if (b16_pad_pays(g0)) { /* Note [nChw16c padded input] */
+        if (!b16_pad_copy(g0, x, &gp, &xpad)) return false;
+        x = xpad;
+        g = &gp;
+    }
     const int64_t T = g->KH * g->KW;
-    const size_t nwt = (size_t)(g->O1 * g->I1 * T * 256), nb = (size_t)(g->O1 * 16);
+    const bool direct = mft__wmap_direct(&w->m);
+    const size_t nwt = direct ? 0 : (size_t)(g->O1 * g->I1 * T * 256), nb = (size_t)(g->O1 * 16);
     const size_t bytes = (nwt + nb) * sizeof(float);
     float *wt = mft__alloc(bytes, 64);
     if (!wt) {
+        mft__free(xpad);
         mft__kernel_nomem(bytes);
         return false;
     }
     float *b16 = wt + nwt;
     for (int64_t o = 0; o < g->O1 * 16; o++)
         b16[o] = bias && o < g->O ? bias[o * bstride] : 0.0f;
-    reorder_ctx rc = {g, *w, wt};
-    mft__parallel_for(0, g->O1 * g->I1, 1, reorder_range, &rc);
     fwd_ctx c;
+    if (direct) { /* OIhw16i16o / Ohwi16o: read in place */
+        c.wt = w->w0;
+        c.wsO1 = w->m.o1;
+        c.wsI1 = w->m.i1;
+        c.wskh = w->m.kh;
+        c.wskw = w->m.kw;
+    } else {
+        mft__conv_b16_reorder(w->w0, &w->m, w->tiles, g->O, g->I, g->KH, g->KW, wt);
+        c.wt = wt;
+        c.wsI1 = T * 256;
+        c.wsO1 = g->I1 * c.wsI1;
+        c.wskh = g->KW * 256;
+        c.wskw = 256;
+    }
     c.g = g;
     c.x = x;
-    c.wt = wt;
     c.b16 = b16;
     c.y = y;
     c.OG = (g->O1 + 1) / 2;
@@ -332,6 +446,7 @@ static bool b16_forward(const b16g *g, const b16w *w, const float *bias, int64_t
     const int64_t items = g->N * c.OG * g->OH;
     mft__parallel_for_dynamic(0, items, cf_chunk(items), fwd_range, &c);
     mft__free(wt);
+    mft__free(xpad);
     return true;
 }
 
@@ -340,7 +455,7 @@ typedef struct bww_ctx {
     const b16g *g;
     const float *gy, *x;
     float *gw;
-    int64_t gws[4]; /* grad_w strides (o, i, kh, kw) */
+    mft__conv_wmap gm; /* grad_w's map (Note [Conv weight maps]) */
 } bww_ctx;
 
 /* Block pair (ob, ib) with nic < 16 real input channels (C = 1 or 3 in a
@@ -350,7 +465,7 @@ typedef struct bww_ctx {
 #define BWW_SMALL 64
 static void bww_small(const bww_ctx *c, int64_t ob, int64_t ib, int64_t nic) {
     const b16g *g = c->g;
-    const int64_t sH = g->W * 16, sC1 = g->H * sH, sN = g->I1 * sC1;
+    const int64_t sH = g->xH, sC1 = g->xC1, sN = g->xN, xc = g->xc, xW = g->xW;
     const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
     const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
     float acc[BWW_SMALL][16];
@@ -371,14 +486,14 @@ static void bww_small(const bww_ctx *c, int64_t ob, int64_t ib, int64_t nic) {
 #endif
                 for (int64_t kh = khlo; kh < khhi; kh++)
                     for (int64_t kw = kwlo; kw < kwhi; kw++) {
-                        const float *xp = xn + (ih0 + kh * g->dh) * sH + (iw0 + kw * g->dw) * 16;
+                        const float *xp = xn + (ih0 + kh * g->dh) * sH + (iw0 + kw * g->dw) * xW;
                         float(*a)[16] = acc + (kh * g->KW + kw) * nic;
                         for (int64_t i = 0; i < nic; i++) {
 #if CF_AVX512
-                            _mm512_storeu_ps(a[i], _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v,
+                            _mm512_storeu_ps(a[i], _mm512_fmadd_ps(_mm512_set1_ps(xp[i * xc]), v,
                                                                    _mm512_loadu_ps(a[i])));
 #else
-                            for (int l = 0; l < 16; l++) a[i][l] += xp[i] * gp[l];
+                            for (int l = 0; l < 16; l++) a[i][l] += xp[i * xc] * gp[l];
 #endif
                         }
                     }
@@ -387,15 +502,110 @@ static void bww_small(const bww_ctx *c, int64_t ob, int64_t ib, int64_t nic) {
     for (int64_t t = 0; t < g->KH * g->KW; t++)
         for (int64_t oc = 0; oc < noc; oc++)
             for (int64_t ic = 0; ic < nic; ic++)
-                c->gw[(ob * 16 + oc) * c->gws[0] + (ib * 16 + ic) * c->gws[1] +
-                      t / g->KW * c->gws[2] + t % g->KW * c->gws[3]] = acc[t * nic + ic][oc];
+                c->gw[mft__wmap_at(&c->gm, ob * 16 + oc, ib * 16 + ic, t / g->KW, t % g->KW)] =
+                    acc[t * nic + ic][oc];
+}
+
+/* Note [First-layer weight gradient]: a plain x with few channels (C = 1
+ * or 3, 3x3: T*C = 9 or 27 (tap, channel) pairs) had every pair's
+ * accumulator in memory (bww_small: a load, an FMA and a store per pair
+ * and pixel; 11% of a Fashion-MNIST nChw16c step for conv1, twice its
+ * forward). Over the zero-bordered copy of x (Note [nChw16c padded
+ * input]) every pair is valid at every pixel, so the pairs are a fixed
+ * list of offsets and their accumulators stay in registers (at most
+ * BWR_MAX); the taps over the border add 0 * grad_y. Work items: the output
+ * blocks; each element sums over (n, oh, ow) in order, as bww_small. */
+#define BWR_MAX 28
+typedef struct bwr_ctx {
+    const b16g *g; /* of the padded x */
+    const float *gy, *x;
+    float *gw;
+    mft__conv_wmap gm;
+    int na; /* KH*KW*I pairs */
+    int64_t off[BWR_MAX]; /* x offset of pair (kh*KW + kw)*I + i */
+} bwr_ctx;
+
+static inline __attribute__((always_inline)) void bwr_body(const int NA, const bwr_ctx *c,
+                                                           int64_t ob) {
+    const b16g *g = c->g;
+    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
+    const int64_t xs = g->sw * g->xW;
+    const int na = c->na;
+    float tile[BWR_MAX][16];
+#if CF_AVX512
+    __m512 acc[NA];
+    for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
+#else
+    (void)NA;
+    memset(tile, 0, sizeof tile);
+#endif
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+            const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH;
+            const float *xp = c->x + n * g->xN + oh * g->sh * g->xH;
+            for (int64_t ow = 0; ow < g->OW; ow++, gp += 16, xp += xs) {
+#if CF_AVX512
+                const __m512 v = _mm512_loadu_ps(gp);
+                for (int t = 0; t < NA; t++)
+                    if (t < na) acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(xp[c->off[t]]), v, acc[t]);
+#else
+                for (int t = 0; t < na; t++)
+                    for (int l = 0; l < 16; l++) tile[t][l] += xp[c->off[t]] * gp[l];
+#endif
+            }
+        }
+#if CF_AVX512
+    for (int t = 0; t < NA; t++) _mm512_storeu_ps(tile[t], acc[t]);
+#endif
+    const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
+    for (int t = 0; t < na; t++) {
+        const int64_t tap = t / g->I, i = t % g->I;
+        for (int64_t oc = 0; oc < noc; oc++)
+            c->gw[mft__wmap_at(&c->gm, ob * 16 + oc, i, tap / g->KW, tap % g->KW)] = tile[t][oc];
+    }
+}
+
+static void bwr_range(void *vctx, int64_t lo, int64_t hi) {
+    const bwr_ctx *c = vctx;
+    for (int64_t ob = lo; ob < hi; ob++) {
+        if (c->na <= 12)
+            bwr_body(12, c, ob);
+        else
+            bwr_body(BWR_MAX, c, ob);
+    }
+}
+
+/* backward_weight of a plain first-layer x (Note [First-layer weight
+ * gradient]): true when it applied (ran, or failed for scratch:
+ * mft__kernel_failed); false, nothing written, otherwise. */
+static bool b16_bww_first_layer(const b16g *g0, const float *gy, const float *x, float *gw,
+                                const mft__conv_wmap *gm) {
+    if (g0->xblk || g0->I * g0->KH * g0->KW > BWR_MAX) return false;
+    b16g gp = *g0;
+    float *xpad = NULL;
+    if ((g0->ph || g0->pw) && !b16_pad_copy(g0, x, &gp, &xpad)) return true;
+    bwr_ctx c;
+    c.g = &gp;
+    c.gy = gy;
+    c.x = xpad ? xpad : x;
+    c.gw = gw;
+    c.gm = *gm;
+    c.na = (int)(g0->I * g0->KH * g0->KW);
+    for (int t = 0; t < c.na; t++) {
+        const int64_t tap = t / g0->I, i = t % g0->I;
+        c.off[t] = tap / g0->KW * g0->dh * gp.xH + tap % g0->KW * g0->dw * gp.xW + i * gp.xc;
+    }
+    mft__parallel_for_dynamic(0, g0->O1, 1, bwr_range, &c);
+    mft__free(xpad);
+    return true;
 }
 
 static void bww_range(void *vctx, int64_t lo, int64_t hi) {
     const bww_ctx *c = vctx;
     const b16g *g = c->g;
     const int64_t T = g->KH * g->KW;
-    const int64_t sH = g->W * 16, sC1 = g->H * sH, sN = g->I1 * sC1;
+    const int64_t sH = g->xH, sC1 = g->xC1, sN = g->xN, xc = g->xc;
+    const int64_t xs = g->sw * g->xW;
     const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
     for (int64_t it = lo; it < hi; it++) {
         const int64_t t = it % T, r = it / T, ib = r % g->I1, ob = r / g->I1;
@@ -414,38 +624,41 @@ static void bww_range(void *vctx, int64_t lo, int64_t hi) {
 #if CF_AVX512
         __m512 acc[16];
         for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-        for (int64_t n = 0; n < g->N; n++)
-            for (int64_t oh = ohlo; oh < ohhi; oh++) {
-                const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH + owlo * 16;
-                const float *xp = c->x + n * sN + ib * sC1 +
-                                  (oh * g->sh - g->ph + kh * g->dh) * sH +
-                                  (owlo * g->sw - g->pw + kw * g->dw) * 16;
-                const int64_t xs = g->sw * 16;
-                for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
-                    const __m512 v = _mm512_loadu_ps(gp);
-                    for (int i = 0; i < 16; i++)
-                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v, acc[i]);
-                }
-            }
-        for (int i = 0; i < 16; i++) _mm512_storeu_ps(tile[i], acc[i]);
 #else
         memset(tile, 0, sizeof tile);
+#endif
         for (int64_t n = 0; n < g->N; n++)
             for (int64_t oh = ohlo; oh < ohhi; oh++) {
                 const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH + owlo * 16;
                 const float *xp = c->x + n * sN + ib * sC1 +
                                   (oh * g->sh - g->ph + kh * g->dh) * sH +
-                                  (owlo * g->sw - g->pw + kw * g->dw) * 16;
-                const int64_t xs = g->sw * 16;
+                                  (owlo * g->sw - g->pw + kw * g->dw) * g->xW;
+#if CF_AVX512
+                if (g->xblk) /* 16 lanes, the pad lanes zeros */
+                    for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
+                        const __m512 v = _mm512_loadu_ps(gp);
+                        for (int i = 0; i < 16; i++)
+                            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v, acc[i]);
+                    }
+                else /* plain x: its real channels only, at their stride */
+                    for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
+                        const __m512 v = _mm512_loadu_ps(gp);
+                        for (int i = 0; i < nic; i++)
+                            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i * xc]), v, acc[i]);
+                    }
+#else
+                const int64_t ni = g->xblk ? 16 : nic;
                 for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs)
-                    for (int i = 0; i < 16; i++)
-                        for (int l = 0; l < 16; l++) tile[i][l] += xp[i] * gp[l];
+                    for (int64_t i = 0; i < ni; i++)
+                        for (int l = 0; l < 16; l++) tile[i][l] += xp[i * xc] * gp[l];
+#endif
             }
+#if CF_AVX512
+        for (int i = 0; i < 16; i++) _mm512_storeu_ps(tile[i], acc[i]);
 #endif
         for (int64_t oc = 0; oc < noc; oc++)
             for (int64_t ic = 0; ic < nic; ic++)
-                c->gw[(ob * 16 + oc) * c->gws[0] + (ib * 16 + ic) * c->gws[1] + kh * c->gws[2] +
-                      kw * c->gws[3]] = tile[ic][oc];
+                c->gw[mft__wmap_at(&c->gm, ob * 16 + oc, ib * 16 + ic, kh, kw)] = tile[ic][oc];
     }
 }
 
@@ -474,7 +687,30 @@ static b16g geom_b16(const mft_kernel_args *a, const mft_tensor *x, const mft_te
     g.dw = p->dilation[1];
     g.I1 = cdiv(g.I, 16);
     g.O1 = cdiv(g.O, 16);
+    g.xblk = x->nblocks > 0; /* packed nChw16c (the entry checks) */
+    g.xN = x->strides[0];
+    g.xc = g.xblk ? 1 : x->strides[1];
+    g.xC1 = g.xblk ? x->strides[1] : 16 * x->strides[1];
+    g.xH = x->strides[2];
+    g.xW = x->strides[3];
     return g;
+}
+
+/* the weight map of w (the entry admits only weights that have one) */
+static b16w weight_b16(const mft_tensor *w) {
+    b16w r;
+    r.w0 = (const float *)(const void *)mft__tensor_ptr(w);
+    if (!mft__conv_wmap_of(w, &r.m)) memset(&r.m, 0, sizeof r.m);
+    r.tiles = w->nblocks == 2;
+    return r;
+}
+
+/* Winograd F(4x4, 3x3) is legal for g: 3x3, stride and dilation 1, nChw16c
+ * x; its size test (winograd.c: for nChw16c, Note [Winograd on few tiles])
+ * decides whether it pays. */
+static bool b16_wino_geom_ok(const b16g *g) {
+    return cf_mode() == 0 && g->xblk && g->KH == 3 && g->KW == 3 && g->sh == 1 && g->sw == 1 &&
+           g->dh == 1 && g->dw == 1;
 }
 
 /* Winograd F(4x4, 3x3) (winograd.c) on the nChw16c buffers of the forward
@@ -482,13 +718,9 @@ static b16g geom_b16(const mft_kernel_args *a, const mft_tensor *x, const mft_te
  * scratch: mft__kernel_failed); false, nothing written, otherwise. */
 static bool b16_wino(const b16g *g, const b16w *w, const float *bias, int64_t bstride,
                      const float *x, float *y, const char *name) {
-    if (cf_mode() != 0 || g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 ||
-        g->dw != 1)
-        return false;
-    const mft__wino_geom wg = {g->N,  g->H,  g->W,  g->I,        g->O,
-                               g->OH, g->OW, g->ph, g->pw,       w->w0,
-                               {w->so, w->si, w->skh, w->skw},   bias,
-                               bstride, true};
+    if (!b16_wino_geom_ok(g)) return false;
+    const mft__wino_geom wg = {g->N,  g->H,  g->W,  g->I,      g->O, g->OH, g->OW, g->ph,
+                               g->pw, w->w0, {0},   bias,      bstride, true,  &w->m};
     if (!mft__conv_wino_applies(&wg)) return false;
     if (mft__conv_wino_forward(&wg, x, y)) mft__dispatch_report_as(name);
     return true;
@@ -498,8 +730,7 @@ void mft__conv_b16_fwd(const mft_kernel_args *a) {
     const mft_tensor *x = a->inputs[0], *w = a->inputs[1], *y = a->outputs[0];
     const mft_conv_params *p = a->params;
     const b16g g = geom_b16(a, x, y, w);
-    const b16w ww = {(const float *)(const void *)mft__tensor_ptr(w), w->strides[0],
-                     w->strides[1], w->strides[2], w->strides[3]};
+    const b16w ww = weight_b16(w);
     const float *bias = p->bias ? (const float *)(const void *)mft__tensor_ptr(p->bias) : NULL;
     const int64_t bs = p->bias ? p->bias->strides[0] : 0;
     if (b16_wino(&g, &ww, bias, bs, B16PTR(x), B16PTR(y), "conv2d.nchw16c.f32.winograd_f4x3"))
@@ -525,9 +756,19 @@ void mft__conv_b16_bwd_in(const mft_kernel_args *a) {
     g.sh = g.sw = 1;
     g.ph = f.dh * (f.KH - 1) - f.ph;
     g.pw = f.dw * (f.KW - 1) - f.pw;
-    const float *w0 = (const float *)(const void *)mft__tensor_ptr(w);
-    const int64_t off = (f.KH - 1) * w->strides[2] + (f.KW - 1) * w->strides[3];
-    const b16w ww = {w0 + off, w->strides[1], w->strides[0], -w->strides[2], -w->strides[3]};
+    g.xblk = true; /* grad_y packed nChw16c */
+    g.xN = gy->strides[0];
+    g.xC1 = gy->strides[1];
+    g.xc = 1;
+    g.xH = gy->strides[2];
+    g.xW = gy->strides[3];
+    /* the weight transposed (I <-> O) and flipped: w'(o, i, kh, kw) =
+     * w(i, o, KH-1-kh, KW-1-kw) */
+    const b16w f0 = weight_b16(w);
+    b16w ww;
+    ww.w0 = f0.w0 + (f.KH - 1) * f0.m.kh + (f.KW - 1) * f0.m.kw;
+    ww.m = (mft__conv_wmap){f0.m.i1, f0.m.i0, f0.m.o1, f0.m.o0, -f0.m.kh, -f0.m.kw};
+    ww.tiles = f0.tiles;
     if (b16_wino(&g, &ww, NULL, 0, B16PTR(gy), B16PTR(gx),
                  "conv2d_backward_input.nchw16c.f32.winograd_f4x3"))
         return;
@@ -542,12 +783,11 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
     c.gy = B16PTR(gy);
     c.x = B16PTR(x);
     c.gw = B16PTR(gw);
-    for (int i = 0; i < 4; i++) c.gws[i] = gw->strides[i];
-    if (cf_mode() == 0 && g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
-        g.dw == 1) {
-        const mft__wino_geom wg = {g.N,  g.H,  g.W,  g.I,  g.O, g.OH, g.OW, g.ph, g.pw,
-                                   NULL, {0},  NULL, 0,    true};
-        const int64_t gws[5] = {c.gws[0], c.gws[1], 0, c.gws[2], c.gws[3]};
+    if (!mft__conv_wmap_of(gw, &c.gm)) memset(&c.gm, 0, sizeof c.gm);
+    if (b16_wino_geom_ok(&g)) {
+        const mft__wino_geom wg = {g.N,  g.H, g.W,  g.I, g.O,  g.OH,  g.OW, g.ph,
+                                   g.pw, NULL, {0}, NULL, 0,  true, &c.gm};
+        const int64_t gws[5] = {0, 0, 0, 0, 0}; /* unused: wg.wmap addresses grad_w */
         if (mft__conv_wino_applies(&wg) &&
             mft__conv_wino_backward_weight(&wg, c.gy, c.x, c.gw, gws)) {
             mft__dispatch_report_as("conv2d_backward_weight.nchw16c.f32.winograd_f4x3");
@@ -555,6 +795,7 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
         }
         if (mft__kernel_failed()) return;
     }
+    if (b16_bww_first_layer(&g, c.gy, c.x, c.gw, &c.gm)) return;
     const int64_t items = g.O1 * g.I1 * g.KH * g.KW;
     mft__parallel_for_dynamic(0, items, 1, bww_range, &c);
 }

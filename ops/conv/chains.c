@@ -131,7 +131,8 @@ static bool wino_geom(const cgeom *g, bool bwd, mft__wino_geom *wg) {
     if (!bwd) {
         *wg = (mft__wino_geom){g->N,   g->H,   g->W,  g->Cin, g->Cout,
                                g->OH,  g->OW,  g->p[1], g->p[2], g->w,
-                               {g->ws[0], g->ws[1], g->ws[3], g->ws[4]}, g->bias, g->bstride, false};
+                               {g->ws[0], g->ws[1], g->ws[3], g->ws[4]}, g->bias, g->bstride, false,
+                               NULL};
     } else {
         if (g->p[1] > 2 || g->p[2] > 2) return false;
         *wg = (mft__wino_geom){g->N,
@@ -147,7 +148,8 @@ static bool wino_geom(const cgeom *g, bool bwd, mft__wino_geom *wg) {
                                {g->ws[1], g->ws[0], -g->ws[3], -g->ws[4]},
                                g->bias,
                                g->bstride,
-                               false};
+                               false,
+                               NULL};
     }
     return mft__conv_wino_applies(wg);
 }

@@ -212,6 +212,7 @@ bool mft__conv_plane_backward_weight_nchw(const mft__plane_geom *g, const float 
  * for these sizes (or the test mode forces it); forward returns false
  * when a scratch allocation fails, having called mft__kernel_nomem (Note
  * [Kernel scratch]). */
+typedef struct mft__conv_wmap mft__conv_wmap;
 typedef struct mft__wino_geom {
     int64_t N, H, W, C, K, OH, OW, ph, pw;
     const float *w;
@@ -219,6 +220,9 @@ typedef struct mft__wino_geom {
     const float *bias;
     int64_t bstride;
     bool blocked; /* x and y (grad_y) packed nChw16c instead of NHWC (blocked16.c) */
+    /* NULL, or the weight (forward) / grad_w (backward_weight) is addressed
+     * by this map instead of ws / gws: a blocked weight (blocked16.c) */
+    const mft__conv_wmap *wmap;
 } mft__wino_geom;
 bool mft__conv_wino_applies(const mft__wino_geom *g);
 bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y);
@@ -232,12 +236,44 @@ bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, co
 /* For tests: 0 the size heuristic, 1 wherever legal, 2 never. */
 void mft__conv_wino_set_mode(int mode);
 
+/* ---------------------------------------------------------------- ops/conv/blocked16_weights.c
+ * Note [Conv weight maps]: where weight element (o, i, kh, kw) lives, for a
+ * plain weight at any strides and for a weight blocked by 16 on O and / or
+ * I (OIhw16i16o, Ohwi16o, OIhw16o16i, ...):
+ *   off = (o / 16)*o1 + (o % 16)*o0 + (i / 16)*i1 + (i % 16)*i0 + kh*kh_ + kw*kw_
+ * (a plain stride s gives o1 = 16 s, o0 = s). kh / kw strides may be
+ * negative (the flipped weight of backward_input). */
+struct mft__conv_wmap {
+    int64_t o1, o0, i1, i0, kh, kw;
+};
+static inline int64_t mft__wmap_at(const mft__conv_wmap *m, int64_t o, int64_t i, int64_t kh,
+                                   int64_t kw) {
+    return (o >> 4) * m->o1 + (o & 15) * m->o0 + (i >> 4) * m->i1 + (i & 15) * m->i0 +
+           kh * m->kh + kw * m->kw;
+}
+/* The map of a rank-4 weight w: true for a plain one and for a blocked one
+ * whose blocks are all of 16 on dims 0 / 1, at most one per dim (pad lanes
+ * are then never addressed by a real (o, i)); false for any other. */
+bool mft__conv_wmap_of(const mft_tensor *w, mft__conv_wmap *m);
+/* The weight is read in place by the nChw16c direct kernel: blocked, O
+ * lanes innermost (o0 1) and I lanes next (i0 16), as OIhw16i16o and
+ * Ohwi16o are; else the kernel reorders it into OIhw16i16o scratch. */
+static inline bool mft__wmap_direct(const mft__conv_wmap *m) { return m->o0 == 1 && m->i0 == 16; }
+/* Scratch dst (O1, I1, KH, KW, 16i, 16o), zero-padded, of the weight at w0
+ * through m: O, I, KH, KW its sizes; tiles: every 16x16 tile of m is
+ * addressable with zero pads (both O and I blocked by 16). In parallel over
+ * block pairs. */
+void mft__conv_b16_reorder(const float *w0, const mft__conv_wmap *m, bool tiles, int64_t O,
+                           int64_t I, int64_t KH, int64_t KW, float *dst);
+
 /* ---------------------------------------------------------------- ops/conv/blocked16.c
  * Native nChw16c F32 conv2d, groups 1 (Note [nChw16c direct convolution]):
  * the kernels registered under (op, MFT_NCHW16C, MFT_F32) in chains.c's
- * table. Activations packed nChw16c, weight plain (O, I, kh, kw) at any
- * strides, grad_w plain at its strides. backward_input: stride 1 and
- * padding <= dilation*(kernel-1) only (the entry checks). */
+ * table. y, grad_y and (backward_input) grad_x packed nChw16c; x packed
+ * nChw16c or, forward and backward_weight, plain F32 at any strides; the
+ * weight and grad_w plain at any strides or blocked by 16 (Note [Conv
+ * weight maps]). backward_input: stride 1 and padding <= dilation*(kernel-1)
+ * only (the entry checks). */
 void mft__conv_b16_fwd(const mft_kernel_args *a);
 void mft__conv_b16_bwd_in(const mft_kernel_args *a);
 void mft__conv_b16_bwd_w(const mft_kernel_args *a);

@@ -15,10 +15,13 @@
  * tag is channels-last, else CONTIGUOUS; 1-D results keep x's tag (its
  * rank-3 CHANNELS_LAST is N,L,C). Backward: grad_x in x's tag (dispatched in
  * it), grad_w computed in the conv format then packed in w's tag, grad_b
- * (C_out) contiguous. conv2d on packed nChw16c F32 activations with a
- * plain weight and groups 1 (blocked16.c) or depthwise with multiplier 1
- * (depthwise_blocked16.c) dispatches in MFT_NCHW16C: the result and grad_x
- * nChw16c, grad_w plain, no conversion; other blocked operands take the
+ * (C_out) contiguous. conv2d (F32) on packed nChw16c activations with a
+ * plain or 16-blocked weight and groups 1, or on a plain 4-D input with a
+ * 16-blocked weight (OIhw16i16o, Ohwi16o: Note [Conv weight maps]), runs
+ * blocked16.c, and depthwise with multiplier 1 and a plain weight on nChw16c
+ * activations depthwise_blocked16.c, dispatched in MFT_NCHW16C: the result
+ * and grad_x nChw16c, grad_w in w's layout, no conversion; other blocked
+ * operands take the
  * counted fallback (Note [Blocked fallback]).
  *
  * Autograd: the forward entry points record one tape node (conv_record)
@@ -352,7 +355,8 @@ static mft_tensor *conv_run(const char *fn, mft__op_id op, mft_format fmt, int k
                           : mft__tensor_alloc(fn, krank, sizes, a->dtype, fmt);
     if (!out) return NULL;
     const mft_tensor *ins[2] = {a, b};
-    const bool convert[2] = {true, convert_b};
+    /* the nChw16c kernels read a plain input (first layer) in place */
+    const bool convert[2] = {fmt != MFT_NCHW16C || a->nblocks, convert_b};
     mft_tensor *outs[1] = {out};
     if (mft__dispatch(fn, g_tables, op, fmt, a->dtype, 2, ins, convert, 1, outs, p) != MFT_OK) {
         mft_tensor_release(out);
@@ -425,14 +429,18 @@ static mft_status conv_record(const conv_req *r, mft_tensor *y) {
 }
 
 /* ---------------------------------------------------------------- native nChw16c
- * conv2d on packed MFT_NCHW16C F32 activations with a plain F32 weight and
- * bias runs natively, no conversion: groups 1 the kernels of
- * ops/conv/blocked16.c (Note [nChw16c direct convolution]), depthwise with
- * multiplier 1 (groups == C_in == C_out, weight (C, 1, kh, kw)) those of
- * ops/conv/depthwise_blocked16.c (Note [nChw16c depthwise convolution]).
- * Every other blocked case (other grouped convolutions, depthwise
- * multipliers > 1 included) keeps the counted fallback. Only sizes of the
- * blocked tensors are read here. */
+ * conv2d, F32, runs natively with no conversion:
+ *  - groups 1, the kernels of ops/conv/blocked16.c (Note [nChw16c direct
+ *    convolution]), when x is packed MFT_NCHW16C and w plain or blocked by
+ *    16 on O / I (OIhw16i16o, Ohwi16o: Note [Conv weight maps]), or when x
+ *    is plain (rank 4) and w blocked so: the blocked weight asks for an
+ *    nChw16c result as a channels-last weight asks for a channels-last one
+ *    (docs/spec.md §7.10);
+ *  - depthwise with multiplier 1 (groups == C_in == C_out, a plain weight
+ *    (C, 1, kh, kw)) on packed nChw16c x, the kernels of
+ *    ops/conv/depthwise_blocked16.c (Note [nChw16c depthwise convolution]).
+ * The bias is plain. Every other blocked case (other grouped convolutions,
+ * depthwise multipliers > 1 included) keeps the counted fallback. */
 static bool conv_b16_act(const mft_tensor *t) {
     return t && t->nblocks && t->dtype == MFT_F32 && t->ndim == 4 &&
            mft_tensor_is_contiguous(t, MFT_NCHW16C);
@@ -441,11 +449,19 @@ static bool conv_b16_act(const mft_tensor *t) {
 static bool conv_b16_depthwise(const mft_tensor *x, const mft_tensor *w, int64_t groups) {
     return groups > 1 && x->sizes[1] == groups && w->sizes[0] == groups && w->sizes[1] == 1;
 }
+static bool conv_b16_weight(const mft_tensor *w) {
+    mft__conv_wmap m;
+    return w && w->dtype == MFT_F32 && mft__conv_wmap_of(w, &m);
+}
 static bool conv_b16_native(const mft_tensor *x, const mft_tensor *w, const mft_tensor *b,
                             int64_t groups) {
-    return conv_b16_act(x) && w && !w->nblocks && w->dtype == MFT_F32 && w->ndim == 4 &&
-           (!b || (!b->nblocks && b->dtype == MFT_F32)) &&
-           (groups == 1 || conv_b16_depthwise(x, w, groups));
+    if (!w || (b && (b->nblocks || b->dtype != MFT_F32))) return false;
+    if (groups != 1)
+        return conv_b16_act(x) && !w->nblocks && w->dtype == MFT_F32 && w->ndim == 4 &&
+               conv_b16_depthwise(x, w, groups);
+    if (!conv_b16_weight(w)) return false;
+    return conv_b16_act(x) ||
+           (w->nblocks && x && !x->nblocks && x->dtype == MFT_F32 && x->ndim == 4);
 }
 
 /* ---------------------------------------------------------------- forward entry points */
@@ -585,16 +601,24 @@ static mft_status conv_backward(const conv_req *r, const mft_tensor *grad_out, m
         ok = gx != NULL;
     }
     if (ok && gw_out && r->b16) {
-        /* plain grad_w written at its strides by the nChw16c kernel */
-        gw = mft__tensor_alloc(fn, 4, wk->sizes, MFT_F32, MFT_CONTIGUOUS);
+        /* grad_w written through its weight map by the nChw16c kernel:
+         * plain, or packed in w's blocks (zeroed: pad lanes stay 0) */
+        if (r->w->nblocks) {
+            mft_layout lw, lp;
+            mft__layout_of(r->w, &lw);
+            mft__layout_packed_like(&lw, &lp);
+            gw = mft__tensor_alloc_layout(fn, &lp, MFT_F32);
+        } else {
+            gw = mft__tensor_alloc(fn, 4, wk->sizes, MFT_F32, MFT_CONTIGUOUS);
+        }
         const mft_tensor *ins[2] = {gk, xk};
-        const bool convert[2] = {true, true};
+        const bool convert[2] = {true, xk->nblocks > 0};
         if (gw && mft__dispatch(fn, g_tables, conv_op(nsp, 2), MFT_NCHW16C, MFT_F32, 2, ins,
                                 convert, 1, &gw, &pnb) != MFT_OK) {
             mft_tensor_release(gw);
             gw = NULL;
         }
-        if (gw && r->w->tag != MFT_CONTIGUOUS) {
+        if (gw && !r->w->nblocks && r->w->tag != MFT_CONTIGUOUS) {
             mft__cause_push(MFT_CAUSE_GRADIENT, "conv");
             mft_tensor *u = mft_contiguous(gw, r->w->tag);
             mft__cause_pop();
@@ -666,18 +690,61 @@ mft_status mft_conv1d_backward(const mft_tensor *grad_out, const mft_tensor *x, 
     return conv_backward(&r, grad_out, grad_x, grad_w, grad_b);
 }
 
+/* A blocked weight whose grad_w is native but whose grad_x is not (a plain
+ * x, or stride > 1): grad_w and grad_b natively in w's layout, grad_x by
+ * the call with w's plain copy (counted, cause fallback), which converts
+ * what it needs itself. Results handed over only when both succeeded. */
+static mft_status conv2d_backward_split(const mft_tensor *grad_out, const mft_tensor *x,
+                                        const mft_tensor *w, const int64_t stride[2],
+                                        const int64_t padding[2], const int64_t dilation[2],
+                                        mft_tensor **grad_x, mft_tensor **grad_w,
+                                        mft_tensor **grad_b) {
+    static const char fn[] = "mft_conv2d_backward";
+    mft_tensor *gx = NULL, *gw = NULL, *gb = NULL;
+    *grad_x = NULL;
+    if (grad_w) *grad_w = NULL;
+    if (grad_b) *grad_b = NULL;
+    mft__scope_suspend();
+    mft__cause_push(MFT_CAUSE_FALLBACK, "conv2d_backward");
+    mft_tensor *wp = mft_contiguous(w, MFT_CONTIGUOUS);
+    mft__cause_pop();
+    mft_status st = wp ? mft_conv2d_backward(grad_out, x, wp, stride, padding, dilation, 1, &gx,
+                                             NULL, NULL)
+                       : mft_last_error();
+    if (st == MFT_OK && (grad_w || grad_b))
+        st = mft_conv2d_backward(grad_out, x, w, stride, padding, dilation, 1, NULL,
+                                 grad_w ? &gw : NULL, grad_b ? &gb : NULL);
+    mft__scope_resume();
+    mft_tensor_release(wp);
+    mft_tensor *outs[3] = {gx, gw, gb}, **dst[3] = {grad_x, grad_w, grad_b};
+    mft_tensor *fin[3] = {NULL, NULL, NULL};
+    for (int i = 0; st == MFT_OK && i < 3; i++)
+        if (dst[i] && !(fin[i] = mft__retain_result(fn, outs[i]))) st = mft_last_error();
+    for (int i = 0; i < 3; i++) mft_tensor_release(outs[i]);
+    if (st != MFT_OK) return st == MFT_OK ? MFT_ERR_INTERNAL : st;
+    for (int i = 0; i < 3; i++)
+        if (dst[i]) *dst[i] = fin[i];
+    return MFT_OK;
+}
+
 mft_status mft_conv2d_backward(const mft_tensor *grad_out, const mft_tensor *x, const mft_tensor *w,
                                const int64_t stride[2], const int64_t padding[2],
                                const int64_t dilation[2], int64_t groups, mft_tensor **grad_x,
                                mft_tensor **grad_w, mft_tensor **grad_b) {
     bool b16 = conv_b16_act(grad_out) && conv_b16_native(x, w, NULL, groups);
-    /* groups 1 backward_input: stride 1 only (depthwise: any) */
+    /* backward_input gives nChw16c: a plain x's gradient is not native;
+     * groups 1 at stride 1 only (depthwise: any stride) */
+    bool gx_native = !grad_x || (x && x->nblocks);
     for (int d = 0; b16 && grad_x && groups == 1 && d < 2; d++) {
         const int64_t s = stride ? stride[d] : 1, p = padding ? padding[d] : 0;
         const int64_t dl = dilation ? dilation[d] : 1;
-        b16 = s == 1 && p >= 0 && p <= CONV_MAX_PARAM && dl > 0 &&
-              (p + dl - 1) / dl <= w->sizes[2 + d] - 1; /* p <= dl * (k - 1) */
+        gx_native = gx_native && s == 1 && p >= 0 && p <= CONV_MAX_PARAM && dl > 0 &&
+                    (p + dl - 1) / dl <= w->sizes[2 + d] - 1; /* p <= dl * (k - 1) */
     }
+    if (b16 && !gx_native && w->nblocks)
+        return conv2d_backward_split(grad_out, x, w, stride, padding, dilation, grad_x, grad_w,
+                                     grad_b);
+    b16 = b16 && gx_native;
     if (!b16)
         MFT__BLOCKED_FALLBACK_OUTS_STATUS(
             "conv2d_backward",

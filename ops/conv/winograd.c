@@ -60,6 +60,7 @@
 #define WG_NB 32 /* output channels per packed weight block */
 #define WG_L  16 /* channels per vector */
 #define WG_MR 6  /* tiles per micro-kernel call */
+#define WG_MIN_TILES_BLOCKED 64 /* Note [Winograd on few tiles] */
 
 /* ---------------------------------------------------------------- switch */
 static int wg_mode = 0;      /* tests: 0 heuristic, 1 wherever legal, 2 never */
@@ -222,6 +223,7 @@ typedef struct wg_job {
 } wg_job;
 
 static inline float wg_w(const mft__wino_geom *g, int64_t k, int64_t c, int a, int b) {
+    if (g->wmap) return g->w[mft__wmap_at(g->wmap, k, c, a, b)];
     return g->w[k * g->ws[0] + c * g->ws[1] + a * g->ws[2] + b * g->ws[3]];
 }
 
@@ -437,6 +439,14 @@ bool mft__conv_wino_applies(const mft__wino_geom *g) {
     if (!WG_AVX512 || g->C < 16 || g->K < 16) return false;
     /* 4x fewer multiplications, less the outputs computed past the edges */
     const int64_t th = (g->OH + 3) / 4, tw = (g->OW + 3) / 4;
+    /* Note [Winograd on few tiles]: the weight is transformed per call (36 C
+     * K floats written, then read once per block of tiles); with few tiles
+     * that traffic is most of the work. nChw16c against its direct kernel
+     * (one thread, noisy shared machine, 2026-11-28): 8x512x7x7 (32 tiles)
+     * 63 ms against 22-45, 8x256x14x14 (128 tiles) 47 against 51,
+     * 8x128x28x28 (392) 16 against 33. The NHWC path was not measured
+     * here and keeps the size test alone. */
+    if (g->blocked && g->N * th * tw < WG_MIN_TILES_BLOCKED) return false;
     return 2 * g->OH * g->OW >= th * tw * 16;
 }
 
@@ -546,8 +556,9 @@ static void wg_bw_reduce(void *ctx, int64_t begin, int64_t end) {
             for (int64_t l = 0; l < nc; l++)
                 for (int a = 0; a < 3; a++)
                     for (int b = 0; b < 3; b++)
-                        j->gw[k * j->gws[0] + (c0 + l) * j->gws[1] + a * j->gws[3] +
-                              b * j->gws[4]] = (float)r[a][b][l];
+                        j->gw[g->wmap ? mft__wmap_at(g->wmap, k, c0 + l, a, b)
+                                      : k * j->gws[0] + (c0 + l) * j->gws[1] + a * j->gws[3] +
+                                            b * j->gws[4]] = (float)r[a][b][l];
         }
 }
 

@@ -424,11 +424,13 @@ mft_status mft__dispatch(const char *fn, const mft__kernel_def *const *tables, m
         conv_in[i] = convert && convert[i] && k.fmt != MFT_FORMAT_ANY &&
                      !mft_tensor_is_contiguous(in[i], k.fmt);
     /* a plain output of a call asked in a blocked format (grad_w of an
-     * nChw16c convolution) is written by the kernel at its strides */
+     * nChw16c convolution), or one in a descriptor of its own (MFT_BLOCKED:
+     * the gradient of an OIhw16i16o weight), is written by the kernel in
+     * its layout */
     for (int i = 0; i < nout; i++)
         conv_out[i] = k.fmt != MFT_FORMAT_ANY && !mft_tensor_is_contiguous(out[i], k.fmt) &&
                       !(k.fmt == fmt && (fmt == MFT_NCHW8C || fmt == MFT_NCHW16C) &&
-                        !out[i]->nblocks);
+                        (!out[i]->nblocks || out[i]->tag == MFT_BLOCKED));
     if (strict == MFT_STRICT_ALL)
         for (int i = 0; i < nin + nout; i++) {
             const bool is_in = i < nin;

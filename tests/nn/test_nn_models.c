@@ -12,7 +12,8 @@
  *     activations' shapes after each layer, and their format following the
  *     input (channels_last in -> channels_last conv/relu/pool activations)
  *     or the weights (a CHANNELS_LAST model); NCHW and NHWC inputs give the
- *     same logits;
+ *     same logits; an NCHW16C model has blocked conv weights and gives
+ *     nChw16c activations from a plain or an nChw16c input, bit for bit;
  *   - errors: NULL cfg, bad format, bad width / channels / image size, an
  *     overflowing feature count, and every allocation failure on the way
  *     (fail_alloc.h) return NULL, name mft_nn_fashion_cnn, leave the
@@ -356,8 +357,10 @@ static void check_fails(const mft_fashion_cnn_config *cfg, mft_status st, const 
     CHECK_ERR(st, needle);
 }
 
-/* A blocked model: plain CONTIGUOUS parameters, blocked activations through
- * conv, relu and pool, and the logits of the plain model (same seed). */
+/* An NCHW16C model: conv weights blocked (Ohwi16o: both convs have fewer
+ * than 16 input channels here), the rest CONTIGUOUS; nChw16c activations
+ * through conv, relu and pool from an nChw16c or a plain NCHW input (conv1
+ * makes them), and the logits of the plain model (same seed). */
 static void test_forward_blocked_model(void) {
     const int64_t live0 = mft_live_tensors();
     mft_module *lb[MFT_FASHION_CNN_MAX_LAYERS];
@@ -371,14 +374,25 @@ static void test_forward_blocked_model(void) {
     }
     mft_tensor *ps[16];
     int np = mft_module_parameters(b, ps, NULL, 16);
-    for (int i = 0; i < np; i++) CHECK(mft_tensor_is_contiguous(ps[i], MFT_CONTIGUOUS));
+    for (int i = 0; i < np; i++) {
+        mft_layout want, have;
+        if (mft_tensor_ndim(ps[i]) == 4)
+            CHECK(mft_layout_from_onednn(4, mft_tensor_sizes(ps[i]), "Ohwi16o", &want) == MFT_OK &&
+                  mft_tensor_layout(ps[i], &have) == MFT_OK && mft_layout_equal(&want, &have));
+        else
+            CHECK(mft_tensor_is_contiguous(ps[i], MFT_CONTIGUOUS));
+    }
     mft_scope_begin();
     const int64_t xs[4] = {2, 3, 12, 12};
     mft_tensor *x = mft_rand(4, xs, MFT_F32, MFT_CONTIGUOUS, 5);
     mft_tensor *xb = mft_to_format(x, MFT_NCHW16C);
     mft_tensor *h = mft_module_forward(lb[0], xb); /* conv1 */
     CHECK(h && mft_tensor_format(h) == MFT_NCHW16C && mft_tensor_check_padding(h) == MFT_OK);
+    mft_tensor *h0 = mft_module_forward(lb[0], x); /* conv1 on the plain batch */
+    CHECK(h0 && mft_tensor_format(h0) == MFT_NCHW16C && mft_tensor_check_padding(h0) == MFT_OK);
+    mft_tensor *y0 = mft_module_forward(b, x);
     mft_tensor *yb = mft_module_forward(b, xb), *yp = mft_module_forward(p, x);
+    CHECK(y0 && yb && mft_tensor_hash(y0) == mft_tensor_hash(yb));
     CHECK(yb && yp && mft_tensor_numel(yb) == 20 && mft_tensor_numel(yp) == 20);
     int bad = 0; /* native blocked kernels may sum in another order */
     for (int64_t i = 0; yb && yp && i < 2; i++)

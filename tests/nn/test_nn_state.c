@@ -9,7 +9,9 @@
  *     never stopped; a file with the optimiser loads into a model alone;
  *   - layouts: an NCHW checkpoint loaded into a channels_last model leaves
  *     its weights channels_last (and the reverse), with the logical values of
- *     the file; the file records each weight in its saved layout;
+ *     the file; the file records each weight in its saved layout; an
+ *     NCHW16C model's blocked conv weights (Ohwi16o, OIhw16i16o) and their
+ *     Adam state load back in their blocks, pads zero, values the saved ones;
  *   - refusals, each naming mft_module_load, the file and the tensor, and
  *     leaving every parameter, buffer, optimiser state and the learning rate
  *     bit-identical (values, strides, data pointer, version): wrong sizes,
@@ -448,6 +450,59 @@ static void test_layout_kept(void) {
     layouts(MFT_CHANNELS_LAST, MFT_CONTIGUOUS);
 }
 
+/* An NCHW16C model (conv weights Ohwi16o and OIhw16i16o) trained a step with
+ * Adam, saved and loaded into another: the weights and their Adam state keep
+ * their blocked layouts and zero pads and take the saved values. */
+static mft_module *blocked_model(uint64_t seed) {
+    return mft_nn_fashion_cnn(&(mft_fashion_cnn_config){
+        .in_channels = 3, .image_size = 8, .width = 16, .format = MFT_NCHW16C, .seed = seed});
+}
+
+static void test_blocked_weights_kept(void) {
+    char path[300];
+    tmp_path(path, sizeof path, "blocked.mft");
+    const mft_adam_opts ao = {0.01, 0.9, 0.999, 1e-8, 0.0};
+    mft_module *a = blocked_model(1), *b = blocked_model(2);
+    mft_tensor *pa[16], *pb[16];
+    const int na = a ? mft_module_parameters(a, pa, NULL, 16) : 0;
+    const int nb = b ? mft_module_parameters(b, pb, NULL, 16) : 0;
+    mft_optimizer *oa = na ? mft_adam_new(na, pa, &ao) : NULL;
+    mft_optimizer *ob = nb ? mft_adam_new(nb, pb, &ao) : NULL;
+    CHECK(oa && ob && na == nb);
+    if (oa && ob && na == nb) {
+        mft_scope_begin();
+        mft_tensor *x = mft_randn(4, (const int64_t[]){2, 3, 8, 8}, MFT_F32, MFT_CONTIGUOUS, 9);
+        mft_tensor *y = mft_zeros(1, (const int64_t[]){2}, MFT_I64, MFT_CONTIGUOUS);
+        mft_tape_begin();
+        mft_tensor *loss = mft_cross_entropy(mft_module_forward(a, x), y, NULL, -100, 0.0,
+                                             MFT_REDUCTION_MEAN);
+        CHECK(loss && mft_backward(loss, NULL) == MFT_OK);
+        mft_tape_end();
+        CHECK(mft_optimizer_step(oa) == MFT_OK);
+        mft_scope_end();
+        CHECK(mft_module_save(path, a, oa) == MFT_OK);
+        CHECK(mft_module_load(path, b, ob) == MFT_OK);
+        mft_tensor *sa[64], *sb[64];
+        const int ka = mft_optimizer_state(oa, sa, NULL, 64), kb = mft_optimizer_state(ob, sb, NULL, 64);
+        CHECK(ka == kb && ka <= 64);
+        for (int i = 0; i < na + (ka == kb && ka <= 64 ? ka : 0); i++) {
+            const mft_tensor *u = i < na ? pa[i] : sa[i - na], *v = i < na ? pb[i] : sb[i - na];
+            mft_layout lu, lv;
+            CHECK_MSG(mft_tensor_layout(u, &lu) == MFT_OK && mft_tensor_layout(v, &lv) == MFT_OK &&
+                          mft_layout_equal(&lu, &lv) &&
+                          mft_tensor_is_blocked(v) == (mft_tensor_ndim(v) == 4) &&
+                          mft_tensor_check_padding(v) == MFT_OK &&
+                          mft_tensor_hash(u) == mft_tensor_hash(v),
+                      "tensor %d: layout or values not restored", i);
+        }
+    }
+    mft_optimizer_free(oa);
+    mft_optimizer_free(ob);
+    mft_module_free(a);
+    mft_module_free(b);
+    remove(path);
+}
+
 /* ------------------------------------------------------------------ refusals */
 /* mft_module_load(path, b) must fail with status and a message holding
  * needle, path, and change nothing of b. */
@@ -732,6 +787,7 @@ int main(void) {
     RUN(test_roundtrip_adam);
     RUN(test_model_only);
     RUN(test_layout_kept);
+    RUN(test_blocked_weights_kept);
     RUN(test_refusals);
     RUN(test_null_args);
     RUN(test_scope_and_tape);

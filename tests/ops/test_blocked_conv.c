@@ -2,6 +2,7 @@
  * Note [nChw16c direct convolution]):
  *   - forward on packed nChw16c x with a plain weight and bias equals the
  *     plain call (within 1e-5 relative) for C in {1, 3, 15, 16, 17, 33, 64},
+ *     with the padded copy of x and without (wide rows),
  *     output channels around the block size, strides, paddings, dilations,
  *     kernel sizes, N in {1, 3}; the result is nChw16c with zero pad lanes
  *     and no conversion is counted;
@@ -11,10 +12,18 @@
  *   - 1 and 2 threads give bit-identical results; an inf in x leaves the
  *     pad lanes zero;
  *   - all of it with Winograd on (where it pays) and off;
- *   - the unsupported cases (F64, nChw8c, groups > 1, a blocked weight)
- *     still go through the counted fallback;
+ *   - the unsupported cases (F64, nChw8c, groups > 1, a weight blocked
+ *     other than by 16) still go through the counted fallback;
  *   - autograd through a native conv2d: the gradients match the plain run
- *     and no conversion is counted. */
+ *     and no conversion is counted;
+ *   - blocked weights (OIhw16i16o, Ohwi16o; Note [Conv weight maps]): with
+ *     nChw16c x and with plain NCHW / NHWC x (the first layer) the result is
+ *     nChw16c, bit-identical to the plain-weight nChw16c call, no
+ *     conversion; grad_w comes back in the weight's layout with zero pad
+ *     lanes, bit-identical to the plain-weight grad_w; grad_x of a plain x
+ *     takes the counted fallback and agrees; 1 and 2 threads agree bit for
+ *     bit; SGD and Adam steps on a blocked weight equal the plain steps and
+ *     keep its pads zero; mismatched sizes and dtypes are clear errors. */
 #include <math.h>
 #include <stdlib.h>
 #include "harness.h"
@@ -71,7 +80,12 @@ static const ccase g_cases[] = {
     {1, 16, 48, 12, 31, 5, 5, 1, 2, 1, true},  {1, 17, 16, 9, 9, 3, 3, 1, 2, 2, true},
     {3, 3, 16, 10, 10, 7, 7, 2, 3, 1, true},   {1, 33, 1, 6, 5, 2, 3, 1, 0, 1, true},
     {1, 1, 32, 28, 28, 3, 3, 1, 1, 1, true},   {1, 16, 16, 3, 3, 3, 3, 1, 4, 1, true},
-    {1, 15, 17, 5, 29, 1, 3, 3, 2, 1, false},
+    {1, 15, 17, 5, 29, 1, 3, 3, 2, 1, false},  {4, 17, 33, 16, 15, 3, 3, 1, 1, 1, true},
+    {1, 33, 3, 6, 7, 3, 3, 1, 1, 1, false},    {1, 3, 15, 10, 10, 7, 7, 2, 3, 1, true},
+    {3, 33, 1, 9, 9, 1, 1, 1, 0, 1, true},     {2, 32, 40, 8, 8, 3, 3, 1, 1, 1, true},
+    /* wide rows: border pixels at most 1/16 of a row run as one-pixel tiles
+     * without the padded copy (Note [nChw16c padded input]) */
+    {1, 17, 20, 4, 40, 3, 3, 1, 1, 1, true},   {1, 3, 16, 5, 70, 5, 5, 1, 2, 1, false},
 };
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 
@@ -172,7 +186,7 @@ static void test_inf_pads(void) {
     mft_tensor_release(xb);
 }
 
-/* what keeps the counted fallback */
+/* what keeps the counted fallback (and a weight in nChw16c, which does not) */
 static void test_fallback_cases(void) {
     const int64_t xs[4] = {2, 16, 5, 5}, ws[4] = {8, 16, 3, 3}, wg[4] = {8, 8, 3, 3};
     const int64_t one[2] = {1, 1};
@@ -198,7 +212,8 @@ static void test_fallback_cases(void) {
     CHECK(fallbacks() > 0 && in_format(r[2].y, B16));
     mft_conversion_counts_reset();
     r[3].y = mft_conv2d(x16, wb, NULL, one, one, one, 1), r[3].ref = ref, r[3].what = "blocked w";
-    CHECK(fallbacks() > 0 && in_format(r[3].y, B16));
+    /* a weight blocked by 16 on I (dim 1): native too, reordered per call */
+    CHECK(conversions() == 0 && in_format(r[3].y, B16));
     for (int k = 0; k < 4; k++) {
         CHECK_MSG(r[k].y != NULL, "%s: failed", r[k].what);
         if (r[k].ref) CHECK_MSG(close_to(r[k].y, r[k].ref, 1e-5), "%s: differs", r[k].what);
@@ -244,6 +259,237 @@ static void test_autograd(void) {
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
 }
 
+/* ---------------------------------------------------------------- blocked weights */
+static const char *const g_wtags[2] = {"OIhw16i16o", "Ohwi16o"};
+
+/* w in the oneDNN weight layout tag (a new tensor) */
+static mft_tensor *to_wtag(const mft_tensor *w, const char *tag) {
+    mft_layout l;
+    if (mft_layout_from_onednn(4, mft_tensor_sizes(w), tag, &l) != MFT_OK) return NULL;
+    return mft_to_layout(w, &l);
+}
+
+/* t is laid out packed by the oneDNN tag and its pad lanes are zero */
+static bool in_wtag(const mft_tensor *t, const char *tag) {
+    mft_layout want, have;
+    return t && mft_layout_from_onednn(4, mft_tensor_sizes(t), tag, &want) == MFT_OK &&
+           mft_tensor_layout(t, &have) == MFT_OK && mft_layout_equal(&want, &have) &&
+           mft_tensor_check_padding(t) == MFT_OK;
+}
+
+
+/* the tensors of weight case i with the weight in layout g_wtags[t]: x and
+ * w plain (seeds from seed), x in nChw16c, w blocked; the arrays of c */
+typedef struct wcase {
+    const ccase *c;
+    int64_t st[2], pd[2], dl[2];
+    mft_tensor *x, *w, *xb, *wb;
+} wcase;
+
+static wcase wcase_make(int i, int t, uint64_t seed) {
+    const ccase *c = &g_cases[i];
+    const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->KH, c->KW};
+    wcase r = {c, {c->s, c->s}, {c->p, c->p}, {c->d, c->d}, NULL, NULL, NULL, NULL};
+    r.x = mft_randn(4, xs, MFT_F32, CT, seed + (uint64_t)i);
+    r.w = mft_randn(4, ws, MFT_F32, CT, seed + 100 + (uint64_t)i);
+    r.xb = mft_to_format(r.x, B16);
+    r.wb = to_wtag(r.w, g_wtags[t]);
+    return r;
+}
+
+static void wcase_free(wcase *r) {
+    mft_tensor *ts[4] = {r->x, r->w, r->xb, r->wb};
+    for (int k = 0; k < 4; k++) mft_tensor_release(ts[k]);
+}
+
+static void test_blocked_weight_forward(void) {
+    for (int i = 0; i < NCASES; i++)
+        for (int t = 0; t < 2; t++) {
+            wcase k = wcase_make(i, t, 700);
+            const ccase *c = k.c;
+            const int64_t *st = k.st, *pd = k.pd, *dl = k.dl;
+            mft_tensor *x = k.x, *w = k.w, *xb = k.xb, *wb = k.wb;
+            mft_tensor *b = c->bias ? mft_randn(1, &c->O, MFT_F32, CT, 900 + i) : NULL;
+            mft_tensor *xl = mft_to_format(x, MFT_CHANNELS_LAST);
+            CHECK_MSG(in_wtag(wb, g_wtags[t]), "case %d %s: weight layout", i, g_wtags[t]);
+            mft_tensor *ref = mft_conv2d(x, w, b, st, pd, dl, 1);
+            mft_tensor *yp = mft_conv2d(xb, w, b, st, pd, dl, 1); /* plain-weight nChw16c */
+            mft_conversion_counts_reset();
+            mft_tensor *y = mft_conv2d(xb, wb, b, st, pd, dl, 1);
+            mft_tensor *y0 = mft_conv2d(x, wb, b, st, pd, dl, 1);
+            mft_tensor *yl = mft_conv2d(xl, wb, b, st, pd, dl, 1);
+            CHECK_MSG(conversions() == 0, "case %d %s: %lld conversions", i, g_wtags[t],
+                      (long long)conversions());
+            CHECK_MSG(in_format(y, B16) && in_format(y0, B16) && in_format(yl, B16),
+                      "case %d %s: not nChw16c with zero pads", i, g_wtags[t]);
+            CHECK_MSG(same(y, yp), "case %d %s: differs from the plain weight", i, g_wtags[t]);
+            CHECK_MSG(close_to(y, ref, 1e-5) && close_to(y0, ref, 1e-5) && close_to(yl, ref, 1e-5),
+                      "case %d %s: forward differs", i, g_wtags[t]);
+            mft_set_num_threads(1);
+            mft_tensor *y1 = mft_conv2d(xb, wb, b, st, pd, dl, 1);
+            mft_tensor *z1 = mft_conv2d(x, wb, b, st, pd, dl, 1);
+            mft_set_num_threads(2);
+            mft_tensor *y2 = mft_conv2d(xb, wb, b, st, pd, dl, 1);
+            mft_tensor *z2 = mft_conv2d(x, wb, b, st, pd, dl, 1);
+            CHECK_MSG(same(y1, y2) && same(y1, y) && same(z1, z2) && same(z1, y0),
+                      "case %d %s: thread counts differ", i, g_wtags[t]);
+            mft_tensor *ts[] = {b, xl, ref, yp, y, y0, yl, y1, z1, y2, z2};
+            for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) mft_tensor_release(ts[j]);
+            wcase_free(&k);
+        }
+    mft_set_num_threads(0);
+}
+
+static void test_blocked_weight_backward(void) {
+    for (int i = 0; i < NCASES; i++)
+        for (int t = 0; t < 2; t++) {
+            wcase k = wcase_make(i, t, 1000);
+            const ccase *c = k.c;
+            const int64_t *st = k.st, *pd = k.pd, *dl = k.dl;
+            mft_tensor *x = k.x, *w = k.w, *xb = k.xb, *wb = k.wb;
+            mft_tensor *y = mft_conv2d(x, w, NULL, st, pd, dl, 1);
+            mft_tensor *go = y ? mft_randn(4, mft_tensor_sizes(y), MFT_F32, CT, 1200 + i) : NULL;
+            mft_tensor *gob = go ? mft_to_format(go, B16) : NULL;
+            mft_tensor *gx = NULL, *gw = NULL, *gb = NULL, *px = NULL, *pw = NULL, *pb = NULL;
+            mft_tensor *bx = NULL, *bw = NULL, *bb = NULL, *qw = NULL, *qb = NULL;
+            TU_OK_S(mft_conv2d_backward(go, x, w, st, pd, dl, 1, &gx, &gw, &gb));
+            TU_OK_S(mft_conv2d_backward(gob, xb, w, st, pd, dl, 1, &px, &pw, &pb));
+            const bool native_gx = c->s == 1 && c->p <= c->d * (c->KH - 1) &&
+                                   c->p <= c->d * (c->KW - 1);
+            mft_conversion_counts_reset();
+            TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, &bx, &bw, &bb));
+            if (native_gx)
+                CHECK_MSG(conversions() == 0, "case %d %s: %lld conversions", i, g_wtags[t],
+                          (long long)conversions());
+            CHECK_MSG(in_format(bx, B16) && in_wtag(bw, g_wtags[t]),
+                      "case %d %s: gradient layouts", i, g_wtags[t]);
+            CHECK_MSG(close_to(bx, gx, 1e-5) && close_to(bw, gw, 1e-5) && close_to(bb, gb, 1e-5),
+                      "case %d %s: gradients differ", i, g_wtags[t]);
+            if (native_gx)
+                CHECK_MSG(same(bx, px) && same(bw, pw) && same(bb, pb),
+                          "case %d %s: differs from the plain weight", i, g_wtags[t]);
+            /* the first layer: plain x, grad_w and grad_b only, native */
+            mft_conversion_counts_reset();
+            TU_OK_S(mft_conv2d_backward(gob, x, wb, st, pd, dl, 1, NULL, &qw, &qb));
+            CHECK_MSG(conversions() == 0, "case %d %s: plain x, %lld conversions", i,
+                      g_wtags[t], (long long)conversions());
+            CHECK_MSG(in_wtag(qw, g_wtags[t]) && close_to(qw, gw, 1e-5) && close_to(qb, gb, 1e-5),
+                      "case %d %s: plain x grad_w differs", i, g_wtags[t]);
+            /* plain x with grad_x: the counted fallback, grad_x plain */
+            mft_tensor *rx = NULL, *rw = NULL;
+            mft_conversion_counts_reset();
+            TU_OK_S(mft_conv2d_backward(gob, x, wb, st, pd, dl, 1, &rx, &rw, NULL));
+            CHECK_MSG(fallbacks() > 0 && in_format(rx, CT) && close_to(rx, gx, 1e-5) &&
+                          in_wtag(rw, g_wtags[t]) && close_to(rw, gw, 1e-5),
+                      "case %d %s: plain x grad_x", i, g_wtags[t]);
+            /* thread-count independent */
+            mft_tensor *t1[3] = {NULL, NULL, NULL}, *t2[3] = {NULL, NULL, NULL};
+            mft_set_num_threads(1);
+            TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, &t1[0], &t1[1], &t1[2]));
+            mft_set_num_threads(2);
+            TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, &t2[0], &t2[1], &t2[2]));
+            for (int j = 0; j < 3; j++)
+                CHECK_MSG(same(t1[j], t2[j]), "case %d %s: threads, grad %d", i, g_wtags[t], j);
+            mft_tensor *ts[] = {y,  go, gob, gx, gw, gb, px,    pw,    pb,    bx,    bw,   bb,
+                                qw, qb, rx,  rw, t1[0], t1[1], t1[2], t2[0], t2[1], t2[2]};
+            for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) mft_tensor_release(ts[j]);
+            wcase_free(&k);
+        }
+    mft_set_num_threads(0);
+}
+
+/* A training step on a blocked weight (autograd, then SGD with momentum or
+ * Adam) equals the step on the plain weight, keeps the pad lanes zero and
+ * converts nothing. */
+static void test_blocked_weight_step(void) {
+    const int64_t xs[4] = {2, 3, 8, 8}, ws[4] = {17, 3, 3, 3}, xs2[4] = {2, 17, 8, 8};
+    const int64_t ws2[4] = {20, 17, 3, 3}, one[2] = {1, 1};
+    for (int opt = 0; opt < 2; opt++)
+        for (int layer = 0; layer < 2; layer++) {
+            const char *tag = layer == 0 ? "Ohwi16o" : "OIhw16i16o";
+            mft_tensor *x = mft_randn(4, layer ? xs2 : xs, MFT_F32, CT, 31 + layer);
+            mft_tensor *xin = layer ? mft_to_format(x, B16) : mft_tensor_retain(x);
+            mft_tensor *w = mft_randn(4, layer ? ws2 : ws, MFT_F32, CT, 41 + layer);
+            mft_tensor *wb = to_wtag(w, tag);
+            TU_OK_S(mft_tensor_set_requires_grad(w, true));
+            TU_OK_S(mft_tensor_set_requires_grad(wb, true));
+            mft_tensor *res[2] = {NULL, NULL};
+            for (int k = 0; k < 2; k++) {
+                mft_tensor *p = k ? wb : w;
+                mft_optimizer *o = NULL;
+                if (opt == 0) {
+                    const mft_sgd_opts so = {0.1, 0.9, 0.0, 0.01, false};
+                    o = mft_sgd_new(1, &p, &so);
+                } else {
+                    const mft_adam_opts ao = {0.01, 0.9, 0.999, 0.0, 0.0};
+                    o = mft_adam_new(1, &p, &ao);
+                }
+                mft_conversion_counts_reset();
+                for (int step = 0; step < 2; step++) {
+                    TU_OK_S(mft_tape_begin());
+                    mft_tensor *y = mft_conv2d(xin, p, NULL, one, one, one, 1);
+                    mft_tensor *go = y ? mft_randn(4, mft_tensor_sizes(y), MFT_F32, B16, 51 + step) : NULL;
+                    TU_OK_S(mft_backward(y, go));
+                    TU_OK_S(mft_tape_end());
+                    if (k) CHECK_MSG(in_wtag(mft_tensor_grad(p), tag), "%s: grad layout", tag);
+                    TU_OK_S(mft_optimizer_step(o));
+                    mft_optimizer_zero_grad(o);
+                    mft_tensor_release(y);
+                    mft_tensor_release(go);
+                }
+                if (k)
+                    CHECK_MSG(conversions() == 0, "%s opt %d: %lld conversions", tag, opt,
+                              (long long)conversions());
+                res[k] = mft_contiguous(p, CT);
+                mft_optimizer_free(o);
+            }
+            CHECK_MSG(in_wtag(wb, tag), "%s opt %d: pads not zero after the steps", tag, opt);
+            /* nChw16c x: the same kernels, bit for bit; a plain x runs the
+             * plain-weight conv on the NCHW kernels: rounding apart */
+            CHECK_MSG(layer ? same(res[0], res[1]) : close_to(res[0], res[1], 1e-5),
+                      "%s opt %d: blocked step differs", tag, opt);
+            mft_tensor *ts[] = {x, xin, w, wb, res[0], res[1]};
+            for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+        }
+}
+
+/* errors and what stays on the fallback */
+static void test_blocked_weight_errors(void) {
+    const int64_t xs[4] = {2, 16, 5, 5}, ws[4] = {8, 17, 3, 3}, ws2[4] = {8, 16, 3, 3};
+    const int64_t one[2] = {1, 1};
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 1), *xb = mft_to_format(x, B16);
+    mft_tensor *w17 = mft_randn(4, ws, MFT_F32, CT, 2), *w = mft_randn(4, ws2, MFT_F32, CT, 3);
+    mft_tensor *wb17 = to_wtag(w17, "OIhw16i16o"), *wb = to_wtag(w, "OIhw16i16o");
+    mft_tensor *w64 = mft_to_dtype(w, MFT_F64);
+    mft_tensor *wb64 = w64 ? to_wtag(w64, "OIhw16i16o") : NULL;
+    /* mismatched input channels: a clear error naming the sizes */
+    mft_tensor *y = mft_conv2d(xb, wb17, NULL, one, one, one, 1);
+    CHECK(y == NULL && mft_last_error() == MFT_ERR_SHAPE &&
+          strstr(mft_last_error_message(), "mft_conv2d") &&
+          strstr(mft_last_error_message(), "17"));
+    y = mft_conv2d(x, wb17, NULL, one, one, one, 1);
+    CHECK(y == NULL && mft_last_error() == MFT_ERR_SHAPE);
+    /* F64 weight with an F32 input */
+    y = mft_conv2d(xb, wb64, NULL, one, one, one, 1);
+    CHECK(y == NULL && mft_last_error() == MFT_ERR_DTYPE);
+    /* grad_out of the wrong sizes */
+    mft_tensor *gx = NULL, *gw = NULL;
+    CHECK(mft_conv2d_backward(xb, xb, wb, one, one, one, 1, &gx, &gw, NULL) == MFT_ERR_SHAPE);
+    CHECK(gx == NULL && gw == NULL);
+    /* a weight blocked other than by 16 (OIhw8i8o), or with nChw8c x: the
+     * counted fallback, correct values */
+    mft_tensor *ref = mft_conv2d(x, w, NULL, one, one, one, 1);
+    mft_tensor *w8 = to_wtag(w, "OIhw8i8o"), *x8 = mft_to_format(x, B8);
+    mft_conversion_counts_reset();
+    mft_tensor *y8 = mft_conv2d(xb, w8, NULL, one, one, one, 1);
+    CHECK(fallbacks() > 0 && in_format(y8, B16) && close_to(y8, ref, 1e-5));
+    mft_conversion_counts_reset();
+    mft_tensor *y88 = mft_conv2d(x8, wb, NULL, one, one, one, 1);
+    CHECK(fallbacks() > 0 && in_format(y88, B8) && close_to(y88, ref, 1e-5));
+    mft_tensor *ts[] = {x, xb, w17, w, wb17, wb, w64, wb64, ref, w8, x8, y8, y88};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+}
+
 int main(void) {
     /* Winograd F(4x4, 3x3) where it pays (3x3, stride 1, C and O >= 16),
      * then the direct kernel everywhere */
@@ -256,5 +502,13 @@ int main(void) {
     RUN(test_inf_pads);
     RUN(test_fallback_cases);
     RUN(test_autograd);
+    RUN(test_blocked_weight_forward);
+    RUN(test_blocked_weight_backward);
+    mft_conv_set_winograd(false);
+    RUN(test_blocked_weight_forward);
+    RUN(test_blocked_weight_backward);
+    mft_conv_set_winograd(true);
+    RUN(test_blocked_weight_step);
+    RUN(test_blocked_weight_errors);
     TEST_MAIN_END();
 }
