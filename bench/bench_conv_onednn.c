@@ -253,19 +253,22 @@ int main(int argc, char **argv) {
         mb.w = !mc.w ? NULL
                : blk ? to_onednn(mc.w, s->c < 16 ? "Ohwi16o" : "OIhw16i16o")
                      : mft_tensor_retain(mc.w);
-        dnnl_conv dc;
-        const int have_dnnl = dn_init(&dc, s);
-        if (have_dnnl) { /* which oneDNN implementations the primitives got */
-            const char *impl[3] = {"?", "?", "?"};
-            for (int i = 0; i < 3; i++)
-                dnnl_primitive_desc_query(dc.pd[i], dnnl_query_impl_info_str, 0, &impl[i]);
-            printf("# oneDNN implementations: forward %s, backward data %s, backward weights %s\n",
-                   impl[0], impl[1], impl[2]);
-        }
         for (int ti = 0; ti < nth && mc.x && mc.w && mc.g && mb.x && mb.w; ti++) {
             const int T = threads[ti];
             mft_set_num_threads(T);
             omp_set_num_threads(T);
+            /* oneDNN fixes a primitive's thread count when it is created:
+             * create them under T threads, once per T */
+            dnnl_conv dc;
+            const int have_dnnl = dn_init(&dc, s);
+            if (have_dnnl && ti == 0) { /* which oneDNN implementations the primitives got */
+                const char *impl[3] = {"?", "?", "?"};
+                for (int i = 0; i < 3; i++)
+                    dnnl_primitive_desc_query(dc.pd[i], dnnl_query_impl_info_str, 0, &impl[i]);
+                printf("# oneDNN implementations: forward %s, backward data %s, backward weights "
+                       "%s\n",
+                       impl[0], impl[1], impl[2]);
+            }
             double samples[6][64];
             bench_case cases[6] = {
                 {"mft_fwd", "mft forward", mft_fwd, &mc, 0, samples[0], {0}},
@@ -278,7 +281,9 @@ int main(int argc, char **argv) {
             bench_opts o = bench_default_opts();
             o.reps = reps > 64 ? 64 : reps;
             o.warmup = 2;
-            if (bench_run(cases, have_dnnl ? 6 : 4, &o) != 0) {
+            const int failed = bench_run(cases, have_dnnl ? 6 : 4, &o) != 0;
+            dn_free(&dc);
+            if (failed) {
                 fprintf(stderr, "bench_conv_onednn: a case failed: %s\n", mft_last_error_message());
                 break;
             }
@@ -298,7 +303,6 @@ int main(int argc, char **argv) {
                        T, mf, bf, "n/a", "-", "-", mfb, bfb, "n/a", "-", "-");
             }
         }
-        dn_free(&dc);
         mft_tensor_release(mc.x);
         mft_tensor_release(mc.w);
         mft_tensor_release(mc.g);
