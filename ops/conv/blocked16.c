@@ -11,7 +11,8 @@
  *
  * Note [nChw16c direct convolution]
  * The forward is oneDNN's AVX-512 direct convolution: a tile is one output
- * row segment of up to 14 pixels times one or two blocks of 16 output
+ * row segment of up to 14 pixels (or, on rows of at most 7 pixels, whole
+ * rows: Note [nChw16c row tiles]) times one or two blocks of 16 output
  * channels, one zmm accumulator per (pixel, block). For each input channel
  * block, each valid tap (kh, kw) and each of its 16 input channels the
  * tile loads the 16-output-channel weight vector(s) and FMAs them with the
@@ -58,6 +59,7 @@
  * and loading the grad_y vector; the tile is written to grad_w through its
  * weight map (plain strides, or OIhw16i16o / Ohwi16o blocks whose pad lanes,
  * zeroed at allocation, are never written). */
+#include <math.h>
 #include "conv_internal.h"
 
 /* ---------------------------------------------------------------- geometry */
@@ -78,7 +80,8 @@ typedef struct b16w {
     bool tiles; /* blocked by 16 on O and I: whole 16x16 tiles, pads zero */
 } b16w;
 
-#define B16_NB 14 /* pixels per tile */
+#define B16_NB 14    /* pixels per tile */
+#define B16_RW_MAX 7 /* widest row of a row tile (two rows fill a tile) */
 
 /* ---------------------------------------------------------------- tiles */
 typedef struct tile_args {
@@ -100,8 +103,12 @@ typedef struct tile_args {
 } tile_args;
 
 #if CF_AVX512
+/* NB pixels times OCB blocks; S1: x packed nChw16c at stride 1; RW > 0: the
+ * pixels are NB / RW output rows of RW pixels (Note [nChw16c row tiles]),
+ * row r at x + r*sH and y + r*RW*16 */
 static inline __attribute__((always_inline)) void b16_tile(const int NB, const int OCB,
-                                                           const int S1, const tile_args *a) {
+                                                           const int S1, const int RW,
+                                                           const tile_args *a) {
     __m512 acc0[B16_NB], acc1[B16_NB];
     const __m512 bz0 = _mm512_loadu_ps(a->b16);
     const __m512 bz1 = OCB == 2 ? _mm512_loadu_ps(a->b16 + 16) : bz0;
@@ -124,7 +131,8 @@ static inline __attribute__((always_inline)) void b16_tile(const int NB, const i
                     const __m512 v0 = _mm512_loadu_ps(w0 + ic * 16);
                     const __m512 v1 = OCB == 2 ? _mm512_loadu_ps(w1 + ic * 16) : v0;
                     for (int j = 0; j < NB; j++) {
-                        const __m512 bx = _mm512_set1_ps(xp[j * ps]);
+                        const int64_t xo = RW ? j / RW * a->sH + j % RW * ps : j * ps;
+                        const __m512 bx = _mm512_set1_ps(xp[xo]);
                         acc0[j] = _mm512_fmadd_ps(bx, v0, acc0[j]);
                         if (OCB == 2) acc1[j] = _mm512_fmadd_ps(bx, v1, acc1[j]);
                     }
@@ -141,7 +149,7 @@ static inline __attribute__((always_inline)) void b16_tile(const int NB, const i
 
 typedef void (*tile_fn)(const tile_args *a);
 #define B16_T(nb, ocb, s1)                                                                         \
-    static void tile_##nb##_##ocb##_##s1(const tile_args *a) { b16_tile(nb, ocb, s1, a); }
+    static void tile_##nb##_##ocb##_##s1(const tile_args *a) { b16_tile(nb, ocb, s1, 0, a); }
 #define B16_TS(ocb, s1)                                                                            \
     B16_T(1, ocb, s1)                                                                              \
     B16_T(2, ocb, s1)                                                                              \
@@ -173,17 +181,52 @@ static const tile_fn g_tiles[2][2][B16_NB + 1] = {{B16_ROW(1, 0), B16_ROW(1, 1)}
 static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
     g_tiles[ocb - 1][s1 ? 1 : 0][nb](a);
 }
+
+/* row tiles (stride 1, nChw16c x): m rows of rw pixels, m*rw <= 14, m >= 2 */
+#define B16_R(rw, m, ocb)                                                                          \
+    static void rtile_##rw##_##m##_##ocb(const tile_args *a) { b16_tile(rw * m, ocb, 1, rw, a); }
+#define B16_RS(ocb)                                                                                \
+    B16_R(2, 2, ocb)                                                                               \
+    B16_R(2, 3, ocb)                                                                               \
+    B16_R(2, 4, ocb)                                                                               \
+    B16_R(2, 5, ocb)                                                                               \
+    B16_R(2, 6, ocb)                                                                               \
+    B16_R(2, 7, ocb)                                                                               \
+    B16_R(3, 2, ocb)                                                                               \
+    B16_R(3, 3, ocb)                                                                               \
+    B16_R(3, 4, ocb)                                                                               \
+    B16_R(4, 2, ocb)                                                                               \
+    B16_R(4, 3, ocb)                                                                               \
+    B16_R(5, 2, ocb)                                                                               \
+    B16_R(6, 2, ocb)                                                                               \
+    B16_R(7, 2, ocb)
+B16_RS(1)
+B16_RS(2)
+#define B16_RROW(ocb)                                                                              \
+    {{NULL},                                                                                       \
+     {NULL},                                                                                       \
+     {NULL, NULL, rtile_2_2_##ocb, rtile_2_3_##ocb, rtile_2_4_##ocb, rtile_2_5_##ocb,             \
+      rtile_2_6_##ocb, rtile_2_7_##ocb},                                                           \
+     {NULL, NULL, rtile_3_2_##ocb, rtile_3_3_##ocb, rtile_3_4_##ocb},                             \
+     {NULL, NULL, rtile_4_2_##ocb, rtile_4_3_##ocb},                                              \
+     {NULL, NULL, rtile_5_2_##ocb},                                                               \
+     {NULL, NULL, rtile_6_2_##ocb},                                                               \
+     {NULL, NULL, rtile_7_2_##ocb}}
+/* [ocb - 1][rw][m] */
+static const tile_fn g_rtiles[2][B16_RW_MAX + 1][B16_NB / 2 + 1] = {B16_RROW(1), B16_RROW(2)};
+
+static void run_rows(int rw, int m, int ocb, const tile_args *a) { g_rtiles[ocb - 1][rw][m](a); }
 #else
-/* Portable: the same tile and summation order, one output block at a time. */
-static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
-    (void)s1;
+/* Portable: the same tile and summation order, one output block at a time;
+ * rw > 0: nb / rw rows of rw pixels (Note [nChw16c row tiles]). */
+static void run_tile_rows(int nb, int ocb, int rw, const tile_args *a) {
     for (int o = 0; o < ocb; o++)
         for (int j = 0; j < nb; j++) {
             float acc[16];
             for (int l = 0; l < 16; l++) acc[l] = a->b16[o * 16 + l];
             for (int64_t ib = 0; ib < a->nI1; ib++) {
                 const int64_t nic = ib == a->nI1 - 1 ? a->lastic : 16;
-                const float *xb = a->x + ib * a->sC1 + j * a->ps;
+                const float *xb = a->x + ib * a->sC1 + (rw ? j / rw * a->sH + j % rw * a->ps : j * a->ps);
                 const float *wb = a->wt + o * a->wsO1 + ib * a->wsI1;
                 for (int64_t kh = 0; kh < a->nkh; kh++)
                     for (int64_t kw = 0; kw < a->nkw; kw++) {
@@ -191,13 +234,22 @@ static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
                         const float *w0 = wb + (a->khlo + kh) * a->wskh + (a->kwlo + kw) * a->wskw;
                         for (int64_t ic = 0; ic < nic; ic++)
                             for (int l = 0; l < 16; l++)
-                                acc[l] += xp[ic * a->cs] * w0[ic * 16 + l];
+                                acc[l] = fmaf(xp[ic * a->cs], w0[ic * 16 + l], acc[l]);
                     }
             }
             float *yp = a->y + o * a->ysO1 + j * 16;
             const uint32_t m = o ? a->m1 : a->m0;
             for (int l = 0; l < 16; l++) yp[l] = m >> l & 1u ? acc[l] : 0.0f;
         }
+}
+
+static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
+    (void)s1;
+    run_tile_rows(nb, ocb, 0, a);
+}
+
+static void run_rows(int rw, int m, int ocb, const tile_args *a) {
+    run_tile_rows(rw * m, ocb, rw, a);
 }
 #endif
 
@@ -209,6 +261,7 @@ typedef struct fwd_ctx {
     float *y;
     int64_t OG; /* output block groups (of 2 blocks) */
     bool og_major;
+    int64_t rows; /* output rows per tile (Note [nChw16c row tiles]) */
 } fwd_ctx;
 
 /* kernel index range [lo, hi) whose input i*d + base lies in [0, n) */
@@ -221,38 +274,45 @@ static void tap_range(int64_t base, int64_t d, int64_t K, int64_t n, int64_t *lo
     *hi = h;
 }
 
+/* the fields of a tile of output blocks (ob, ob + 1) that do not depend on
+ * its pixels; returns the number of blocks (1 or 2) */
+static int tile_setup(const fwd_ctx *c, int64_t ob, tile_args *a) {
+    const b16g *g = c->g;
+    a->ps = g->sw * g->xW;
+    a->sC1 = g->xC1;
+    a->sH = g->xH;
+    a->cs = g->xc;
+    a->px = g->xW;
+    a->nI1 = g->I1;
+    a->lastic = g->I - (g->I1 - 1) * 16;
+    a->dh = g->dh;
+    a->dw = g->dw;
+    a->wsI1 = c->wsI1;
+    a->wsO1 = c->wsO1;
+    a->wskh = c->wskh;
+    a->wskw = c->wskw;
+    a->wt = c->wt + ob * a->wsO1;
+    a->b16 = c->b16 + ob * 16;
+    a->ysO1 = g->OH * g->OW * 16;
+    const int64_t n0 = g->O - ob * 16, n1 = g->O - (ob + 1) * 16;
+    a->m0 = n0 >= 16 ? 0xffffu : (1u << n0) - 1u;
+    a->m1 = n1 >= 16 ? 0xffffu : n1 > 0 ? (1u << n1) - 1u : 0u;
+    return ob + 1 < g->O1 ? 2 : 1;
+}
+
 static void fwd_row(const fwd_ctx *c, int64_t n, int64_t og, int64_t oh) {
     const b16g *g = c->g;
     const int64_t ob = og * 2;
-    const int ocb = ob + 1 < g->O1 ? 2 : 1;
-    const int64_t sH = g->xH, sC1 = g->xC1, sN = g->xN;
-    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH;
+    tile_args a;
+    const int ocb = tile_setup(c, ob, &a);
+    const int64_t sH = g->xH, sN = g->xN;
+    const int64_t ysH = g->OW * 16;
     const int64_t ih0 = oh * g->sh - g->ph;
     int64_t khlo, khhi;
     tap_range(ih0, g->dh, g->KH, g->H, &khlo, &khhi);
-    tile_args a;
-    a.ps = g->sw * g->xW;
-    a.sC1 = sC1;
-    a.sH = sH;
-    a.cs = g->xc;
-    a.px = g->xW;
-    a.nI1 = g->I1;
-    a.lastic = g->I - (g->I1 - 1) * 16;
     a.nkh = khhi - khlo;
     a.khlo = khlo;
-    a.dh = g->dh;
-    a.dw = g->dw;
-    a.wsI1 = c->wsI1;
-    a.wsO1 = c->wsO1;
-    a.wskh = c->wskh;
-    a.wskw = c->wskw;
-    a.wt = c->wt + ob * a.wsO1;
-    a.b16 = c->b16 + ob * 16;
-    a.ysO1 = ysO1;
-    const int64_t n0 = g->O - ob * 16, n1 = g->O - (ob + 1) * 16;
-    a.m0 = n0 >= 16 ? 0xffffu : (1u << n0) - 1u;
-    a.m1 = n1 >= 16 ? 0xffffu : n1 > 0 ? (1u << n1) - 1u : 0u;
-    float *yrow = c->y + (n * g->O1 + ob) * ysO1 + oh * ysH;
+    float *yrow = c->y + (n * g->O1 + ob) * a.ysO1 + oh * ysH;
     const float *xn = c->x + n * sN + (a.nkh > 0 ? (ih0 + khlo * g->dh) * sH : 0);
     const bool s1 = g->sw == 1 && g->xblk;
     /* interior pixels: every kw valid */
@@ -284,11 +344,57 @@ static void fwd_row(const fwd_ctx *c, int64_t n, int64_t og, int64_t oh) {
     }
 }
 
+/* Note [nChw16c row tiles]: a row of OW < 14 pixels fills only OW of a
+ * tile's 14 pixel slots (7x7: 7 of 14, and 7 tiles per plane). Where every
+ * tap of every pixel lies inside x (no padding left: the zero-bordered copy
+ * of Note [nChw16c padded input], or an unpadded x) and the stride is 1, a
+ * tile instead covers m = 14 / OW whole output rows (m >= 2: OW <= 7): its
+ * pixel (r, c) reads x at row r, column c of the tile's first row (rows sH
+ * apart) and writes y at r*OW + c, contiguous since y's rows are. 7x7:
+ * tiles of 2, 2, 2 and 1 rows, 14 slots filled in three of them. Each
+ * element sums (input block, kh, kw, channel) as the row tiles do: the
+ * results are bit-identical to them and to any tiling or thread count.
+ * Rejected: tiles of 14 consecutive flat pixels q = oh*W + ow of the
+ * padded x, running across row ends (the W - OW pixels past each row end
+ * computed and not stored): on 7x7 with padding 1 they compute 61 slots
+ * for 49 pixels and the forward ran 15% slower than with one 7-pixel tile
+ * a row (bench_conv_onednn --shape 8,512,7,7,512,3,1, 2026-11-28). Rows of
+ * 8..13 pixels keep one tile a row (two rows would not fit 14 slots);
+ * 14x14 fills its tiles already. Work items are (image, block pair, row
+ * tile). docs/spec.md §7.10. */
+static int64_t b16_rows_per_tile(const b16g *g) {
+    if (!g->xblk || g->sh != 1 || g->sw != 1 || g->ph || g->pw || g->OW < 2 ||
+        g->OW > B16_RW_MAX || g->OH < 2)
+        return 1;
+    return B16_NB / g->OW;
+}
+
+/* row tile t (rows t*m .. of the plane (n, og)) */
+static void fwd_rows(const fwd_ctx *c, int64_t n, int64_t og, int64_t t) {
+    const b16g *g = c->g;
+    const int64_t ob = og * 2;
+    tile_args a;
+    const int ocb = tile_setup(c, ob, &a);
+    const int64_t oh0 = t * c->rows;
+    const int m = g->OH - oh0 < c->rows ? (int)(g->OH - oh0) : (int)c->rows;
+    a.nkh = g->KH;
+    a.khlo = 0;
+    a.nkw = g->KW;
+    a.kwlo = 0;
+    a.x = c->x + n * g->xN + oh0 * g->xH;
+    a.y = c->y + (n * g->O1 + ob) * a.ysO1 + oh0 * g->OW * 16;
+    if (m == 1)
+        run_tile((int)g->OW, ocb, true, &a);
+    else
+        run_rows((int)g->OW, m, ocb, &a);
+}
+
 static void fwd_range(void *vctx, int64_t lo, int64_t hi) {
     const fwd_ctx *c = vctx;
     const b16g *g = c->g;
+    const int64_t per = cdiv(g->OH, c->rows);
     for (int64_t it = lo; it < hi; it++) {
-        const int64_t oh = it % g->OH, r = it / g->OH;
+        const int64_t t = it % per, r = it / per;
         int64_t n, og;
         if (c->og_major) {
             n = r % g->N;
@@ -297,7 +403,10 @@ static void fwd_range(void *vctx, int64_t lo, int64_t hi) {
             og = r % c->OG;
             n = r / c->OG;
         }
-        fwd_row(c, n, og, oh);
+        if (c->rows > 1)
+            fwd_rows(c, n, og, t);
+        else
+            fwd_row(c, n, og, t);
     }
 }
 
@@ -443,7 +552,8 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
     /* weights of one block pair above one image's input: keep a weight
      * group hot across images */
     c.og_major = (int64_t)(32 * g->I1 * 16 * T) > g->I1 * g->H * g->W * 16;
-    const int64_t items = g->N * c.OG * g->OH;
+    c.rows = b16_rows_per_tile(g); /* Note [nChw16c row tiles] */
+    const int64_t items = g->N * c.OG * cdiv(g->OH, c.rows);
     mft__parallel_for_dynamic(0, items, cf_chunk(items), fwd_range, &c);
     mft__free(wt);
     mft__free(xpad);

@@ -23,7 +23,13 @@
  *     lanes, bit-identical to the plain-weight grad_w; grad_x of a plain x
  *     takes the counted fallback and agrees; 1 and 2 threads agree bit for
  *     bit; SGD and Adam steps on a blocked weight equal the plain steps and
- *     keep its pads zero; mismatched sizes and dtypes are clear errors. */
+ *     keep its pads zero; mismatched sizes and dtypes are clear errors;
+ *   - row tiles (Note [nChw16c row tiles]: 3x3 stride 1, OW in {2, 3, 4,
+ *     5, 7} against 9, 11, 13, 15; padding 1 and 0, dilation 1 and 2;
+ *     C, O in {1, 3, 15, 16, 17, 33, 64}; N 1 and 3): forward and grad_x
+ *     bit-identical to a naive loop summing in the kernel's order with
+ *     fmaf, plain and OIhw16i16o weights, zero pad lanes, no conversion,
+ *     1 and 2 threads bit-identical. */
 #include <math.h>
 #include <stdlib.h>
 #include "harness.h"
@@ -302,6 +308,123 @@ static void wcase_free(wcase *r) {
     for (int k = 0; k < 4; k++) mft_tensor_release(ts[k]);
 }
 
+/* ---------------------------------------------------------------- row tiles */
+/* y (N, O, OH, OW) = conv(x, w) + b, stride 1, in the direct kernel's
+ * order (Note [nChw16c direct convolution]): each element starts at its
+ * bias and adds fmaf(x, w) over (input block of 16, kh, kw, channel),
+ * taps outside x skipped. x (N, C, H, W) and w (O, C, KH, KW) contiguous;
+ * y a new contiguous tensor. */
+static mft_tensor *exact_conv(const mft_tensor *xt, const mft_tensor *wt, const mft_tensor *bt,
+                              int64_t p, int64_t d) {
+    const int64_t *xs = mft_tensor_sizes(xt), *ws = mft_tensor_sizes(wt);
+    const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], KH = ws[2], KW = ws[3];
+    const int64_t ys[4] = {N, O, H + 2 * p - d * (KH - 1), W + 2 * p - d * (KW - 1)};
+    mft_tensor *yt = mft_empty(4, ys, MFT_F32, CT);
+    if (!yt) return NULL;
+    const float *x = mft_tensor_data(xt), *w = mft_tensor_data(wt);
+    const float *b = bt ? mft_tensor_data(bt) : NULL;
+    float *y = mft_tensor_data(yt);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t oh = 0; oh < ys[2]; oh++)
+                for (int64_t ow = 0; ow < ys[3]; ow++) {
+                    float acc = b ? b[o] : 0.0f;
+                    for (int64_t cb = 0; cb < C; cb += 16)
+                        for (int64_t kh = 0; kh < KH; kh++)
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                const int64_t ih = oh - p + kh * d, iw = ow - p + kw * d;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                for (int64_t c = cb; c < C && c < cb + 16; c++)
+                                    acc = fmaf(x[((n * C + c) * H + ih) * W + iw],
+                                               w[((o * C + c) * KH + kh) * KW + kw], acc);
+                            }
+                    y[((n * O + o) * ys[2] + oh) * ys[3] + ow] = acc;
+                }
+    return yt;
+}
+
+/* w (O, C, KH, KW) -> w' (C, O, KH, KW), w'(c, o, kh, kw) = w(o, c, KH-1-kh,
+ * KW-1-kw): grad_x of a stride-1 conv is the conv of grad_y with w' */
+static mft_tensor *flip_transpose(const mft_tensor *wt) {
+    const int64_t *s = mft_tensor_sizes(wt);
+    const int64_t O = s[0], C = s[1], KH = s[2], KW = s[3], ts[4] = {C, O, KH, KW};
+    mft_tensor *r = mft_empty(4, ts, MFT_F32, CT);
+    if (!r) return NULL;
+    const float *w = mft_tensor_data(wt);
+    float *v = mft_tensor_data(r);
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t kh = 0; kh < KH; kh++)
+                for (int64_t kw = 0; kw < KW; kw++)
+                    v[((c * O + o) * KH + kh) * KW + kw] =
+                        w[((o * C + c) * KH + (KH - 1 - kh)) * KW + (KW - 1 - kw)];
+    return r;
+}
+
+/* t (nChw16c) holds exactly ref's values */
+static bool same_as(const mft_tensor *t, const mft_tensor *ref) {
+    mft_tensor *rb = ref ? mft_to_format(ref, B16) : NULL;
+    const bool ok = same(t, rb);
+    mft_tensor_release(rb);
+    return ok;
+}
+
+/* 3x3 stride 1: rows of OW <= 7 pixels run several to a tile (Note [nChw16c
+ * row tiles]), 9 and 13 one to a tile; padding 1 (the padded copy) and 0 */
+typedef struct rcase {
+    int64_t N, C, O, H, W, p, d;
+} rcase;
+static const rcase g_rcases[] = {
+    {1, 16, 16, 7, 7, 1, 1},  {3, 17, 33, 6, 5, 1, 1},  {1, 33, 17, 9, 3, 1, 1},
+    {3, 64, 64, 7, 9, 1, 1},  {1, 16, 17, 5, 13, 1, 1}, {1, 17, 16, 9, 9, 1, 2},
+    {3, 33, 64, 8, 7, 1, 2},  {1, 64, 33, 6, 4, 1, 2},  {1, 16, 16, 9, 9, 0, 1},
+    {1, 1, 17, 6, 6, 1, 1},   {3, 3, 16, 7, 4, 1, 1},   {1, 15, 16, 5, 2, 1, 1},
+    {3, 17, 33, 11, 15, 1, 2}, {1, 33, 16, 4, 11, 1, 2}, {3, 16, 64, 3, 7, 0, 1},
+};
+
+static void test_row_tiles(void) {
+    mft_conv_set_winograd(false); /* the direct kernel on every case */
+    for (int i = 0; i < (int)(sizeof g_rcases / sizeof g_rcases[0]); i++) {
+        const rcase *c = &g_rcases[i];
+        const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, 3, 3};
+        const int64_t st[2] = {1, 1}, pd[2] = {c->p, c->p}, dl[2] = {c->d, c->d};
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 1000 + i);
+        mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 1100 + i);
+        mft_tensor *b = mft_randn(1, &c->O, MFT_F32, CT, 1200 + i);
+        mft_tensor *xb = mft_to_format(x, B16), *wb = to_wtag(w, "OIhw16i16o");
+        mft_tensor *ref = exact_conv(x, w, b, c->p, c->d);
+        mft_tensor *go = ref ? mft_randn(4, mft_tensor_sizes(ref), MFT_F32, CT, 1300 + i) : NULL;
+        mft_tensor *gob = go ? mft_to_format(go, B16) : NULL, *wf = flip_transpose(w);
+        mft_tensor *gref = go ? exact_conv(go, wf, NULL, 2 * c->d - c->p, c->d) : NULL;
+        mft_conversion_counts_reset();
+        mft_tensor *y = mft_conv2d(xb, w, b, st, pd, dl, 1);
+        mft_tensor *yw = mft_conv2d(xb, wb, b, st, pd, dl, 1);
+        mft_tensor *gx = NULL, *gxw = NULL;
+        TU_OK_S(mft_conv2d_backward(gob, xb, w, st, pd, dl, 1, &gx, NULL, NULL));
+        TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, &gxw, NULL, NULL));
+        CHECK_MSG(conversions() == 0, "row case %d: %lld conversions", i,
+                  (long long)conversions());
+        CHECK_MSG(in_format(y, B16) && in_format(yw, B16) && in_format(gx, B16) &&
+                      in_format(gxw, B16),
+                  "row case %d: not nChw16c with zero pads", i);
+        CHECK_MSG(same_as(y, ref) && same(yw, y), "row case %d: forward not exact", i);
+        CHECK_MSG(same_as(gx, gref) && same(gxw, gx), "row case %d: grad_x not exact", i);
+        mft_tensor *t[2][2] = {{NULL, NULL}, {NULL, NULL}};
+        for (int k = 0; k < 2; k++) {
+            mft_set_num_threads(k + 1);
+            t[k][0] = mft_conv2d(xb, wb, b, st, pd, dl, 1);
+            TU_OK_S(mft_conv2d_backward(gob, xb, w, st, pd, dl, 1, &t[k][1], NULL, NULL));
+        }
+        mft_set_num_threads(0);
+        CHECK_MSG(same(t[0][0], y) && same(t[1][0], y) && same(t[0][1], gx) && same(t[1][1], gx),
+                  "row case %d: thread counts differ", i);
+        mft_tensor *ts[] = {x,  w,   b, xb, wb,      ref,     go,      gob,     wf,
+                            gref, y, yw, gx, gxw, t[0][0], t[0][1], t[1][0], t[1][1]};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    }
+    mft_conv_set_winograd(true);
+}
+
 static void test_blocked_weight_forward(void) {
     for (int i = 0; i < NCASES; i++)
         for (int t = 0; t < 2; t++) {
@@ -508,6 +631,7 @@ int main(void) {
     RUN(test_blocked_weight_forward);
     RUN(test_blocked_weight_backward);
     mft_conv_set_winograd(true);
+    RUN(test_row_tiles);
     RUN(test_blocked_weight_step);
     RUN(test_blocked_weight_errors);
     TEST_MAIN_END();
