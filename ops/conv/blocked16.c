@@ -199,20 +199,9 @@ static void run_tile(int nb, int ocb, bool s1, const tile_args *a) {
 #define B16_R(rw, m, ocb)                                                                          \
     static void rtile_##rw##_##m##_##ocb(const tile_args *a) { b16_tile(rw * m, ocb, 1, rw, a); }
 #define B16_RS(ocb)                                                                                \
-    B16_R(2, 2, ocb)                                                                               \
-    B16_R(2, 3, ocb)                                                                               \
-    B16_R(2, 4, ocb)                                                                               \
-    B16_R(2, 5, ocb)                                                                               \
-    B16_R(2, 6, ocb)                                                                               \
-    B16_R(2, 7, ocb)                                                                               \
-    B16_R(3, 2, ocb)                                                                               \
-    B16_R(3, 3, ocb)                                                                               \
-    B16_R(3, 4, ocb)                                                                               \
-    B16_R(4, 2, ocb)                                                                               \
-    B16_R(4, 3, ocb)                                                                               \
-    B16_R(5, 2, ocb)                                                                               \
-    B16_R(6, 2, ocb)                                                                               \
-    B16_R(7, 2, ocb)
+    B16_R(2, 2, ocb) B16_R(2, 3, ocb) B16_R(2, 4, ocb) B16_R(2, 5, ocb) B16_R(2, 6, ocb)          \
+    B16_R(2, 7, ocb) B16_R(3, 2, ocb) B16_R(3, 3, ocb) B16_R(3, 4, ocb) B16_R(4, 2, ocb)          \
+    B16_R(4, 3, ocb) B16_R(5, 2, ocb) B16_R(6, 2, ocb) B16_R(7, 2, ocb)
 B16_RS(1)
 B16_RS(2)
 #define B16_RROW(ocb)                                                                              \
@@ -239,7 +228,8 @@ static void run_tile_rows(int nb, int ocb, int rw, const tile_args *a) {
             for (int l = 0; l < 16; l++) acc[l] = a->b16[o * 16 + l];
             for (int64_t ib = 0; ib < a->nI1; ib++) {
                 const int64_t nic = ib == a->nI1 - 1 ? a->lastic : 16;
-                const float *xb = a->x + ib * a->sC1 + (rw ? j / rw * a->sH + j % rw * a->ps : j * a->ps);
+                const int64_t xo = rw ? j / rw * a->sH + j % rw * a->ps : j * a->ps;
+                const float *xb = a->x + ib * a->sC1 + xo;
                 const float *wb = a->wt + o * a->wsO1 + ib * a->wsI1;
                 for (int64_t kh = 0; kh < a->nkh; kh++)
                     for (int64_t kw = 0; kw < a->nkw; kw++) {
