@@ -220,7 +220,14 @@ static const tile_fn g_rtiles[2][B16_RW_MAX + 1][B16_NB / 2 + 1] = {B16_RROW(1),
 static void run_rows(int rw, int m, int ocb, const tile_args *a) { g_rtiles[ocb - 1][rw][m](a); }
 #else
 /* Portable: the same tile and summation order, one output block at a time;
- * rw > 0: nb / rw rows of rw pixels (Note [nChw16c row tiles]). */
+ * rw > 0: nb / rw rows of rw pixels (Note [nChw16c row tiles]). Fused
+ * multiply-adds where the target has them (the AVX-512 tile's bits), a
+ * product and a sum (C11: not contracted) where fmaf would be a libm call. */
+#ifdef FP_FAST_FMAF
+#define B16_MADD(a, b, c) fmaf(a, b, c)
+#else
+#define B16_MADD(a, b, c) ((a) * (b) + (c))
+#endif
 static void run_tile_rows(int nb, int ocb, int rw, const tile_args *a) {
     for (int o = 0; o < ocb; o++)
         for (int j = 0; j < nb; j++) {
@@ -237,7 +244,7 @@ static void run_tile_rows(int nb, int ocb, int rw, const tile_args *a) {
                         const float *w0 = wb + (a->khlo + kh) * a->wskh + (a->kwlo + kw) * a->wskw;
                         for (int64_t ic = 0; ic < nic; ic++)
                             for (int l = 0; l < 16; l++)
-                                acc[l] = fmaf(xp[ic * a->cs], w0[ic * 16 + l], acc[l]);
+                                acc[l] = B16_MADD(xp[ic * a->cs], w0[ic * 16 + l], acc[l]);
                     }
             }
             float *yp = a->y + o * a->ysO1 + j * 16;

@@ -28,7 +28,7 @@
  *     5, 7} against 9, 11, 13, 15; padding 1 and 0, dilation 1 and 2;
  *     C, O in {1, 3, 15, 16, 17, 33, 64}; N 1 and 3): forward and grad_x
  *     bit-identical to a naive loop summing in the kernel's order with
- *     fmaf, plain and OIhw16i16o weights, zero pad lanes, no conversion,
+ *     its multiply-add, plain and OIhw16i16o weights, zero pad lanes, no conversion,
  *     1 and 2 threads bit-identical. */
 #include <math.h>
 #include <stdlib.h>
@@ -309,9 +309,17 @@ static void wcase_free(wcase *r) {
 }
 
 /* ---------------------------------------------------------------- row tiles */
+/* the direct kernel's multiply-add: fused where the target has FMA (as
+ * its AVX-512 and portable tiles are), else rounded twice */
+#ifdef FP_FAST_FMAF
+#define EXACT_MADD(a, b, c) fmaf(a, b, c)
+#else
+#define EXACT_MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* y (N, O, OH, OW) = conv(x, w) + b, stride 1, in the direct kernel's
  * order (Note [nChw16c direct convolution]): each element starts at its
- * bias and adds fmaf(x, w) over (input block of 16, kh, kw, channel),
+ * bias and adds x * w (EXACT_MADD) over (input block of 16, kh, kw, channel),
  * taps outside x skipped. x (N, C, H, W) and w (O, C, KH, KW) contiguous;
  * y a new contiguous tensor. */
 static mft_tensor *exact_conv(const mft_tensor *xt, const mft_tensor *wt, const mft_tensor *bt,
@@ -335,8 +343,8 @@ static mft_tensor *exact_conv(const mft_tensor *xt, const mft_tensor *wt, const 
                                 const int64_t ih = oh - p + kh * d, iw = ow - p + kw * d;
                                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                                 for (int64_t c = cb; c < C && c < cb + 16; c++)
-                                    acc = fmaf(x[((n * C + c) * H + ih) * W + iw],
-                                               w[((o * C + c) * KH + kh) * KW + kw], acc);
+                                    acc = EXACT_MADD(x[((n * C + c) * H + ih) * W + iw],
+                                                     w[((o * C + c) * KH + kh) * KW + kw], acc);
                             }
                     y[((n * O + o) * ys[2] + oh) * ys[3] + ow] = acc;
                 }
