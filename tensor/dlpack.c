@@ -104,53 +104,55 @@ static void dlp_fill(dlp_tensor *dl, int64_t *dims, const mft_tensor *src) {
     dl->byte_offset = 0;
 }
 
-mft_status mft_to_dlpack(const mft_tensor *t, unsigned flags, struct DLManagedTensor **out) {
-    const char *fn = "mft_to_dlpack";
-    if (t && !out) {
+/* The export of t in a new block (legacy or versioned), holding one storage
+ * reference; *block written on success only. */
+static mft_status dlp_export_new(const char *fn, const mft_tensor *t, unsigned flags,
+                                 bool has_out, bool versioned, void **block) {
+    if (t && !has_out) {
         mft__set_error(MFT_ERR_NULL, "%s: out is NULL", fn);
         return MFT_ERR_NULL;
     }
     bool copied;
     mft_tensor *src = dlp_export_source(fn, t, flags, &copied);
     if (!src) return mft_last_error();
-    dlp_export *e = mft__alloc_or_err(fn, sizeof *e, 64);
+    void *e = mft__alloc_or_err(fn, versioned ? sizeof(dlp_export_v) : sizeof(dlp_export), 64);
     if (!e) {
         mft_tensor_release(src);
         return MFT_ERR_NOMEM;
     }
-    dlp_fill(&e->m.dl_tensor, e->dims, src);
+    if (versioned) {
+        dlp_export_v *v = e;
+        v->m.version = (mft__dlp_version){MFT_DLPACK_MAJOR, MFT_DLPACK_MINOR};
+        v->m.flags = copied ? MFT__DLP_FLAG_IS_COPIED : 0;
+        dlp_fill(&v->m.dl_tensor, v->dims, src);
+        v->m.manager_ctx = src->storage;
+        v->m.deleter = dlp_delete_v;
+    } else {
+        dlp_export *l = e;
+        dlp_fill(&l->m.dl_tensor, l->dims, src);
+        l->m.manager_ctx = src->storage;
+        l->m.deleter = dlp_delete;
+    }
     mft__storage_retain(src->storage);
-    e->m.manager_ctx = src->storage;
-    e->m.deleter = dlp_delete;
     mft_tensor_release(src);
-    *out = &e->m;
+    *block = e;
     return MFT_OK;
+}
+
+mft_status mft_to_dlpack(const mft_tensor *t, unsigned flags, struct DLManagedTensor **out) {
+    void *e = NULL;
+    mft_status st = dlp_export_new("mft_to_dlpack", t, flags, out != NULL, false, &e);
+    if (st == MFT_OK) *out = &((dlp_export *)e)->m;
+    return st;
 }
 
 mft_status mft_to_dlpack_versioned(const mft_tensor *t, unsigned flags,
                                    struct DLManagedTensorVersioned **out) {
-    const char *fn = "mft_to_dlpack_versioned";
-    if (t && !out) {
-        mft__set_error(MFT_ERR_NULL, "%s: out is NULL", fn);
-        return MFT_ERR_NULL;
-    }
-    bool copied;
-    mft_tensor *src = dlp_export_source(fn, t, flags, &copied);
-    if (!src) return mft_last_error();
-    dlp_export_v *e = mft__alloc_or_err(fn, sizeof *e, 64);
-    if (!e) {
-        mft_tensor_release(src);
-        return MFT_ERR_NOMEM;
-    }
-    e->m.version = (mft__dlp_version){MFT_DLPACK_MAJOR, MFT_DLPACK_MINOR};
-    e->m.flags = copied ? MFT__DLP_FLAG_IS_COPIED : 0;
-    dlp_fill(&e->m.dl_tensor, e->dims, src);
-    mft__storage_retain(src->storage);
-    e->m.manager_ctx = src->storage;
-    e->m.deleter = dlp_delete_v;
-    mft_tensor_release(src);
-    *out = &e->m;
-    return MFT_OK;
+    void *e = NULL;
+    mft_status st =
+        dlp_export_new("mft_to_dlpack_versioned", t, flags, out != NULL, true, &e);
+    if (st == MFT_OK) *out = &((dlp_export_v *)e)->m;
+    return st;
 }
 
 /* ---------------------------------------------------------------- import */

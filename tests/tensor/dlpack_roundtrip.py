@@ -236,36 +236,41 @@ def torch_fmt(rank, fmt):
     return torch.channels_last if rank == 4 else torch.channels_last_3d
 
 
-def mft_to_torch_formats():
+def format_cases():
+    """(dtype name, torch dtype, rank, format, shape) for every dtype, ranks
+    0-5, CONTIGUOUS and (ranks 3-5) CHANNELS_LAST."""
     for (dname, tdt), rank in itertools.product(DTYPES, range(6)):
         for fmt in ("contiguous", "channels_last"):
-            if fmt == "channels_last" and rank < 3:
-                continue
-            shape = SHAPES[rank]
-            name = f"mft->torch {dname} rank {rank} {fmt}"
-            before = live()
-            t = mft_filled(shape, dname, fmt)
-            x, st = mft_to_torch(t)
-            if x is None:
-                check(name, False, f"mft_to_dlpack: {err()}")
-                LIB.mft_tensor_release(t)
-                continue
-            check(name + " zero copy", x.data_ptr() == LIB.mft_tensor_data(t),
-                  f"{x.data_ptr():#x} vs {LIB.mft_tensor_data(t):#x}")
-            check(name + " strides", x.stride() == mft_strides(t), f"{x.stride()} vs {mft_strides(t)}")
-            check(name + " dtype and shape", x.dtype == tdt and tuple(x.shape) == shape,
-                  f"{x.dtype} {tuple(x.shape)}")
-            if rank in (4, 5):
-                check(name + " torch memory format",
-                      x.is_contiguous(memory_format=torch_fmt(rank, fmt)), f"strides {x.stride()}")
-            elif rank == 3 and fmt == "channels_last":
-                check(name + " NLC strides", x.stride() == (15, 1, 3), f"{x.stride()}")
-            LIB.mft_tensor_release(t)  # torch's view keeps the memory
-            check(name + " values", torch.equal(x, reference(shape, tdt)), f"{x}")
-            check(name + " storage alive", live() == before + 1, f"{live()} vs {before + 1}")
-            del x
-            gc.collect()
-            check(name + " deleter ran", live() == before, f"{live()} vs {before}")
+            if fmt == "contiguous" or rank >= 3:
+                yield dname, tdt, rank, fmt, SHAPES[rank]
+
+
+def mft_to_torch_formats():
+    for dname, tdt, rank, fmt, shape in format_cases():
+        name = f"mft->torch {dname} rank {rank} {fmt}"
+        before = live()
+        t = mft_filled(shape, dname, fmt)
+        x, st = mft_to_torch(t)
+        if x is None:
+            check(name, False, f"mft_to_dlpack: {err()}")
+            LIB.mft_tensor_release(t)
+            continue
+        check(name + " zero copy", x.data_ptr() == LIB.mft_tensor_data(t),
+              f"{x.data_ptr():#x} vs {LIB.mft_tensor_data(t):#x}")
+        check(name + " strides", x.stride() == mft_strides(t), f"{x.stride()} vs {mft_strides(t)}")
+        check(name + " dtype and shape", x.dtype == tdt and tuple(x.shape) == shape,
+              f"{x.dtype} {tuple(x.shape)}")
+        if rank in (4, 5):
+            check(name + " torch memory format",
+                  x.is_contiguous(memory_format=torch_fmt(rank, fmt)), f"strides {x.stride()}")
+        elif rank == 3 and fmt == "channels_last":
+            check(name + " NLC strides", x.stride() == (15, 1, 3), f"{x.stride()}")
+        LIB.mft_tensor_release(t)  # torch's view keeps the memory
+        check(name + " values", torch.equal(x, reference(shape, tdt)), f"{x}")
+        check(name + " storage alive", live() == before + 1, f"{live()} vs {before + 1}")
+        del x
+        gc.collect()
+        check(name + " deleter ran", live() == before, f"{live()} vs {before}")
 
 
 def mft_to_torch_views():
@@ -539,25 +544,21 @@ class Exporter:
 
 def numpy_cases():
     ndt = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "u8": np.uint8}
-    for (dname, tdt), rank in itertools.product(DTYPES, (0, 1, 3, 4, 5)):
-        for fmt in ("contiguous", "channels_last"):
-            if fmt == "channels_last" and rank < 3:
-                continue
-            shape = SHAPES[rank]
-            name = f"mft->numpy {dname} rank {rank} {fmt}"
-            before = live()
-            t = mft_filled(shape, dname, fmt)
-            a = np.from_dlpack(Exporter(t))
-            isz = np.dtype(ndt[dname]).itemsize
-            check(name + " zero copy", a.__array_interface__["data"][0] == LIB.mft_tensor_data(t), "")
-            check(name + " byte strides", a.strides == tuple(s * isz for s in mft_strides(t)),
-                  f"{a.strides} vs {mft_strides(t)}")
-            want = reference(shape, tdt).numpy()
-            LIB.mft_tensor_release(t)
-            check(name + " values", a.dtype == ndt[dname] and np.array_equal(a, want), f"{a}")
-            del a
-            gc.collect()
-            check(name + " deleter ran", live() == before, f"{live()} vs {before}")
+    for dname, tdt, rank, fmt, shape in format_cases():
+        name = f"mft->numpy {dname} rank {rank} {fmt}"
+        before = live()
+        t = mft_filled(shape, dname, fmt)
+        a = np.from_dlpack(Exporter(t))
+        isz = np.dtype(ndt[dname]).itemsize
+        check(name + " zero copy", a.__array_interface__["data"][0] == LIB.mft_tensor_data(t), "")
+        check(name + " byte strides", a.strides == tuple(s * isz for s in mft_strides(t)),
+              f"{a.strides} vs {mft_strides(t)}")
+        want = reference(shape, tdt).numpy()
+        LIB.mft_tensor_release(t)
+        check(name + " values", a.dtype == ndt[dname] and np.array_equal(a, want), f"{a}")
+        del a
+        gc.collect()
+        check(name + " deleter ran", live() == before, f"{live()} vs {before}")
     # numpy -> mft: an NHWC array seen as logical NCHW
     nhwc = np.array([value(i) for i in range(120)], dtype=np.float32).reshape(2, 4, 5, 3)
     a = nhwc.transpose(0, 3, 1, 2)
