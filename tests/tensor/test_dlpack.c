@@ -30,6 +30,7 @@ int main(void) {
 #else
 #include "dlpack_abi.h"
 #include "dlpack_v1.h"
+#include "fail_alloc.h"
 
 /* ------------------------------------------------------------------ ABI
  * The library's field lists laid out under test tags, next to the real
@@ -679,6 +680,62 @@ static void test_scope(void) {
     CHECK_EQ_I(atomic_load(&p.deleted), 1);
 }
 
+/* Every allocation of an export (plain, and the copy of a blocked tensor) and
+ * of an import failing in turn: MFT_ERR_NOMEM naming the function, *out
+ * untouched, the producer's deleter not called, nothing left allocated. */
+static void test_alloc_failure(void) {
+    fa_install();
+    const int64_t s[4] = {2, 17, 3, 3};
+    mft_tensor *t = filled(4, s, MFT_F32, MFT_CHANNELS_LAST);
+    mft_tensor *tb = mft_to_format(t, MFT_NCHW16C);
+    CHECK(t && tb);
+    const long long live = g_fa.live;
+    int failures = 0;
+    for (int which = 0; which < 2; which++) {
+        for (int k = 1; k < 64; k++) {
+            fa_arm(k);
+            DLManagedTensor *m = (DLManagedTensor *)(uintptr_t)0x1;
+            mft_status st = mft_to_dlpack(which ? tb : t, which ? MFT_DLPACK_COPY : 0, &m);
+            const long long injected = g_fa.injected;
+            fa_arm(0);
+            if (injected == 0) {
+                CHECK(st == MFT_OK && m != (DLManagedTensor *)(uintptr_t)0x1);
+                if (st == MFT_OK) m->deleter(m);
+                break;
+            }
+            failures++;
+            CHECK(st == MFT_ERR_NOMEM && m == (DLManagedTensor *)(uintptr_t)0x1);
+            CHECK_ERR(MFT_ERR_NOMEM, "mft_to_dlpack");
+            CHECK_EQ_I(g_fa.live, live);
+        }
+    }
+    float buf[8] = {0};
+    for (int k = 1; k < 64; k++) {
+        producer p;
+        producer_init(&p, buf, 2, (int64_t[]){2, 4}, NULL, kDLFloat, 32);
+        fa_arm(k);
+        mft_tensor *x = mft_from_dlpack(&p.m, MFT_PRESERVE);
+        const long long injected = g_fa.injected;
+        fa_arm(0);
+        if (injected == 0) {
+            CHECK(x != NULL);
+            mft_tensor_release(x);
+            CHECK_EQ_I(atomic_load(&p.deleted), 1);
+            break;
+        }
+        failures++;
+        CHECK(x == NULL);
+        CHECK_ERR(MFT_ERR_NOMEM, "mft_from_dlpack");
+        CHECK_EQ_I(atomic_load(&p.deleted), 0);
+        CHECK_EQ_I(g_fa.live, live);
+    }
+    CHECK(failures >= 3); /* export block, the copy, the import's headers */
+    mft_tensor_release(tb);
+    mft_tensor_release(t);
+    CHECK_EQ_I(g_fa.live, 0);
+    mft_set_allocator(NULL);
+}
+
 int main(void) {
     RUN(test_export_formats);
     RUN(test_export_views);
@@ -693,6 +750,7 @@ int main(void) {
     RUN(test_round_trip);
     RUN(test_deleter_other_thread);
     RUN(test_scope);
+    RUN(test_alloc_failure);
     TEST_MAIN_END();
 }
 #endif
