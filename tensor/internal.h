@@ -563,6 +563,9 @@ mft__decision mft__rule_decide(mft__rule_id rule, const char *op, int n,
  * strides decide, else the row's ambiguity clause) and records its
  * provenance. DESTINATION and IDENTITY rows leave t alone. */
 void mft__rule_apply(mft_tensor *t, const mft__decision *d);
+/* Records d as t's provenance with the tag t already has (for a caller
+ * that sets the tag itself, mft_from_dlpack's hint); NULL t is a no-op. */
+void mft__rule_record(mft_tensor *t, const mft__decision *d);
 /* Shortcut: decide + apply for a one-operand row. */
 void mft__rule_apply1(mft_tensor *t, mft__rule_id rule, const char *op, const mft_tensor *x);
 /* The format a gradient must have for an input of this tag and rank (docs/spec.md

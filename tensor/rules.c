@@ -296,6 +296,10 @@ void mft__rule_apply(mft_tensor *t, const mft__decision *d) {
     rules_prov_record(t, d);
 }
 
+void mft__rule_record(mft_tensor *t, const mft__decision *d) {
+    if (t) rules_prov_record(t, d);
+}
+
 void mft__rule_apply1(mft_tensor *t, mft__rule_id rule, const char *op, const mft_tensor *x) {
     mft__decision d = mft__rule_decide(rule, op, 1, &x, MFT_CONTIGUOUS, 0);
     mft__rule_apply(t, &d);

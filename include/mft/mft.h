@@ -47,6 +47,7 @@
 #include "mft/profile.h"
 #include "mft/rules.h"
 #include "mft/layout.h"
+#include "mft/dlpack.h"
 
 #ifdef __cplusplus
 extern "C" {
