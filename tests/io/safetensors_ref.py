@@ -16,6 +16,9 @@ Commands (exit 0 on success, 1 with a message on a mismatch):
                         'physical' also checks the mft.layout perm gives a
                         torch channels_last tensor after permute(0,3,1,2)
   write FILE            write the tensors of REFERENCE with this writer
+  write-plain FILE      write the untagged tensors of REFERENCE with the metadata
+                        mft writes ({"mft.version": "1"}): mft's writer must
+                        produce the same bytes
   write-torch FILE      write torch tensors (one channels_last, made contiguous
                         first as safetensors.torch.save_file requires) with this
                         writer
@@ -173,6 +176,9 @@ def main(argv):
         check(path, argv[3])
     elif cmd == "write":
         write(path, {k: (dt, s, ref_bytes(dt, s, salt)) for k, (dt, s, salt, _) in REFERENCE.items()})
+    elif cmd == "write-plain":
+        write(path, {k: (dt, s, ref_bytes(dt, s, salt)) for k, (dt, s, salt, tag) in REFERENCE.items()
+                     if tag is None}, {"mft.version": "1"})
     elif cmd == "write-torch":
         import torch
         out = {}
