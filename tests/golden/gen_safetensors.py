@@ -127,6 +127,8 @@ case("bad_rank9", raw_file(padded({"a": {"dtype": "U8", "shape": [1] * 9, "data_
      "RANK", "dims")
 case("bad_nul_name", raw_file(padded({"a\u0000b": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}), b"\1"),
      "CORRUPT", "NUL")
+case("bad_empty_name", raw_file(padded({"": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}), b"\1"),
+     "CORRUPT", "empty")
 case("bad_not_object_root", raw_file(b'["a"]   ', b""), "CORRUPT", "not '{'")
 case("bad_empty_header", raw_file(b"", b""), "CORRUPT", "empty")
 # malformed mft metadata
