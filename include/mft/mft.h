@@ -44,6 +44,7 @@
 #include "mft/state.h"
 #include "mft/data.h"
 #include "mft/io.h"
+#include "mft/safetensors.h"
 #include "mft/profile.h"
 #include "mft/rules.h"
 #include "mft/layout.h"
