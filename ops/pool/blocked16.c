@@ -259,6 +259,13 @@ static void b16_max22_rows(void *ctx, int64_t begin, int64_t end) {
         __m512i p00 = _mm512_set1_epi32(p0), p01 = _mm512_set1_epi32(p0 + 1);
         __m512i p10 = _mm512_set1_epi32(p0 + (int32_t)W), p11 = _mm512_set1_epi32(p0 + (int32_t)W + 1);
         for (int64_t ow = 0; ow < OW; ow++) {
+            /* the next output row's pixels (the hardware prefetcher lags
+             * on rows read from L3, as max_nhwc.c found); past the end of
+             * x a prefetch does not fault */
+            __builtin_prefetch(x0 + 2 * W * 16 + ow * 32);
+            __builtin_prefetch(x0 + 2 * W * 16 + ow * 32 + 16);
+            __builtin_prefetch(x1 + 2 * W * 16 + ow * 32);
+            __builtin_prefetch(x1 + 2 * W * 16 + ow * 32 + 16);
             const bv v00 = bv_ld(x0 + ow * 32), v01 = bv_ld(x0 + ow * 32 + 16);
             const bv v10 = bv_ld(x1 + ow * 32), v11 = bv_ld(x1 + ow * 32 + 16);
             bv m = v00;
