@@ -514,6 +514,34 @@ static bool b16_pad_copy(const b16g *g0, const float *x, b16g *gpo, float **xpad
     return true;
 }
 
+/* the forward of a plain x whose every tap lies inside it (Note [nChw16c
+ * first-layer forward], blocked16_first.c); c holds the weight's strides */
+static void b16_first_forward(const b16g *g, const fwd_ctx *c, const float *x, const float *b16,
+                              float *y) {
+    mft__b16_first f;
+    memset(&f, 0, sizeof f);
+    f.N = g->N;
+    f.O = g->O;
+    f.O1 = g->O1;
+    f.OH = g->OH;
+    f.OW = g->OW;
+    f.x = x;
+    f.xN = g->xN;
+    f.rs = g->sh * g->xH;
+    f.ps = g->sw * g->xW;
+    f.na = (int)(g->I * g->KH * g->KW);
+    for (int t = 0; t < f.na; t++) {
+        const int64_t tap = t / g->I, i = t % g->I, kh = tap / g->KW, kw = tap % g->KW;
+        f.off[t] = kh * g->dh * g->xH + kw * g->dw * g->xW + i * g->xc;
+        f.woff[t] = kh * c->wskh + kw * c->wskw + i * 16;
+    }
+    f.w = c->wt;
+    f.wsO1 = c->wsO1;
+    f.b16 = b16;
+    f.y = y;
+    mft__conv_b16_first_run(&f);
+}
+
 /* y = conv(x, w) + bias on nChw16c y (x packed nChw16c or plain); false
  * when a scratch allocation failed (mft__kernel_nomem called). */
 static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_t bstride,
@@ -521,7 +549,10 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
     b16g gp;
     const b16g *g = g0;
     float *xpad = NULL;
-    if (b16_pad_pays(g0)) { /* Note [nChw16c padded input] */
+    /* a plain x with few (tap, channel) pairs: Note [nChw16c first-layer
+     * forward], over the zero-bordered copy whenever x is padded */
+    const bool first = !g0->xblk && mft__conv_b16_first_applies(g0->I * g0->KH * g0->KW);
+    if (first ? g0->ph || g0->pw : b16_pad_pays(g0)) { /* Note [nChw16c padded input] */
         if (!b16_pad_copy(g0, x, &gp, &xpad)) return false;
         x = xpad;
         g = &gp;
@@ -553,6 +584,12 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
         c.wsO1 = g->I1 * c.wsI1;
         c.wskh = g->KW * 256;
         c.wskw = 256;
+    }
+    if (first) {
+        b16_first_forward(g, &c, x, b16, y);
+        mft__free(wt);
+        mft__free(xpad);
+        return true;
     }
     c.g = g;
     c.x = x;

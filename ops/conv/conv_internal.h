@@ -281,6 +281,29 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a);
  * error set (naming fn) when the allocation fails. */
 mft_tensor *mft__conv_b16_grad_bias(const char *fn, const mft_tensor *gy);
 
+/* ---------------------------------------------------------------- ops/conv/blocked16_first.c
+ * The first-layer forward of blocked16.c (Note [nChw16c first-layer
+ * forward]): a plain x with at most MFT__B16_FIRST_MAX (tap, channel)
+ * pairs, every tap of every output pixel inside x. */
+#define MFT__B16_FIRST_MAX 9
+typedef struct mft__b16_first {
+    int64_t N, O, O1, OH, OW; /* y (N, O, OH, OW) nChw16c, O1 = ceil(O/16) */
+    const float *x;           /* output pixel (n, oh, ow) reads x + n*xN + oh*rs + ow*ps */
+    int64_t xN, rs, ps;
+    int na;                              /* (tap, channel) pairs, (kh, kw, channel) order */
+    int64_t off[MFT__B16_FIRST_MAX];     /* x offset of pair t */
+    int64_t woff[MFT__B16_FIRST_MAX];    /* weight offset of pair t: its 16 output lanes */
+    const float *w;                      /* the weight at output block 0 */
+    int64_t wsO1;                        /* weight stride of one output block */
+    const float *b16;                    /* bias padded to O1*16 floats */
+    float *y;
+    uint32_t m0, m1; /* set per item by the kernel */
+} mft__b16_first;
+/* Whether the kernel takes this many pairs (false on non-AVX-512 builds). */
+bool mft__conv_b16_first_applies(int64_t pairs);
+/* y = the convolution f describes, in parallel over (n, block pair, oh). */
+void mft__conv_b16_first_run(const mft__b16_first *f);
+
 /* ---------------------------------------------------------------- ops/conv/depthwise_blocked16.c
  * Native nChw16c F32 depthwise conv2d, multiplier 1 (groups == C_in ==
  * C_out; Note [nChw16c depthwise convolution]): forward, backward_input and

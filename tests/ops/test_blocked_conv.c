@@ -29,7 +29,14 @@
  *     C, O in {1, 3, 15, 16, 17, 33, 64}; N 1 and 3): forward and grad_x
  *     bit-identical to a naive loop summing in the kernel's order with
  *     its multiply-add, plain and OIhw16i16o weights, zero pad lanes, no conversion,
- *     1 and 2 threads bit-identical. */
+ *     1 and 2 threads bit-identical;
+ *   - the first layer (Note [nChw16c first-layer forward]: plain NCHW and
+ *     NHWC x, C in {1, 2, 3} with at most 9 (tap, channel) pairs, O in
+ *     {1, 5, 15, 16, 17, 31, 32, 33, 40, 48, 64}, output rows of 4 to 70
+ *     pixels, strides 1 and 2, paddings 0..2, dilation 2): with OIhw16i16o
+ *     and Ohwi16o weights, with and without bias, 1 and 2 threads, the
+ *     result bit-identical to the naive loop above (stride s), nChw16c
+ *     with zero pad lanes, no conversion. */
 #include <math.h>
 #include <stdlib.h>
 #include "harness.h"
@@ -317,16 +324,17 @@ static void wcase_free(wcase *r) {
 #define EXACT_MADD(a, b, c) ((a) * (b) + (c))
 #endif
 
-/* y (N, O, OH, OW) = conv(x, w) + b, stride 1, in the direct kernel's
+/* y (N, O, OH, OW) = conv(x, w) + b, stride s, in the direct kernel's
  * order (Note [nChw16c direct convolution]): each element starts at its
  * bias and adds x * w (EXACT_MADD) over (input block of 16, kh, kw, channel),
  * taps outside x skipped. x (N, C, H, W) and w (O, C, KH, KW) contiguous;
  * y a new contiguous tensor. */
 static mft_tensor *exact_conv(const mft_tensor *xt, const mft_tensor *wt, const mft_tensor *bt,
-                              int64_t p, int64_t d) {
+                              int64_t s, int64_t p, int64_t d) {
     const int64_t *xs = mft_tensor_sizes(xt), *ws = mft_tensor_sizes(wt);
     const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], KH = ws[2], KW = ws[3];
-    const int64_t ys[4] = {N, O, H + 2 * p - d * (KH - 1), W + 2 * p - d * (KW - 1)};
+    const int64_t ys[4] = {N, O, (H + 2 * p - d * (KH - 1) - 1) / s + 1,
+                           (W + 2 * p - d * (KW - 1) - 1) / s + 1};
     mft_tensor *yt = mft_empty(4, ys, MFT_F32, CT);
     if (!yt) return NULL;
     const float *x = mft_tensor_data(xt), *w = mft_tensor_data(wt);
@@ -340,7 +348,7 @@ static mft_tensor *exact_conv(const mft_tensor *xt, const mft_tensor *wt, const 
                     for (int64_t cb = 0; cb < C; cb += 16)
                         for (int64_t kh = 0; kh < KH; kh++)
                             for (int64_t kw = 0; kw < KW; kw++) {
-                                const int64_t ih = oh - p + kh * d, iw = ow - p + kw * d;
+                                const int64_t ih = oh * s - p + kh * d, iw = ow * s - p + kw * d;
                                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                                 for (int64_t c = cb; c < C && c < cb + 16; c++)
                                     acc = EXACT_MADD(x[((n * C + c) * H + ih) * W + iw],
@@ -400,10 +408,10 @@ static void test_row_tiles(void) {
         mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 1100 + i);
         mft_tensor *b = mft_randn(1, &c->O, MFT_F32, CT, 1200 + i);
         mft_tensor *xb = mft_to_format(x, B16), *wb = to_wtag(w, "OIhw16i16o");
-        mft_tensor *ref = exact_conv(x, w, b, c->p, c->d);
+        mft_tensor *ref = exact_conv(x, w, b, 1, c->p, c->d);
         mft_tensor *go = ref ? mft_randn(4, mft_tensor_sizes(ref), MFT_F32, CT, 1300 + i) : NULL;
         mft_tensor *gob = go ? mft_to_format(go, B16) : NULL, *wf = flip_transpose(w);
-        mft_tensor *gref = go ? exact_conv(go, wf, NULL, 2 * c->d - c->p, c->d) : NULL;
+        mft_tensor *gref = go ? exact_conv(go, wf, NULL, 1, 2 * c->d - c->p, c->d) : NULL;
         mft_conversion_counts_reset();
         mft_tensor *y = mft_conv2d(xb, w, b, st, pd, dl, 1);
         mft_tensor *yw = mft_conv2d(xb, wb, b, st, pd, dl, 1);
@@ -431,6 +439,66 @@ static void test_row_tiles(void) {
         for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
     }
     mft_conv_set_winograd(true);
+}
+
+/* the first layer (Note [nChw16c first-layer forward]): a plain x with at
+ * most 9 (tap, channel) pairs; rows narrower than, equal to and wider than
+ * the 6- and 12-pixel groups, widths that are no multiple of them (the
+ * overlapping last group), one and two output blocks, odd counts */
+typedef struct fcase {
+    int64_t N, C, O, H, W, KH, KW, s, p, d;
+} fcase;
+static const fcase g_fcases[] = {
+    {2, 1, 32, 28, 28, 3, 3, 1, 1, 1}, {1, 1, 17, 9, 11, 3, 3, 1, 1, 1},
+    {3, 1, 16, 5, 5, 3, 3, 1, 1, 1},   {1, 1, 33, 8, 6, 3, 3, 1, 0, 1},
+    {1, 1, 5, 7, 13, 3, 3, 1, 1, 1},   {2, 1, 48, 12, 19, 3, 3, 2, 1, 1},
+    {1, 1, 31, 10, 14, 3, 3, 1, 2, 2}, {1, 3, 40, 6, 9, 1, 1, 1, 0, 1},
+    {1, 2, 17, 7, 16, 2, 2, 1, 1, 1},  {3, 1, 1, 6, 30, 1, 1, 1, 0, 1},
+    {1, 1, 64, 4, 70, 3, 3, 1, 1, 1},  {1, 3, 15, 9, 8, 1, 3, 2, 1, 1},
+};
+
+static void test_first_layer(void) {
+    for (int i = 0; i < (int)(sizeof g_fcases / sizeof g_fcases[0]); i++) {
+        const fcase *c = &g_fcases[i];
+        const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->KH, c->KW};
+        const int64_t st[2] = {c->s, c->s}, pd[2] = {c->p, c->p}, dl[2] = {c->d, c->d};
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 2000 + i);
+        mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 2100 + i);
+        mft_tensor *b = mft_randn(1, &c->O, MFT_F32, CT, 2200 + i);
+        mft_tensor *xl = mft_to_format(x, MFT_CHANNELS_LAST);
+        mft_tensor *ref = exact_conv(x, w, b, c->s, c->p, c->d);
+        mft_tensor *ref0 = exact_conv(x, w, NULL, c->s, c->p, c->d);
+        for (int t = 0; t < 3; t++) { /* OIhw16i16o, Ohwi16o, the plain weight */
+            mft_tensor *wt = t < 2 ? to_wtag(w, g_wtags[t]) : mft_tensor_retain(w);
+            mft_conversion_counts_reset();
+            mft_tensor *y[2][2], *yb = NULL;
+            for (int k = 0; k < 2; k++) {
+                mft_set_num_threads(k + 1);
+                y[k][0] = mft_conv2d(x, wt, b, st, pd, dl, 1);
+                y[k][1] = mft_conv2d(xl, wt, b, st, pd, dl, 1);
+            }
+            mft_set_num_threads(0);
+            if (t < 2) yb = mft_conv2d(x, wt, NULL, st, pd, dl, 1);
+            CHECK_MSG(t == 2 || conversions() == 0, "first case %d w%d: %lld conversions", i, t,
+                      (long long)conversions());
+            for (int k = 0; k < 2; k++)
+                for (int f = 0; f < 2; f++) {
+                    CHECK_MSG(t == 2 || in_format(y[k][f], B16),
+                              "first case %d w%d: not nChw16c with zero pads", i, t);
+                    if (t < 2)
+                        CHECK_MSG(same_as(y[k][f], ref),
+                                  "first case %d w%d, %d threads, x %s: not exact", i, t, k + 1,
+                                  f ? "NHWC" : "NCHW");
+                    else
+                        CHECK_MSG(close_to(y[k][f], ref, 1e-5), "first case %d: plain weight", i);
+                }
+            CHECK_MSG(t == 2 || same_as(yb, ref0), "first case %d w%d: no bias, not exact", i, t);
+            mft_tensor *ts[] = {wt, y[0][0], y[0][1], y[1][0], y[1][1], yb};
+            for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+        }
+        mft_tensor *ts[] = {x, w, b, xl, ref, ref0};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    }
 }
 
 static void test_blocked_weight_forward(void) {
@@ -640,6 +708,7 @@ int main(void) {
     RUN(test_blocked_weight_backward);
     mft_conv_set_winograd(true);
     RUN(test_row_tiles);
+    RUN(test_first_layer);
     RUN(test_blocked_weight_step);
     RUN(test_blocked_weight_errors);
     TEST_MAIN_END();

@@ -7,6 +7,10 @@
  *     max values and indices bit for bit, the rest within 1e-5 relative;
  *     results, indices and gradients nChw16c with zero pad lanes, and no
  *     conversion at all;
+ *   - 2x2 / stride 2 max windows (the 2x2 forward) on values with ties,
+ *     NaN, +-inf, +-0 and negative-only windows, relu or not, ceil_mode
+ *     both ways: values and indices bit for bit the plain kernels', and
+ *     1 and 2 threads alike;
  *   - autograd: the tape's backward of a blocked pool runs natively too;
  *   - 1 and 2 threads give the same bits;
  *   - nChw8c, F64 and plain indices still take the counted fallback;
@@ -164,6 +168,48 @@ static void test_against_plain(void) {
             }
 }
 
+/* 2x2 / stride 2 windows (Note [nChw16c 2x2 max forward]) on values with
+ * ties, NaN, -inf, +0 and -0 and windows of negatives only, relu or not,
+ * ceil_mode both ways (odd sizes: clipped last windows take the general
+ * loop): values and indices bit for bit those of the plain kernels, and
+ * the same bits at 1 and 2 threads */
+static void test_max22_special(void) {
+    static const int64_t shapes[][4] = {{2, 17, 8, 10}, {1, 33, 7, 9}, {3, 1, 28, 28},
+                                        {1, 16, 5, 4},  {2, 3, 2, 2},  {1, 64, 6, 14}};
+    static const float specials[] = {NAN, -INFINITY, INFINITY, 0.0f, -0.0f, 1.0f, -1.0f};
+    const int64_t k[2] = {2, 2}, d[2] = {1, 1};
+    uint64_t seed = 500;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        mft_tensor *x = mft_randn(4, shapes[si], MFT_F32, CT, seed++);
+        float *v = mft_tensor_data(x);
+        const int64_t n = mft_tensor_numel(x);
+        for (int64_t i = 0; i < n; i++) { /* a coarse grid: ties; some specials */
+            v[i] = floorf(v[i] * 2.0f) / 2.0f;
+            if (i % 7 == 3) v[i] = specials[(i / 7) % 7];
+        }
+        mft_tensor *xb = mft_to_format(x, B16);
+        for (int ceil = 0; ceil < 2; ceil++) {
+            const win w = {shapes[si][2], shapes[si][3], {2, 2}, {2, 2}, {0, 0}, {1, 1}, ceil != 0};
+            check_max(x, xb, &w, false, seed++);
+            check_max(x, xb, &w, true, seed++);
+            uint64_t h[2][2];
+            for (int t = 0; t < 2; t++) {
+                mft_set_num_threads(t + 1);
+                mft_tensor *idx = NULL;
+                mft_tensor *y = mft_relu_max_pool2d_with_indices(xb, k, k, w.p, d, w.ceil, &idx);
+                h[t][0] = y ? mft_tensor_hash(y) : 0;
+                h[t][1] = idx ? mft_tensor_hash(idx) : 1;
+                mft_tensor_release(y);
+                mft_tensor_release(idx);
+            }
+            mft_set_num_threads(0);
+            CHECK_MSG(h[0][0] == h[1][0] && h[0][1] == h[1][1], "shape %zu: threads differ", si);
+        }
+        mft_tensor_release(x);
+        mft_tensor_release(xb);
+    }
+}
+
 /* the tape's backward of blocked pools runs natively, gradient like x */
 static void test_autograd(void) {
     const int64_t xs[4] = {2, 17, 8, 8}, k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
@@ -295,6 +341,7 @@ static void test_user_kernels(void) {
 
 int main(void) {
     RUN(test_against_plain);
+    RUN(test_max22_special);
     RUN(test_autograd);
     RUN(test_threads);
     RUN(test_fallback_kept);
