@@ -1,6 +1,6 @@
 /* nn/models.c — ready-made models of mft/nn.h, built from the public layer
  * constructors of nn/layers.c. mft_nn_fashion_cnn: the small Fashion-MNIST
- * CNN (the model of the PyTorch anchor bench/fashion_mnist_torch.py) that
+ * CNN (the model of the PyTorch anchor examples/fashion_mnist_torch.py) that
  * examples/fashion_mnist.c trains, examples/format_tour.c walks layer by
  * layer, bench/bench_profile.c times and tests/profile/test_scenarios.c counts the
  * conversions of. The configuration is validated before anything is
