@@ -22,12 +22,12 @@ FUZZ_DIR=${MFT_FUZZ_BUILD_DIR:-build-fuzz}
 FUZZ_SECONDS=${MFT_FUZZ_SECONDS:-60}
 FUZZ_CC=${MFT_FUZZ_CC:-clang-14}
 PARALLEL=${MFT_FUZZ_PARALLEL:-$MFT_JOBS}
-read -r -a TARGETS <<<"${MFT_FUZZ_TARGETS:-geometry checkpoint idx overlap layout}"
+read -r -a TARGETS <<<"${MFT_FUZZ_TARGETS:-geometry checkpoint idx overlap layout safetensors}"
 
 # -max_len per target: the decoders read small inputs; files need more room.
 max_len_of() {
     case $1 in
-    checkpoint) echo 8192 ;;
+    checkpoint | safetensors) echo 8192 ;;
     idx) echo 4096 ;;
     *) echo 512 ;;
     esac

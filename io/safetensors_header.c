@@ -600,6 +600,8 @@ static mft_status st_parse_header(const char *fn, mft__st_file *f) {
         if (v->key_has_nul)
             return st_err(MFT_ERR_CORRUPT, fn, path, "tensor name '%.*s...' holds a NUL character",
                           ST_NAME(e));
+        if (v->key_len == 0) /* mft names are never empty (mft_safetensors_save) */
+            return st_err(MFT_ERR_CORRUPT, fn, path, "a tensor name is empty");
         f->count++;
         mft_status st = st_parse_entry(fn, f, v, e);
         if (st != MFT_OK) return st;

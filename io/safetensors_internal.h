@@ -76,6 +76,19 @@ void mft__st_close(mft__st_file *f);
 /* Index of the entry named name, -1 when none. */
 long mft__st_find(const mft__st_file *f, const char *name);
 
+/* Whether entry e becomes a view of f's mapping (mapped, non-empty, its
+ * bytes aligned to its element size). */
+bool mft__st_zero_copy(const mft__st_file *f, const mft__st_entry *e);
+/* The entry's tensor in the file's own layout (no tag restored): a view of
+ * the mapping or owned memory filled from the file (pad lanes checked). Not
+ * registered in any scope (callers suspend). NULL with the error naming fn. */
+mft_tensor *mft__st_make(const char *fn, mft__st_file *f, const mft__st_entry *e);
+/* The tag: restored from "mft.format" (a reorder when the bytes are not laid
+ * out in that format), else from the descriptor of a oneDNN layout, else
+ * inferred from the strides, with that provenance recorded. Takes t;
+ * returns the result (t or its copy), NULL with the error naming fn. */
+mft_tensor *mft__st_restore(const char *fn, const mft__st_entry *e, mft_tensor *t);
+
 /* The physical (file) shape of a packed blocked layout: its outer dims in
  * the order of its canonical oneDNN tag (extent padded / block), then its
  * inner blocks. Writes the canonical tag into tag (tag_len bytes). Returns

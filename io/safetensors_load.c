@@ -5,7 +5,7 @@
  * mft metadata (a logical file's channels_last entry reordered back) or
  * inferred from the file's strides, with that provenance recorded;
  * mft_safetensors_load, _load_into (all entries made and checked before the
- * first write), _free_list and _describe. docs/spec.md §8.3. */
+ * first write) and _free_list. docs/spec.md §8.3. */
 #define _POSIX_C_SOURCE 200809L /* pread */
 #include <errno.h>
 #include <stdio.h>
@@ -48,22 +48,18 @@ static mft_status st_fail(mft_status s, const char *fn, const mft__st_file *f,
     return s;
 }
 
-/* Whether the entry becomes a view of the mapping. */
-static bool st_zero_copy(const mft__st_file *f, const mft__st_entry *e) {
+bool mft__st_zero_copy(const mft__st_file *f, const mft__st_entry *e) {
     const size_t es = mft__elem_size(e->dtype);
     return f->map && e->end > e->begin && (f->data_start + e->begin) % es == 0;
 }
 
-/* The entry's tensor in the file's own layout (no tag restored): a view of
- * the mapping or owned memory. Not registered in any scope (callers
- * suspend). NULL with the error naming fn. */
-static mft_tensor *st_make(const char *fn, mft__st_file *f, const mft__st_entry *e) {
+mft_tensor *mft__st_make(const char *fn, mft__st_file *f, const mft__st_entry *e) {
     const size_t es = mft__elem_size(e->dtype);
     const uint64_t off = f->data_start + e->begin;
     const size_t nbytes = (size_t)(e->end - e->begin);
     const bool blocked = e->layout_kind == ST_LAYOUT_ONEDNN;
     mft_tensor *t;
-    if (st_zero_copy(f, e)) {
+    if (mft__st_zero_copy(f, e)) {
         void *p = (char *)f->map->base + off;
         t = blocked ? mft_from_blob_layout(p, nbytes, &e->layout, 0, e->dtype, st_deleter, f->map)
                     : mft_from_blob(p, nbytes, e->ndim, e->sizes, e->strides, 0, e->dtype,
@@ -122,10 +118,7 @@ static void st_record(mft_tensor *t, mft__rule_id rule, const char *op, mft_form
     mft__rule_apply(t, &d);
 }
 
-/* The tag: restored from "mft.format" (a reorder when the bytes are not laid
- * out in that format), else from the descriptor of a oneDNN layout, else
- * inferred from the strides. Takes t; returns the result (t or its copy). */
-static mft_tensor *st_restore(const char *fn, const mft__st_entry *e, mft_tensor *t) {
+mft_tensor *mft__st_restore(const char *fn, const mft__st_entry *e, mft_tensor *t) {
     if (!e->has_format) {
         if (e->layout_kind == ST_LAYOUT_ONEDNN)
             st_record(t, MFT__RULE_FACTORY, ST_OP_META, MFT_CONTIGUOUS);
@@ -190,8 +183,8 @@ mft_status mft_safetensors_load(const char *path, unsigned flags, int *n, char *
     for (; st == MFT_OK && made < (int)f.count; made++) {
         const mft__st_entry *e = &f.entries[made];
         nv[made] = mft__alloc_or_err(fn, e->name_len + 1, 1);
-        mft_tensor *t = nv[made] ? st_make(fn, &f, e) : NULL;
-        if (t) t = st_restore(fn, e, t);
+        mft_tensor *t = nv[made] ? mft__st_make(fn, &f, e) : NULL;
+        if (t) t = mft__st_restore(fn, e, t);
         if (!t) {
             mft__free(nv[made]);
             st = mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NOMEM;
@@ -300,7 +293,7 @@ mft_status mft_safetensors_load_into(const char *path, int n, const char *const 
     /* every source exists (pad lanes checked, bytes read) before the first write */
     mft__scope_suspend();
     for (int i = 0; i < n && st == MFT_OK; i++) {
-        src[i] = st_make(fn, &f, &f.entries[mft__st_find(&f, names[i])]);
+        src[i] = mft__st_make(fn, &f, &f.entries[mft__st_find(&f, names[i])]);
         if (!src[i]) st = mft_last_error() != MFT_OK ? mft_last_error() : MFT_ERR_NOMEM;
     }
     mft__scope_resume();

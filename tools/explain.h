@@ -55,6 +55,12 @@ mft_tensor *explain_wrap_strided(int ndim, const int64_t *sizes, const int64_t *
  * buf[*pos..len), always NUL-terminated, *pos counts what was wanted. */
 EXPLAIN_PRINTF(4, 5) void explain_append(char *buf, size_t len, size_t *pos, const char *fmt, ...);
 
+/* ---- explain_safetensors.c */
+/* Prints mft_safetensors_describe's text for tensor `name` of the file and
+ * returns that tensor as mft_safetensors_load makes it (a new reference);
+ * exits on the library's error (2: a refused file or missing name). */
+mft_tensor *explain_safetensors(const char *path, const char *name);
+
 /* ---- layout names */
 /* "NCHW" / "NHWC" for rank 4, "NCDHW" / "NDHWC" rank 5, "NCL" / "NLC" rank
  * 3; other ranks: "contiguous" for CONTIGUOUS ("?" for channels-last). */

@@ -44,6 +44,7 @@ static void usage(FILE *f) {
             "                 --minor-to-major M] [--offset K] [--dtype DT]\n"
             "                 [--grid | --no-grid] [--ascii] [--to FMT]\n"
             "       %s --op OP --in SPEC [--in SPEC...] [--to FMT] [--dtype DT]\n"
+            "       %s --safetensors FILE --name T [--grid | --no-grid]\n"
             "\n"
             "Builds a tensor of logical SIZES (N,C,[D,]H,W order, comma-separated)\n"
             "and explains its memory layout: strides, the soft format tag and its\n"
@@ -96,7 +97,14 @@ static void usage(FILE *f) {
             "                            slice:D,START,END,STEP\n"
             "  -h, --help                this text\n"
             "  -V, --version             the library version\n",
-            prog, prog);
+            prog, prog, prog);
+    fprintf(f, "%s",
+            "      --safetensors FILE    with --name T: tensor T of a safetensors file: the\n"
+            "  -n, --name T              file's entry, its mft metadata, the save mode, what\n"
+            "                            mft_safetensors_load makes of it (a zero-copy view\n"
+            "                            or a copy) and where its tag comes from (restored\n"
+            "                            from metadata / inferred from the file's strides),\n"
+            "                            then the analysis and picture of that tensor\n");
     fprintf(f,
             "\n"
             "With none of --format/--strides/--layout/--minor-to-major the tensor is\n"
@@ -657,7 +665,7 @@ enum layout_kind {
     BY_ASCEND,
     BY_XLA
 };
-enum { OPT_OFFSET = BY_XLA + 1, OPT_DTYPE, OPT_TO, OPT_OP, OPT_IN };
+enum { OPT_OFFSET = BY_XLA + 1, OPT_DTYPE, OPT_TO, OPT_OP, OPT_IN, OPT_SAFETENSORS, OPT_NAME };
 #define MAX_INPUTS 8 /* --in given at most this often */
 
 /* Options taking a value; the layout ones use their enum layout_kind. */
@@ -677,6 +685,8 @@ static const struct explain_option {
     {"-t", "--to", NULL, OPT_TO},
     {"-O", "--op", NULL, OPT_OP},
     {"-i", "--in", NULL, OPT_IN},
+    {"--safetensors", "--safetensors", NULL, OPT_SAFETENSORS},
+    {"-n", "--name", NULL, OPT_NAME},
 };
 
 /* Note [What --format builds]
@@ -740,7 +750,7 @@ int main(int argc, char **argv) {
     const char *offset_arg = NULL;
     mft_dtype dtype = MFT_F32;
     bool grid = true; /* --grid / --no-grid: the last one wins */
-    const char *to_arg = NULL, *op_arg = NULL;
+    const char *to_arg = NULL, *op_arg = NULL, *st_arg = NULL, *name_arg = NULL;
     const char *in_args[MAX_INPUTS];
     int nin = 0;
 
@@ -803,6 +813,8 @@ int main(int argc, char **argv) {
             if (nin == MAX_INPUTS) explain_bad_args("more than %d --in inputs", MAX_INPUTS);
             in_args[nin++] = val;
             continue;
+        case OPT_SAFETENSORS: st_arg = val; continue;
+        case OPT_NAME: name_arg = val; continue;
         default: break;
         }
         enum layout_kind k = (enum layout_kind)opt->kind;
@@ -818,6 +830,24 @@ int main(int argc, char **argv) {
     if (to_arg && !explain_parse_format(to_arg, &to_fmt))
         explain_bad_args("unknown format '%s' for --to (contiguous/nchw or channels_last/nhwc)",
                          to_arg);
+
+    /* ---- --safetensors FILE --name T: a tensor of a file */
+    if (st_arg || name_arg) {
+        if (!st_arg || !name_arg)
+            explain_bad_args("--safetensors FILE and --name T go together");
+        if (sizes_arg || kind != BY_DEFAULT || offset_arg || op_arg || to_arg || nin)
+            explain_bad_args("--safetensors takes the tensor from the file; no sizes, layout, "
+                             "--offset, --op or --to");
+        mft_tensor *t = explain_safetensors(st_arg, name_arg);
+        char how[600];
+        snprintf(how, sizeof how, "mft_safetensors_load('%s'), tensor '%s'", st_arg, name_arg);
+        if (print_analysis(t, how) != 0) return 1;
+        int rc = 0;
+        if (grid) rc = mft_tensor_is_blocked(t) ? print_grid_blocked(t) : print_grid(t);
+        mft_tensor_release(t);
+        if (rc != 0) explain_lib_error("mft_layout_slot");
+        return 0;
+    }
 
     /* ---- --op: the inputs come from --in, not from SIZES and the layout options */
     if (op_arg) {

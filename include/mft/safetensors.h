@@ -100,6 +100,20 @@ MFT_API mft_status mft_safetensors_load_into(const char *path, int n, const char
  * reference and both arrays. NULL arrays are allowed. */
 MFT_API void mft_safetensors_free_list(int n, char **names, mft_tensor **tensors);
 
+/* A description of the tensor `name` of a safetensors file, for people (what
+ * `mft-explain --safetensors FILE --name T` prints): the file's entry (dtype,
+ * shape, data_offsets and the byte range in the file), its mft metadata, the
+ * save mode that implies, the tensor mft_safetensors_load makes of it (sizes,
+ * strides or blocks, a zero-copy view of the mapping or a copy, a reorder)
+ * and where its tag comes from: "restored from metadata" or "inferred from
+ * the file's strides". snprintf-style: writes at most len bytes (always
+ * NUL-terminated when len > 0; buf may be NULL when len is 0) and returns the
+ * length the full text needs; 0 on error with the last error set: a file
+ * mft_safetensors_load refuses (its status), no tensor of that name
+ * (MFT_ERR_INVALID), MFT_ERR_NULL. */
+MFT_API size_t mft_safetensors_describe(const char *path, const char *name, char *buf,
+                                        size_t len);
+
 #ifdef __cplusplus
 }
 #endif

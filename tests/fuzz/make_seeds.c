@@ -12,7 +12,12 @@
  *                or data, trailing bytes, bad magic/type/rank, a cut .gz;
  *   geometry/    encoded from_blob arguments + view chains (see fuzz_geometry.c);
  *   overlap/     encoded cases (see fuzz_overlap.c);
- *   layout/      layout strings of the three vocabularies (see fuzz_layout.c). */
+ *   layout/      layout strings of the three vocabularies (see fuzz_layout.c);
+ *   safetensors/ files written by mft_safetensors_save in both modes (the
+ *                fuzz target's targets, channels_last, nChw16c, a scalar,
+ *                empty and plain tensors); the directory also holds copies of
+ *                the golden files tests/golden/safetensors/ (valid and
+ *                malformed, from gen_safetensors.py), not written here. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdint.h>
@@ -341,6 +346,31 @@ static void layout_seeds(void) {
     layout_seed("xla-plain", 2, 3, (const uint8_t[]){2, 3, 4}, "{0,2,1}");
 }
 
+/* ------------------------------------------------------------------ safetensors */
+static void safetensors_seeds(void) {
+    const int64_t sx[4] = {1, 3, 2, 2}, sa[1] = {2}, sb[1] = {4}, sc[4] = {2, 17, 2, 3};
+    mft_tensor *x = filled(4, sx, MFT_F32, MFT_CHANNELS_LAST, 1);
+    mft_tensor *a = filled(1, sa, MFT_F32, MFT_CONTIGUOUS, 10);
+    mft_tensor *b = filled(1, sb, MFT_F32, MFT_CONTIGUOUS, 20);
+    mft_tensor *s = mft_full(0, NULL, MFT_I64, MFT_CONTIGUOUS, -3);
+    mft_tensor *c = filled(4, sc, MFT_F64, MFT_CHANNELS_LAST, 0);
+    mft_tensor *c16 = c ? mft_to_format(c, MFT_NCHW16C) : NULL;
+    mft_tensor *e = mft_zeros(2, (int64_t[]){0, 5}, MFT_U8, MFT_CONTIGUOUS);
+    if (!s || !c16 || !e) die("safetensors tensors");
+    const char *names[7] = {"x", "a", "b", "s", "c", "c16", "e"};
+    mft_tensor *ts[7] = {x, a, b, s, c, c16, e};
+    const char *files[4] = {"targets-logical", "targets-physical", "mixed-logical",
+                            "mixed-physical"};
+    for (int k = 0; k < 4; k++) {
+        char path[1024];
+        path_of(path, sizeof path, "safetensors", files[k]);
+        if (mft_safetensors_save(path, k < 2 ? 4 : 7, names, (const mft_tensor *const *)ts,
+                                 k % 2 ? MFT_SAFETENSORS_PHYSICAL : 0) != MFT_OK)
+            die("safetensors save");
+    }
+    for (int i = 0; i < 7; i++) mft_tensor_release(ts[i]);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s CORPUS_DIR   (tests/fuzz/corpus)\n", argv[0]);
@@ -351,8 +381,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "make_seeds: cannot create %s: %s\n", g_root, strerror(errno));
         return 1;
     }
-    const char *targets[5] = {"checkpoint", "idx", "geometry", "overlap", "layout"};
-    for (int i = 0; i < 5; i++) {
+    const char *targets[6] = {"checkpoint", "idx", "geometry", "overlap", "layout",
+                              "safetensors"};
+    for (int i = 0; i < 6; i++) {
         char p[1024];
         snprintf(p, sizeof p, "%s/%s", g_root, targets[i]);
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
@@ -365,6 +396,7 @@ int main(int argc, char **argv) {
     geometry_seeds();
     overlap_seeds();
     layout_seeds();
+    safetensors_seeds();
     if (mft_live_tensors() != 0 || mft_live_storages() != 0) {
         fprintf(stderr, "make_seeds: leaked tensors\n");
         return 1;
