@@ -19,7 +19,8 @@ flatten, fc1 3136->128, relu, fc2 128->10; SGD momentum 0.9, lr 0.01, batch
 64; each pixel v becomes float32((v * (1/255) - 0.2860) / 0.3530) computed in
 float64, exactly as mft_images_to_batch's table. safetensors is read and
 written with the standard library (struct + json) and torch.frombuffer: no
-safetensors package is needed.
+safetensors package is needed. examples/resnet_torch.py uses its data
+loading and training loop.
 """
 import argparse
 import collections
@@ -122,6 +123,36 @@ def evaluate(model, xte, yte):
     return 100.0 * correct / xte.shape[0]
 
 
+def train(model, opt, train_set, test_set, fmt, epochs, bs, seed, steps=0):
+    """Epochs of shuffled batches (torch.randperm from seed), each followed
+    by a test evaluation and one line in the C examples' format. steps > 0
+    stops each epoch after that many steps."""
+    (xtr, ytr), (xte, yte) = train_set, test_set
+    g = torch.Generator().manual_seed(seed)
+    for epoch in range(1, epochs + 1):
+        model.train()
+        perm = torch.randperm(xtr.shape[0], generator=g)
+        t0 = time.perf_counter()
+        total, nb = 0.0, 0
+        nsteps = (xtr.shape[0] + bs - 1) // bs
+        if steps:
+            nsteps = min(nsteps, steps)
+        for s in range(nsteps):
+            idx = perm[s * bs:(s + 1) * bs]
+            xb = xtr[idx].contiguous(memory_format=fmt)
+            yb = ytr[idx]
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            total += loss.item()
+            nb += 1
+        dt = time.perf_counter() - t0
+        acc = evaluate(model, xte, yte)
+        print(f"epoch {epoch} loss {total / nb:.4f} test_acc {acc:.2f} "
+              f"time {dt:.3f} steps {nb} ms_per_step {1000.0 * dt / nb:.3f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--format", choices=["nhwc", "nchw"], default="nhwc")
@@ -137,7 +168,7 @@ def main():
                     help="train (the default without --load; with --load, train from it)")
     ap.add_argument("--save", metavar="FILE", help="after training, write the state_dict")
     args = ap.parse_args()
-    train = args.train or not args.load
+    do_train = args.train or not args.load
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     fmt = torch.channels_last if args.format == "nhwc" else torch.contiguous_format
@@ -157,35 +188,12 @@ def main():
         print(f"loaded {len(state)} tensors from {args.load}: "
               + " ".join(f"{k}[{'x'.join(map(str, v.shape))}]" for k, v in state.items()))
     model = model.to(memory_format=fmt)
-    if not train:
+    if not do_train:
         print(f"test_acc {evaluate(model, xte, yte):.2f}", flush=True)
         return 0
     xtr, ytr = load("train", args.limit)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    g = torch.Generator().manual_seed(args.seed)
-    bs = 64
-    for epoch in range(1, args.epochs + 1):
-        model.train()
-        perm = torch.randperm(xtr.shape[0], generator=g)
-        t0 = time.perf_counter()
-        total, nb = 0.0, 0
-        nsteps = (xtr.shape[0] + bs - 1) // bs
-        if args.steps:
-            nsteps = min(nsteps, args.steps)
-        for s in range(nsteps):
-            idx = perm[s * bs:(s + 1) * bs]
-            xb = xtr[idx].contiguous(memory_format=fmt)
-            yb = ytr[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            opt.step()
-            total += loss.item()
-            nb += 1
-        dt = time.perf_counter() - t0
-        acc = evaluate(model, xte, yte)
-        print(f"epoch {epoch} loss {total / nb:.4f} test_acc {acc:.2f} "
-              f"time {dt:.3f} steps {nb} ms_per_step {1000.0 * dt / nb:.3f}", flush=True)
+    train(model, opt, (xtr, ytr), (xte, yte), fmt, args.epochs, 64, args.seed, args.steps)
     if args.save:
         write_safetensors(args.save, model.state_dict())
         print(f"saved {len(model.state_dict())} tensors to {args.save}")
