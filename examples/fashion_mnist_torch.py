@@ -57,6 +57,16 @@ def normalise(images):
     return torch.from_numpy(table[images]).unsqueeze(1)
 
 
+def load_split(data, prefix, limit, fmt):
+    """The first limit (0: all) images of a split, normalised, in memory
+    format fmt, and their int64 labels."""
+    x = read_idx(f"{data}/{prefix}-images-idx3-ubyte.gz")
+    y = read_idx(f"{data}/{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
+    if limit > 0:
+        x, y = x[:limit], y[:limit]
+    return normalise(x).contiguous(memory_format=fmt), torch.from_numpy(y)
+
+
 def net(batchnorm):
     """The model of mft_nn_fashion_cnn, its layers named as mft names them."""
     layers = [("conv1", nn.Conv2d(1, 32, 3, padding=1))]
@@ -173,14 +183,7 @@ def main():
     torch.manual_seed(args.seed)
     fmt = torch.channels_last if args.format == "nhwc" else torch.contiguous_format
 
-    def load(prefix, limit):
-        x = read_idx(f"{DATA}/{prefix}-images-idx3-ubyte.gz")
-        y = read_idx(f"{DATA}/{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
-        if limit > 0:
-            x, y = x[:limit], y[:limit]
-        return normalise(x).contiguous(memory_format=fmt), torch.from_numpy(y)
-
-    xte, yte = load("t10k", args.test_limit)
+    xte, yte = load_split(DATA, "t10k", args.test_limit, fmt)
     model = net(args.batchnorm)
     if args.load:
         state = read_safetensors(args.load)
@@ -191,7 +194,7 @@ def main():
     if not do_train:
         print(f"test_acc {evaluate(model, xte, yte):.2f}", flush=True)
         return 0
-    xtr, ytr = load("train", args.limit)
+    xtr, ytr = load_split(DATA, "train", args.limit, fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     train(model, opt, (xtr, ytr), (xte, yte), fmt, args.epochs, 64, args.seed, args.steps)
     if args.save:

@@ -22,12 +22,11 @@ training loop are examples/fashion_mnist_torch.py's.
 import argparse
 import sys
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fashion_mnist_torch import normalise, read_idx, train
+from fashion_mnist_torch import load_split, train
 
 
 class Residual(nn.Module):
@@ -78,15 +77,8 @@ def main():
     torch.manual_seed(args.seed)
     fmt = torch.channels_last if args.format == "nhwc" else torch.contiguous_format
 
-    def load(prefix, limit):
-        x = read_idx(f"{args.data}/{prefix}-images-idx3-ubyte.gz")
-        y = read_idx(f"{args.data}/{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
-        if limit > 0:
-            x, y = x[:limit], y[:limit]
-        return normalise(x).contiguous(memory_format=fmt), torch.from_numpy(y)
-
-    xtr, ytr = load("train", args.train_limit)
-    xte, yte = load("t10k", args.test_limit)
+    xtr, ytr = load_split(args.data, "train", args.train_limit, fmt)
+    xte, yte = load_split(args.data, "t10k", args.test_limit, fmt)
     model = resnet().to(memory_format=fmt)
     nparams = sum(p.numel() for p in model.parameters())
     print(f"resnet_torch: {args.format}, {torch.get_num_threads()} thread(s), {xtr.shape[0]} train "
