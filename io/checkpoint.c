@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "io_util.h"
 
 #define CK_MAGIC "MFTCKPT\0"
 #define CK_MAGIC_LEN 8
@@ -36,25 +37,6 @@ static int ck_dtype_code(mft_dtype dt) {
     for (int i = 0; i < CK_NDTYPES; i++)
         if (CK_DTYPES[i] == dt) return i;
     return -1;
-}
-
-static bool ck_host_le(void) {
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-/* Byte-swaps numel elements of es bytes in place (big-endian hosts only). */
-static void ck_swap(void *p, int64_t numel, size_t es) {
-    unsigned char *c = p;
-    if (es == 1) return;
-    for (int64_t i = 0; i < numel; i++, c += es)
-        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
-            unsigned char t = c[a];
-            c[a] = c[b];
-            c[b] = t;
-        }
 }
 
 static void ck_put_u32(unsigned char *p, uint32_t v) {
@@ -115,7 +97,7 @@ static void ck_write_pad(ck_writer *w) {
 
 /* Writes numel elements at p (es bytes each) in little-endian order. */
 static void ck_write_elems(ck_writer *w, const void *p, int64_t numel, size_t es) {
-    if (ck_host_le() || es == 1) {
+    if (mft__io_host_le() || es == 1) {
         const char *c = p;
         uint64_t left = (uint64_t)numel * es;
         while (left > 0 && !w->failed) { /* chunks: fwrite sizes stay moderate */
@@ -132,7 +114,7 @@ static void ck_write_elems(ck_writer *w, const void *p, int64_t numel, size_t es
     for (int64_t i = 0; i < numel && !w->failed; i += per) {
         int64_t k = numel - i < per ? numel - i : per;
         memcpy(buf, c + (size_t)i * es, (size_t)k * es);
-        ck_swap(buf, k, es);
+        mft__io_swap(buf, k, es);
         ck_write(w, buf, (size_t)k * es);
     }
 }
@@ -140,37 +122,16 @@ static void ck_write_elems(ck_writer *w, const void *p, int64_t numel, size_t es
 /* Validates the save arguments; sets the error. */
 static mft_status ck_check_save_args(const char *fn, const char *path, int n,
                                      const char *const *names, const mft_tensor *const *tensors) {
-    if (!path) {
-        mft__null_arg(fn, "path");
-        return MFT_ERR_NULL;
-    }
-    if (n < 0) {
-        mft__set_error(MFT_ERR_INVALID, "%s: n %d is negative", fn, n);
-        return MFT_ERR_INVALID;
-    }
-    if (n > 0 && (!names || !tensors)) {
-        mft__null_arg(fn, !names ? "names" : "tensors");
-        return MFT_ERR_NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        if (!names[i]) {
-            mft__set_error(MFT_ERR_NULL, "%s: names[%d] is NULL", fn, i);
-            return MFT_ERR_NULL;
-        }
-        if (!tensors[i]) {
-            char what[32];
-            snprintf(what, sizeof what, "tensors[%d]", i);
-            mft__null_arg(fn, what); /* keeps an earlier error (NULL propagation) */
-            return MFT_ERR_NULL; /* the call's own status; the message keeps an earlier error */
-        }
+    mft_status st = mft__io_check_list(fn, path, n, names, tensors);
+    for (int i = 0; i < n && st == MFT_OK; i++) {
         size_t len = strlen(names[i]);
         if (len == 0 || len > MFT_CHECKPOINT_MAX_NAME) {
             mft__set_error(MFT_ERR_INVALID, "%s: names[%d] has length %zu, outside 1..%d", fn, i,
                            len, MFT_CHECKPOINT_MAX_NAME);
-            return MFT_ERR_INVALID;
+            st = MFT_ERR_INVALID;
         }
     }
-    return MFT_OK;
+    return st;
 }
 
 /* Names sorted for duplicate detection and lookup; NULL on NOMEM (error set).
@@ -215,32 +176,9 @@ mft_status mft_save_tensors(const char *path, int n, const char *const *names,
     }
     mft__free(sorted);
 
-    size_t plen = strlen(path);
-    char *tmp = mft__alloc_or_err(fn, plen + 5, 1);
-    if (!tmp) return MFT_ERR_NOMEM;
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    /* the rename below replaces what path names: only ever a regular file
-     * (a device node, FIFO or directory there is the caller's mistake, not
-     * something to swap out); "<path>.tmp" likewise, which fopen would follow */
-    const char *const check[2] = {path, tmp};
-    for (int k = 0; k < 2; k++) {
-        struct stat sb;
-        if (stat(check[k], &sb) == 0 && !S_ISREG(sb.st_mode)) {
-            mft__set_error(MFT_ERR_IO, "%s: '%s' exists and is not a regular file; not replaced",
-                           fn, check[k]);
-            mft__free(tmp);
-            return MFT_ERR_IO;
-        }
-    }
-    errno = 0;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int e = errno;
-        mft__set_error(MFT_ERR_IO, "%s: cannot create '%s': %s", fn, tmp, strerror(e));
-        mft__free(tmp);
-        return MFT_ERR_IO;
-    }
+    char *tmp = NULL;
+    FILE *f = mft__io_create_tmp(fn, path, &tmp);
+    if (!f) return mft_last_error();
     ck_writer w;
     memset(&w, 0, sizeof w);
     w.f = f;
@@ -329,23 +267,11 @@ mft_status mft_save_tensors(const char *path, int n, const char *const *names,
         ck_put_u64(tr, XXH3_64bits_digest(&w.hash));
         if (fwrite(tr, 1, sizeof tr, f) != sizeof tr) w.failed = true, w.err = errno;
     }
-    if (st == MFT_OK && !w.failed && fflush(f) != 0) w.failed = true, w.err = errno;
-    if (st == MFT_OK && !w.failed && fsync(fileno(f)) != 0) w.failed = true, w.err = errno;
-    if (fclose(f) != 0 && st == MFT_OK && !w.failed) w.failed = true, w.err = errno;
-    if (st == MFT_OK && w.failed) {
+    if (st == MFT_OK && w.failed) /* the bytes written so far, for the message */
         mft__set_error(MFT_ERR_IO, "%s: writing '%s' failed after %llu bytes: %s", fn, tmp,
                        (unsigned long long)w.pos, strerror(w.err));
-        st = MFT_ERR_IO;
-    }
-    if (st == MFT_OK && rename(tmp, path) != 0) {
-        int e = errno;
-        mft__set_error(MFT_ERR_IO, "%s: cannot rename '%s' to '%s': %s", fn, tmp, path,
-                       strerror(e));
-        st = MFT_ERR_IO;
-    }
-    if (st != MFT_OK) remove(tmp);
-    mft__free(tmp);
-    return st;
+    return mft__io_finish_tmp(fn, f, tmp, path, st == MFT_OK && w.failed ? MFT_ERR_IO : st,
+                              !w.failed, w.err);
 }
 
 /* ------------------------------------------------------------------ load */
@@ -624,9 +550,9 @@ static mft_status ck_open(const char *fn, const char *path, ck_file *cf) {
                        (int)cf->sorted[dup].len, cf->sorted[dup].s);
         return MFT_ERR_CORRUPT;
     }
-    if (!ck_host_le())
+    if (!mft__io_host_le())
         for (uint32_t i = 0; i < cf->count; i++)
-            ck_swap(cf->entries[i].payload, cf->entries[i].slots,
+            mft__io_swap(cf->entries[i].payload, cf->entries[i].slots,
                     mft__elem_size(cf->entries[i].dtype));
     return MFT_OK;
 }

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "mft/safetensors.h"
+#include "io_util.h"
 #include "safetensors_internal.h"
 
 /* ------------------------------------------------------------------ dtypes */
@@ -45,13 +46,6 @@ void mft__st_map_release(mft__st_map *m) {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
     munmap(m->base, m->len);
     mft__free(m);
-}
-
-static bool st_host_le(void) {
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
 }
 
 /* ------------------------------------------------------------------ errors */
@@ -513,7 +507,7 @@ static mft_status st_read_prefix(const char *fn, const char *path, unsigned flag
                       "header of %llu bytes runs past the end of the %llu-byte file (truncated?)",
                       (unsigned long long)f->hlen, (unsigned long long)f->size);
     f->data_start = 8 + f->hlen;
-    if (!(flags & MFT_SAFETENSORS_READ) && st_host_le() && f->size <= SIZE_MAX) {
+    if (!(flags & MFT_SAFETENSORS_READ) && mft__io_host_le() && f->size <= SIZE_MAX) {
         /* private and writable: writing to a loaded tensor copies the page,
          * never changes the file */
         void *base = mmap(NULL, (size_t)f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, f->fd, 0);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "mft/safetensors.h"
+#include "io_util.h"
 #include "safetensors_internal.h"
 
 /* Provenance ops of a loaded tensor's tag (mft_tensor_provenance). */
@@ -22,23 +23,6 @@ static const char ST_OP_STRIDES[] = "safetensors_load (inferred from the file's 
 static void st_deleter(void *data, void *ctx) {
     (void)data;
     mft__st_map_release(ctx);
-}
-
-static bool st_host_le(void) {
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-static void st_swap(void *p, int64_t numel, size_t es) {
-    unsigned char *c = p;
-    for (int64_t i = 0; i < numel && es > 1; i++, c += es)
-        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
-            unsigned char t = c[a];
-            c[a] = c[b];
-            c[b] = t;
-        }
 }
 
 static mft_status st_fail(mft_status s, const char *fn, const mft__st_file *f,
@@ -102,7 +86,7 @@ mft_tensor *mft__st_make(const char *fn, mft__st_file *f, const mft__st_entry *e
             at += (uint64_t)got;
         }
     }
-    if (!st_host_le()) st_swap(t->storage->data, e->fnumel, es);
+    if (!mft__io_host_le()) mft__io_swap(t->storage->data, e->fnumel, es);
     if (blocked && mft_tensor_check_padding(t) != MFT_OK) {
         char why[MFT__ERRBUF];
         snprintf(why, sizeof why, "%s", mft_last_error_message());
@@ -205,52 +189,12 @@ mft_status mft_safetensors_load(const char *path, unsigned flags, int *n, char *
     return MFT_OK;
 }
 
-static int st_cstr_cmp(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Arguments of load_into: non-NULL, distinct names, writable targets. */
+/* Arguments of load_into: non-NULL, writable targets, distinct names. */
 static mft_status st_check_into(const char *fn, const char *path, int n, const char *const *names,
                                 mft_tensor *const *tensors) {
-    if (!path) {
-        mft__null_arg(fn, "path");
-        return MFT_ERR_NULL;
-    }
-    if (n < 0) {
-        mft__set_error(MFT_ERR_INVALID, "%s: n %d is negative", fn, n);
-        return MFT_ERR_INVALID;
-    }
-    if (n > 0 && (!names || !tensors)) {
-        mft__null_arg(fn, !names ? "names" : "tensors");
-        return MFT_ERR_NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        if (!names[i]) {
-            mft__set_error(MFT_ERR_NULL, "%s: names[%d] is NULL", fn, i);
-            return MFT_ERR_NULL;
-        }
-        if (!tensors[i]) {
-            char what[32];
-            snprintf(what, sizeof what, "tensors[%d]", i);
-            mft__null_arg(fn, what);
-            return MFT_ERR_NULL;
-        }
-        mft_status st = mft__check_writable(fn, tensors[i]);
-        if (st != MFT_OK) return st;
-    }
-    if (n < 2) return MFT_OK;
-    const char **v = mft__alloc_or_err(fn, sizeof *v * (size_t)n, 16);
-    if (!v) return MFT_ERR_NOMEM;
-    memcpy(v, names, sizeof *v * (size_t)n);
-    qsort(v, (size_t)n, sizeof *v, st_cstr_cmp);
-    mft_status st = MFT_OK;
-    for (int i = 1; i < n && st == MFT_OK; i++)
-        if (strcmp(v[i - 1], v[i]) == 0) {
-            mft__set_error(MFT_ERR_INVALID, "%s: name '%.200s' is requested twice", fn, v[i]);
-            st = MFT_ERR_INVALID;
-        }
-    mft__free((void *)v);
-    return st;
+    mft_status st = mft__io_check_list(fn, path, n, names, (const mft_tensor *const *)tensors);
+    for (int i = 0; i < n && st == MFT_OK; i++) st = mft__check_writable(fn, tensors[i]);
+    return st == MFT_OK ? mft__io_check_distinct(fn, n, names, "requested twice") : st;
 }
 
 mft_status mft_safetensors_load_into(const char *path, int n, const char *const *names,

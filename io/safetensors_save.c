@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "mft/safetensors.h"
+#include "io_util.h"
 #include "safetensors_internal.h"
 
 /* What one tensor puts in the file. */
@@ -31,13 +31,6 @@ typedef struct st_plan {
     char layout[512];        /* mft.layout value, "" when none */
     uint64_t begin;
 } st_plan;
-
-static bool st_host_le(void) {
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
 
 static const char *st_join(char *buf, size_t len, int n, const int64_t *v) {
     size_t k = 0;
@@ -162,44 +155,20 @@ static int st_plan_cmp(const void *a, const void *b) {
     return x->name_len < y->name_len ? -1 : x->name_len > y->name_len;
 }
 
-static int st_str_cmp(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static int st_byname_cmp(const void *a, const void *b) {
     return strcmp((*(const st_plan *const *)a)->name, (*(const st_plan *const *)b)->name);
 }
 
 static mft_status st_check_save(const char *fn, const char *path, int n, const char *const *names,
                                 const mft_tensor *const *tensors, unsigned flags) {
-    if (!path) {
-        mft__null_arg(fn, "path");
-        return MFT_ERR_NULL;
-    }
-    if (n < 0) {
-        mft__set_error(MFT_ERR_INVALID, "%s: n %d is negative", fn, n);
-        return MFT_ERR_INVALID;
-    }
+    mft_status st = mft__io_check_list(fn, path, n, names, tensors);
+    if (st != MFT_OK) return st;
     if (flags & ~MFT_SAFETENSORS_PHYSICAL) {
         mft__set_error(MFT_ERR_INVALID, "%s: unknown flag bits 0x%x", fn,
                        flags & ~MFT_SAFETENSORS_PHYSICAL);
         return MFT_ERR_INVALID;
     }
-    if (n > 0 && (!names || !tensors)) {
-        mft__null_arg(fn, !names ? "names" : "tensors");
-        return MFT_ERR_NULL;
-    }
     for (int i = 0; i < n; i++) {
-        if (!names[i]) {
-            mft__set_error(MFT_ERR_NULL, "%s: names[%d] is NULL", fn, i);
-            return MFT_ERR_NULL;
-        }
-        if (!tensors[i]) {
-            char what[32];
-            snprintf(what, sizeof what, "tensors[%d]", i);
-            mft__null_arg(fn, what);
-            return MFT_ERR_NULL;
-        }
         size_t len = strlen(names[i]), bad = 0;
         const char *why = len == 0                                 ? "empty"
                           : strcmp(names[i], "__metadata__") == 0 ? "reserved by the format"
@@ -211,19 +180,7 @@ static mft_status st_check_save(const char *fn, const char *path, int n, const c
             return MFT_ERR_INVALID;
         }
     }
-    if (n < 2) return MFT_OK;
-    const char **v = mft__alloc_or_err(fn, sizeof *v * (size_t)n, 16);
-    if (!v) return MFT_ERR_NOMEM;
-    memcpy(v, names, sizeof *v * (size_t)n);
-    qsort(v, (size_t)n, sizeof *v, st_str_cmp);
-    mft_status st = MFT_OK;
-    for (int i = 1; i < n && st == MFT_OK; i++)
-        if (strcmp(v[i - 1], v[i]) == 0) {
-            mft__set_error(MFT_ERR_INVALID, "%s: name '%.200s' is given twice", fn, v[i]);
-            st = MFT_ERR_INVALID;
-        }
-    mft__free((void *)v);
-    return st;
+    return mft__io_check_distinct(fn, n, names, "given twice");
 }
 
 /* The JSON header (padded with spaces to a multiple of 8) for plans sorted
@@ -280,7 +237,7 @@ static mft_status st_header(const char *fn, int n, const st_plan *plans, mft__js
 
 /* Writes n bytes (elements of es bytes) little-endian; false with errno. */
 static bool st_write_le(FILE *f, const char *p, uint64_t n, size_t es) {
-    if (st_host_le() || es == 1) {
+    if (mft__io_host_le() || es == 1) {
         while (n > 0) {
             size_t k = n > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)n;
             if (fwrite(p, 1, k, f) != k) return false;
@@ -308,49 +265,14 @@ static bool st_write_le(FILE *f, const char *p, uint64_t n, size_t es) {
 /* Writes header + bytes to "<path>.tmp", then renames it to path. */
 static mft_status st_write_file(const char *fn, const char *path, const mft__json_buf *h, int n,
                                 const st_plan *plans) {
-    size_t plen = strlen(path);
-    char *tmp = mft__alloc_or_err(fn, plen + 5, 1);
-    if (!tmp) return MFT_ERR_NOMEM;
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    const char *const check[2] = {path, tmp};
-    for (int k = 0; k < 2; k++) {
-        struct stat sb;
-        if (stat(check[k], &sb) == 0 && !S_ISREG(sb.st_mode)) {
-            mft__set_error(MFT_ERR_IO, "%s: '%s' exists and is not a regular file; not replaced",
-                           fn, check[k]);
-            mft__free(tmp);
-            return MFT_ERR_IO;
-        }
-    }
-    errno = 0;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int e = errno;
-        mft__set_error(MFT_ERR_IO, "%s: cannot create '%s': %s", fn, tmp, strerror(e));
-        mft__free(tmp);
-        return MFT_ERR_IO;
-    }
+    char *tmp = NULL;
+    FILE *f = mft__io_create_tmp(fn, path, &tmp);
+    if (!f) return mft_last_error();
     unsigned char n8[8];
     for (int i = 0; i < 8; i++) n8[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
     bool ok = fwrite(n8, 1, 8, f) == 8 && fwrite(h->data, 1, h->len, f) == h->len;
     for (int i = 0; ok && i < n; i++) ok = st_write_le(f, plans[i].bytes, plans[i].nbytes, plans[i].es);
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int e = errno;
-    if (fclose(f) != 0 && ok) ok = false, e = errno;
-    mft_status st = MFT_OK;
-    if (!ok) {
-        mft__set_error(MFT_ERR_IO, "%s: writing '%s' failed: %s", fn, tmp, strerror(e));
-        st = MFT_ERR_IO;
-    } else if (rename(tmp, path) != 0) {
-        e = errno;
-        mft__set_error(MFT_ERR_IO, "%s: cannot rename '%s' to '%s': %s", fn, tmp, path,
-                       strerror(e));
-        st = MFT_ERR_IO;
-    }
-    if (st != MFT_OK) remove(tmp);
-    mft__free(tmp);
-    return st;
+    return mft__io_finish_tmp(fn, f, tmp, path, MFT_OK, ok, errno);
 }
 
 mft_status mft_safetensors_save(const char *path, int n, const char *const *names,

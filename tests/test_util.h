@@ -69,6 +69,31 @@ static inline bool tu_next_index(int nd, const int64_t *sizes, int64_t *idx) {
     return false;
 }
 
+/* The value formula of the file-format tests (checkpoints, safetensors; the
+ * same as tests/io/safetensors_ref.py): element number lin (row-major) holds
+ * (lin * 13 + salt * 7) % 101, as v / 4 - 12 for floating dtypes; exact in
+ * every dtype. */
+static inline double tu_formula(int64_t lin, mft_dtype dt, int salt) {
+    double v = (double)((lin * 13 + salt * 7) % 101);
+    return dt == MFT_F32 || dt == MFT_F64 ? v / 4 - 12 : v;
+}
+/* Writes (fill) or compares (returns false at the first difference) the
+ * formula over t's logical elements. */
+static inline bool tu_formula_walk(mft_tensor *t, int salt, bool fill) {
+    int nd = mft_tensor_ndim(t);
+    const int64_t *sz = mft_tensor_sizes(t);
+    int64_t ix[MFT_MAX_DIMS] = {0}, lin = 0;
+    if (mft_tensor_numel(t) == 0) return true;
+    do {
+        double v = tu_formula(lin++, mft_tensor_dtype(t), salt);
+        if (fill)
+            mft_tensor_set(t, ix, v);
+        else if (mft_tensor_get(t, ix) != v)
+            return false;
+    } while (tu_next_index(nd, sz, ix));
+    return true;
+}
+
 static inline int64_t tu_shape_numel(int nd, const int64_t *sz) {
     int64_t n = 1;
     for (int d = 0; d < nd; d++) n *= sz[d];

@@ -742,6 +742,17 @@ static void note_conversions(const mft_tensor *t, const char *sizes_arg, mft_for
     mft_tensor_release(u);
 }
 
+/* The analysis and (grid) the picture of t, plain or blocked; releases t.
+ * Returns the exit status. */
+static int show_and_release(mft_tensor *t, const char *how, bool grid) {
+    if (print_analysis(t, how) != 0) return 1;
+    int rc = 0;
+    if (grid) rc = mft_tensor_is_blocked(t) ? print_grid_blocked(t) : print_grid(t);
+    mft_tensor_release(t);
+    if (rc != 0) explain_lib_error("mft_layout_slot");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *sizes_arg = NULL;
     const char *layout_arg = NULL; /* value of the one layout option given */
@@ -841,12 +852,7 @@ int main(int argc, char **argv) {
         mft_tensor *t = explain_safetensors(st_arg, name_arg);
         char how[600];
         snprintf(how, sizeof how, "mft_safetensors_load('%s'), tensor '%s'", st_arg, name_arg);
-        if (print_analysis(t, how) != 0) return 1;
-        int rc = 0;
-        if (grid) rc = mft_tensor_is_blocked(t) ? print_grid_blocked(t) : print_grid(t);
-        mft_tensor_release(t);
-        if (rc != 0) explain_lib_error("mft_layout_slot");
-        return 0;
+        return show_and_release(t, how, grid);
     }
 
     /* ---- --op: the inputs come from --in, not from SIZES and the layout options */
@@ -902,12 +908,7 @@ int main(int argc, char **argv) {
         if (!t) explain_lib_error("mft_empty_layout");
         snprintf(how, sizeof how, "mft_empty_layout(%s '%s', sizes=%s, %s)", layout_opt,
                  layout_arg, dims, mft_dtype_name(dtype));
-        if (print_analysis(t, how) != 0) return 1;
-        int rc = 0;
-        if (grid) rc = mft_tensor_is_blocked(t) ? print_grid_blocked(t) : print_grid(t);
-        mft_tensor_release(t);
-        if (rc != 0) explain_lib_error("mft_layout_slot");
-        return 0;
+        return show_and_release(t, how, grid);
     }
     switch (kind) {
     case BY_DEFAULT:

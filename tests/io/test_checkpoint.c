@@ -30,18 +30,7 @@ static bool write_file(const char *path, const void *data, size_t n) {
 static bool exists(const char *p) { return access(p, F_OK) == 0; }
 
 /* Logical values: a function of the linear index, exact in every dtype. */
-static void fill(mft_tensor *t, int salt) {
-    int nd = mft_tensor_ndim(t);
-    const int64_t *sz = mft_tensor_sizes(t);
-    int64_t ix[MFT_MAX_DIMS] = {0}, lin = 0;
-    if (mft_tensor_numel(t) == 0) return;
-    do {
-        double v = (double)((lin * 13 + salt * 7) % 101);
-        if (mft_tensor_dtype(t) == MFT_F32 || mft_tensor_dtype(t) == MFT_F64) v = v / 4 - 12;
-        mft_tensor_set(t, ix, v);
-        lin++;
-    } while (tu_next_index(nd, sz, ix));
-}
+static void fill(mft_tensor *t, int salt) { tu_formula_walk(t, salt, true); }
 
 /* ------------------------------------------------------------------ the documented layout */
 static void put_u32(unsigned char *p, uint32_t v) {

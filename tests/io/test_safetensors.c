@@ -20,40 +20,27 @@ static void tmp_path(char *buf, size_t len, const char *name) {
     snprintf(buf, len, "%s/%s", tmpdir, name);
 }
 
-/* Logical values: a function of the linear index, exact in every dtype (the
- * formula of tests/io/safetensors_ref.py). */
-static void fill(mft_tensor *t, int salt) {
-    int nd = mft_tensor_ndim(t);
-    const int64_t *sz = mft_tensor_sizes(t);
-    int64_t ix[MFT_MAX_DIMS] = {0}, lin = 0;
-    if (mft_tensor_numel(t) == 0) return;
-    do {
-        double v = (double)((lin * 13 + salt * 7) % 101);
-        if (mft_tensor_dtype(t) == MFT_F32 || mft_tensor_dtype(t) == MFT_F64) v = v / 4 - 12;
-        mft_tensor_set(t, ix, v);
-        lin++;
-    } while (tu_next_index(nd, sz, ix));
-}
-
-/* Every element of t equals the formula (independent of mft_tensor_hash). */
+/* Logical values: tu_formula of the linear index (the formula of
+ * tests/io/safetensors_ref.py), exact in every dtype. */
+static void fill(mft_tensor *t, int salt) { tu_formula_walk(t, salt, true); }
 static bool has_formula(const mft_tensor *t, int salt) {
-    int nd = mft_tensor_ndim(t);
-    const int64_t *sz = mft_tensor_sizes(t);
-    int64_t ix[MFT_MAX_DIMS] = {0}, lin = 0;
-    if (mft_tensor_numel(t) == 0) return true;
-    do {
-        double v = (double)((lin * 13 + salt * 7) % 101);
-        if (mft_tensor_dtype(t) == MFT_F32 || mft_tensor_dtype(t) == MFT_F64) v = v / 4 - 12;
-        if (mft_tensor_get(t, ix) != v) return false;
-        lin++;
-    } while (tu_next_index(nd, sz, ix));
-    return true;
+    return tu_formula_walk((mft_tensor *)t, salt, false);
 }
 
 static int find(int n, char **names, const char *name) {
     for (int i = 0; i < n; i++)
         if (strcmp(names[i], name) == 0) return i;
     return -1;
+}
+
+/* Saves two tensors filled with the formula (salts 1, 2) to tmpdir/file. */
+static void save_two(char *p, size_t plen, const char *file, const char *const names[2],
+                     mft_tensor *a, mft_tensor *b, unsigned flags) {
+    fill(a, 1);
+    fill(b, 2);
+    tmp_path(p, plen, file);
+    const mft_tensor *ts[2] = {a, b};
+    CHECK(mft_safetensors_save(p, 2, names, ts, flags) == MFT_OK);
 }
 
 /* ------------------------------------------------------------------ round trips */
@@ -239,13 +226,10 @@ static void test_zero_copy_lifetime(void) {
     const int64_t s4[4] = {2, 3, 4, 5};
     mft_tensor *cl = mft_empty(4, s4, MFT_F32, MFT_CHANNELS_LAST);
     mft_tensor *v = mft_empty(1, (int64_t[]){7}, MFT_F64, MFT_CONTIGUOUS);
-    fill(cl, 1);
-    fill(v, 2);
     char p[300];
-    tmp_path(p, sizeof p, "zc.safetensors");
     const char *names[2] = {"x", "v"};
     const mft_tensor *ts[2] = {cl, v};
-    CHECK(mft_safetensors_save(p, 2, names, ts, MFT_SAFETENSORS_PHYSICAL) == MFT_OK);
+    save_two(p, sizeof p, "zc.safetensors", names, cl, v, MFT_SAFETENSORS_PHYSICAL);
     int n = 0;
     char **nm = NULL;
     mft_tensor **lt = NULL;
@@ -294,13 +278,9 @@ static void test_load_into_all_or_nothing(void) {
     const int64_t s4[4] = {2, 3, 2, 2};
     mft_tensor *w = mft_empty(4, s4, MFT_F32, MFT_CONTIGUOUS);
     mft_tensor *b = mft_empty(1, (int64_t[]){3}, MFT_F64, MFT_CONTIGUOUS);
-    fill(w, 1);
-    fill(b, 2);
     char p[300];
-    tmp_path(p, sizeof p, "into.safetensors");
     const char *names[2] = {"w", "b"};
-    const mft_tensor *ts[2] = {w, b};
-    CHECK(mft_safetensors_save(p, 2, names, ts, 0) == MFT_OK);
+    save_two(p, sizeof p, "into.safetensors", names, w, b, 0);
     /* targets: w channels_last (keeps its layout), b plain */
     mft_tensor *tw = mft_zeros(4, s4, MFT_F32, MFT_CHANNELS_LAST);
     mft_tensor *tb = mft_zeros(1, (int64_t[]){3}, MFT_F64, MFT_CONTIGUOUS);
