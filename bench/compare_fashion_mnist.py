@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench/compare_fashion_mnist.py — the main job against its PyTorch anchor,
 side by side in one run: build/examples/fashion_mnist and
-bench/fashion_mnist_torch.py train the same CNN on the same data with the same
+examples/fashion_mnist_torch.py train the same CNN on the same data with the same
 batch size, thread count and memory format; both print ms_per_step.
 
 Quick step-time comparison (default; each configuration alternates between
@@ -60,7 +60,7 @@ def main():
             ours, theirs = [], []
             for _ in range(a.rounds):
                 ours.append(run([a.exe, "--quiet", "--metrics", os.devnull] + common))
-                theirs.append(run(["/usr/bin/python3", os.path.join(ROOT, "bench/fashion_mnist_torch.py")]
+                theirs.append(run(["/usr/bin/python3", os.path.join(ROOT, "examples/fashion_mnist_torch.py")]
                                   + common))
             m_ours = statistics.median(e["ms_per_step"] for r in ours for e in r)
             m_theirs = statistics.median(e["ms_per_step"] for r in theirs for e in r)

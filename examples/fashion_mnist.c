@@ -1,7 +1,7 @@
 /* examples/fashion_mnist.c — the main job: train a small CNN on Fashion-MNIST
  * in C, channels_last by default, with the autograd tape, the nn toolkit and
  * no Python. The same model, data and optimiser as the PyTorch anchor
- * (bench/fashion_mnist_torch.py), so times and accuracies compare directly.
+ * (examples/fashion_mnist_torch.py), so times and accuracies compare directly.
  *
  *   build/examples/fashion_mnist                      # 1 epoch, NHWC
  *   build/examples/fashion_mnist --epochs 2 --format nchw --threads 2
@@ -11,6 +11,8 @@
  *   build/examples/fashion_mnist --load ck.mft --start-epoch 2 --epochs 1   # ... and resume
  *   build/examples/fashion_mnist --epochs 6 --lr-step 2 --lr-gamma 0.5
  *   build/examples/fashion_mnist --steps 1 --dot tape.dot   # dot -Tpng tape.dot > tape.png
+ *   build/examples/fashion_mnist --export model.safetensors  # weights for PyTorch
+ *   build/examples/fashion_mnist --import torch.safetensors --format nchw16c --epochs 0
  *
  * Model (mft_nn_fashion_cnn, mft/nn.h): conv 1->32 3x3 p1, relu, maxpool 2,
  * conv 32->64 3x3 p1, relu, maxpool 2, flatten, linear 3136->128, relu,
@@ -20,6 +22,11 @@
  * file (mft_module_save / mft_module_load, mft/state.h); resuming with
  * --start-epoch at the next epoch reproduces an uninterrupted run exactly
  * (same shuffles, learning rate and optimiser state).
+ * --export / --import move the weights to and from PyTorch as a safetensors
+ * state_dict under PyTorch's names (conv1.weight ... fc2.bias;
+ * mft_module_save_safetensors / mft_module_load_safetensors, mft/state.h):
+ * examples/fashion_mnist_torch.py --load evaluates an exported file, and its
+ * --train --save writes one to import (docs/interop.md).
  * Prints one line per epoch (a progress bar when stderr is a terminal),
  * writes a TSV of per-epoch metrics, and ends with which kernels ran and how
  * many format conversions a training step needed, per cause (mft/profile.h).
@@ -46,7 +53,7 @@
 #define FMNIST_TRAIN_IMAGES 60000
 #define FMNIST_TEST_IMAGES 10000
 /* Per-pixel normalisation (x / 255 - MEAN) / STD: the training set's mean and
- * standard deviation, as bench/fashion_mnist_torch.py uses. */
+ * standard deviation, as examples/fashion_mnist_torch.py uses. */
 #define FMNIST_MEAN 0.2860
 #define FMNIST_STD 0.3530
 
@@ -54,7 +61,7 @@
 #define EVAL_BATCH 1000 /* images per evaluation forward */
 
 typedef struct options {
-    const char *data_dir, *format, *optimizer, *save, *load, *metrics, *dot;
+    const char *data_dir, *format, *optimizer, *save, *load, *metrics, *dot, *export_to, *import;
     int epochs, start_epoch, threads, batch;
     int64_t limit, test_limit, steps;
     double lr, lr_gamma;
@@ -81,6 +88,7 @@ static void usage(FILE *to) {
             "                     [--batchnorm] [--optimizer sgd|adam] [--lr LR] [--seed S]\n"
             "                     [--lr-step EPOCHS [--lr-gamma G]]   (StepLR schedule)\n"
             "                     [--save FILE] [--load FILE [--start-epoch E]]\n"
+            "                     [--export FILE.safetensors] [--import FILE.safetensors]\n"
             "                     [--metrics FILE.tsv]\n"
             "                     [--data DIR] [--limit N] [--test-limit N] [--steps N] [--quiet]\n"
             "                     [--dot FILE.dot] [--profile] [--no-fuse] [--help]\n"
@@ -91,6 +99,13 @@ static void usage(FILE *to) {
             "                 state and learning rate)\n"
             "  --start-epoch E  number the first epoch E (default 1): the epoch after the\n"
             "                 checkpoint's, so shuffles and the schedule continue exactly\n"
+            "  --export FILE  after training, write the model's weights as a safetensors\n"
+            "                 state_dict (conv1.weight ... fc2.bias, NCHW) that PyTorch\n"
+            "                 loads: examples/fashion_mnist_torch.py --load FILE\n"
+            "  --import FILE  start from a safetensors state_dict's weights (PyTorch's:\n"
+            "                 fashion_mnist_torch.py --train --save FILE), in any --format;\n"
+            "                 with --epochs 0 only evaluate. Weights only (training\n"
+            "                 starts a fresh optimiser); not with --load\n"
             "  --profile      time every kernel of the first epoch's training steps\n"
             "                 after the first (op, kernel, formats, calls, ms, MB)\n"
             "  --no-fuse      run relu and max_pool2d as two ops (default: one fused\n"
@@ -103,7 +118,7 @@ static void usage(FILE *to) {
 
 static int parse(int argc, char **argv, options *o) {
     *o = (options){FMNIST_DIR, "nhwc", "sgd", NULL, NULL, "fashion_mnist_metrics.tsv", NULL,
-                   1, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, false, false, 1};
+                   NULL, NULL, 1, 1, 0, 64, 0, 0, 0, -1.0, 0.1, 0, false, false, false, false, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -121,6 +136,8 @@ static int parse(int argc, char **argv, options *o) {
         else if (OPT("--save")) o->save = v;
         else if (OPT("--load")) o->load = v;
         else if (OPT("--metrics")) o->metrics = v;
+        else if (OPT("--export")) o->export_to = v;
+        else if (OPT("--import")) o->import = v;
         else if (OPT("--data")) o->data_dir = v;
         else if (OPT("--limit")) o->limit = atoll(v);
         else if (OPT("--test-limit")) o->test_limit = atoll(v);
@@ -143,7 +160,7 @@ static int parse(int argc, char **argv, options *o) {
          strcmp(o->format, "nchw8c")) ||
         (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "adam")) || o->epochs < 0 ||
         o->start_epoch < 1 ||
-        o->batch <= 0 || o->threads < 0 || o->lr_step < 0) {
+        o->batch <= 0 || o->threads < 0 || o->lr_step < 0 || (o->load && o->import)) {
         usage(stderr);
         return 2;
     }
@@ -260,6 +277,33 @@ static void print_conversions(const mft_conversion_counts *c, int64_t steps) {
            bytes / n * 1e-6, (double)c->hidden / n);
 }
 
+/* ------------------------------------------------------------------ import */
+/* Loads a safetensors state_dict into model (all or nothing: a refused file
+ * leaves the model as built) and prints what was loaded, name and sizes. */
+static int import_weights(const char *path, mft_module *model) {
+    int nloaded = 0;
+    if (mft_module_load_safetensors(path, model, 0, &nloaded) != MFT_OK) {
+        fprintf(stderr, "fashion_mnist: importing %s failed, nothing was loaded: %s (%s)\n",
+                path, mft_last_error_message(), mft_status_str(mft_last_error()));
+        return 1;
+    }
+    mft_tensor *t[MAX_PARAMS];
+    const char *names[MAX_PARAMS];
+    const int np = mft_module_parameters(model, t, names, MAX_PARAMS);
+    const int nb = mft_module_buffers(model, t + np, names + np, MAX_PARAMS - np);
+    printf("imported %d tensors from %s:", nloaded, path);
+    for (int i = 0; i < np + nb && i < MAX_PARAMS; i++) {
+        char dims[64] = "";
+        size_t k = 0;
+        for (int d = 0; d < mft_tensor_ndim(t[i]) && k < sizeof dims; d++)
+            k += (size_t)snprintf(dims + k, sizeof dims - k, "%s%lld", d ? "x" : "",
+                                  (long long)mft_tensor_sizes(t[i])[d]);
+        printf(" %s[%s]", names[i], dims);
+    }
+    printf("%s\n", nloaded < np + nb ? " (num_batches_tracked absent: set to 0)" : "");
+    return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 int main(int argc, char **argv) {
     options o;
@@ -318,6 +362,10 @@ int main(int argc, char **argv) {
             goto out_opt;
         }
         printf("loaded the model%s from %s\n", o.epochs > 0 ? " and the optimiser" : "", o.load);
+    }
+    if (o.import && import_weights(o.import, model) != 0) {
+        rc = 1;
+        goto out_opt;
     }
     printf("fashion_mnist: %s, %d thread(s), %lld train / %lld test images, batch %d, %s lr %g%s, "
            "%lld parameters\n",
@@ -406,6 +454,15 @@ int main(int argc, char **argv) {
     if (!rc && total_steps > 0) {
         print_report("kernels that ran (training and evaluation, this thread)", mft_dispatch_stats);
         print_conversions(&train_conv, total_steps);
+    }
+    if (!rc && o.export_to) {
+        if (mft_module_save_safetensors(o.export_to, model, 0) != MFT_OK)
+            rc = fail("exporting the weights");
+        else
+            printf("exported %d parameters and %d buffers (%lld values, NCHW) to %s\n",
+                   mft_module_parameters(model, NULL, NULL, 0),
+                   mft_module_buffers(model, NULL, NULL, 0),
+                   (long long)mft_module_num_parameters(model), o.export_to);
     }
     if (!rc && o.save) {
         if (mft_module_save(o.save, model, opt) != MFT_OK)

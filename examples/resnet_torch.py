@@ -15,30 +15,18 @@ BN. The module tree and its state_dict names ("3.body.0.weight",
 "4.shortcut.1.running_mean") are those mft_module_parameters /
 mft_module_buffers give the C model. Initialisation is PyTorch's default
 (the same distributions as mft's, not the same numbers). SGD momentum 0.9,
-lr 0.05, batch 64, the first --train-limit training images, inputs scaled to
-[0,1] then normalised with mean 0.2860, std 0.3530.
+lr 0.05, batch 64, the first --train-limit training images, inputs
+normalised as mft's (x / 255 - 0.2860) / 0.3530; data loading and the
+training loop are examples/fashion_mnist_torch.py's.
 """
 import argparse
-import gzip
-import struct
 import sys
-import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-MEAN, STD = 0.2860, 0.3530
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    magic = struct.unpack(">I", raw[:4])[0]
-    ndim = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from fashion_mnist_torch import load_split, train
 
 
 class Residual(nn.Module):
@@ -89,16 +77,8 @@ def main():
     torch.manual_seed(args.seed)
     fmt = torch.channels_last if args.format == "nhwc" else torch.contiguous_format
 
-    def load(prefix, limit):
-        x = read_idx(f"{args.data}/{prefix}-images-idx3-ubyte.gz")
-        y = read_idx(f"{args.data}/{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
-        if limit > 0:
-            x, y = x[:limit], y[:limit]
-        x = (torch.from_numpy(x.astype(np.float32) / 255.0).unsqueeze(1) - MEAN) / STD
-        return x.contiguous(memory_format=fmt), torch.from_numpy(y)
-
-    xtr, ytr = load("train", args.train_limit)
-    xte, yte = load("t10k", args.test_limit)
+    xtr, ytr = load_split(args.data, "train", args.train_limit, fmt)
+    xte, yte = load_split(args.data, "t10k", args.test_limit, fmt)
     model = resnet().to(memory_format=fmt)
     nparams = sum(p.numel() for p in model.parameters())
     print(f"resnet_torch: {args.format}, {torch.get_num_threads()} thread(s), {xtr.shape[0]} train "
@@ -109,34 +89,8 @@ def main():
         print(model)
     sys.stdout.flush()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    g = torch.Generator().manual_seed(args.seed)
-    bs = args.batch
-    for epoch in range(1, args.epochs + 1):
-        model.train()
-        perm = torch.randperm(xtr.shape[0], generator=g)
-        t0 = time.perf_counter()
-        total, nb = 0.0, 0
-        nsteps = (xtr.shape[0] + bs - 1) // bs
-        for s in range(nsteps):
-            idx = perm[s * bs:(s + 1) * bs]
-            xb = xtr[idx].contiguous(memory_format=fmt)
-            yb = ytr[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            opt.step()
-            total += loss.item()
-            nb += 1
-        dt = time.perf_counter() - t0
-        model.eval()
-        correct = 0
-        with torch.no_grad():
-            for s in range(0, xte.shape[0], 1000):
-                pred = model(xte[s:s + 1000]).argmax(1)
-                correct += int((pred == yte[s:s + 1000]).sum())
-        print(f"epoch {epoch} loss {total / nb:.4f} test_acc {100.0 * correct / xte.shape[0]:.2f} "
-              f"time {dt:.3f} steps {nb} ms_per_step {1000.0 * dt / nb:.3f}", flush=True)
-
+    train(model, opt, (xtr, ytr), (xte, yte), fmt, args.epochs, args.batch, args.seed)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

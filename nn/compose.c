@@ -1,6 +1,7 @@
 /* nn/compose.c — the containers of mft/nn.h and the tree they make:
- * mft_nn_sequential, mft_nn_residual and mft_nn_custom (a user-defined block:
- * the user's forward over named children); adoption (a container owns its
+ * mft_nn_sequential (children numbered, or named: mft_nn_sequential_named),
+ * mft_nn_residual and mft_nn_custom (a user-defined block: the user's
+ * forward over named children); adoption (a container owns its
  * children whether its constructor succeeds or not, and decides what to free
  * before freeing anything), the dotted names of parameters and buffers (set
  * on the tensors too, and renewed whenever a subtree is put into a
@@ -206,6 +207,12 @@ fail:
 mft_module *mft_nn_sequential(int n, mft_module *const *layers) {
     const nn_spec s = {"mft_nn_sequential", MFT__NN_SEQUENTIAL, "Sequential", n, layers,
                        "layers", NULL, NULL, NULL, NULL};
+    return nn_container(&s);
+}
+
+mft_module *mft_nn_sequential_named(int n, mft_module *const *layers, const char *const *names) {
+    const nn_spec s = {"mft_nn_sequential_named", MFT__NN_SEQUENTIAL, "Sequential", n, layers,
+                       "layers", NULL, names, NULL, NULL};
     return nn_container(&s);
 }
 

@@ -1,12 +1,13 @@
 /* nn/models.c — ready-made models of mft/nn.h, built from the public layer
  * constructors of nn/layers.c. mft_nn_fashion_cnn: the small Fashion-MNIST
- * CNN (the model of the PyTorch anchor bench/fashion_mnist_torch.py) that
+ * CNN (the model of the PyTorch anchor examples/fashion_mnist_torch.py) that
  * examples/fashion_mnist.c trains, examples/format_tour.c walks layer by
  * layer, bench/bench_profile.c times and tests/profile/test_scenarios.c counts the
  * conversions of. The configuration is validated before anything is
  * allocated; the layers are made in order, each affine one with its own
  * seed (so the parameters do not depend on what else is built), handed to
- * mft_nn_sequential, and the model is moved to the requested memory format.
+ * mft_nn_sequential_named under PyTorch-style names (conv1, bn1, ..., fc2,
+ * so the parameters are "conv1.weight" ... "fc2.bias"), and the model is moved to the requested memory format.
  * Every failure frees what was made and names mft_nn_fashion_cnn. */
 #include <stdint.h>
 #include "internal.h"
@@ -59,30 +60,34 @@ mft_module *mft_nn_fashion_cnn(const mft_fashion_cnn_config *cfg) {
     const double eps = 1e-5, momentum = 0.1;
     const uint64_t seed = cfg->seed;
     mft_module *l[MFT_FASHION_CNN_MAX_LAYERS];
+    const char *names[MFT_FASHION_CNN_MAX_LAYERS];
     int n = 0;
-    /* Each step makes one layer; stop at the first failure. The order and the
-     * seeds (seed + 1 .. seed + 4 for the four affine layers) are part of the
-     * documented contract: the same cfg gives the same parameters. */
-#define FASHION_ADD(expr)                                                                          \
+    /* Each step makes one layer under its name; stop at the first failure.
+     * The order, the names (PyTorch's state_dict names of the anchor model:
+     * "conv1.weight", "bn1.running_mean", "fc2.bias") and the seeds (seed + 1
+     * .. seed + 4 for the four affine layers) are part of the documented
+     * contract: the same cfg gives the same parameters. */
+#define FASHION_ADD(nm, expr)                                                                      \
     do {                                                                                           \
+        names[n] = (nm);                                                                           \
         if (!(l[n] = (expr))) goto fail;                                                           \
         n++;                                                                                       \
     } while (0)
-    FASHION_ADD(mft_nn_conv2d(c_in, w, k3, one, one, one, 1, true, seed + 1));
-    if (cfg->batch_norm) FASHION_ADD(mft_nn_batch_norm2d(w, eps, momentum));
-    FASHION_ADD(mft_nn_relu());
-    FASHION_ADD(mft_nn_max_pool2d(k2, k2));
-    FASHION_ADD(mft_nn_conv2d(w, 2 * w, k3, one, one, one, 1, true, seed + 2));
-    if (cfg->batch_norm) FASHION_ADD(mft_nn_batch_norm2d(2 * w, eps, momentum));
-    FASHION_ADD(mft_nn_relu());
-    FASHION_ADD(mft_nn_max_pool2d(k2, k2));
-    FASHION_ADD(mft_nn_flatten(1, 3));
-    FASHION_ADD(mft_nn_linear(feats, 4 * w, true, seed + 3));
-    FASHION_ADD(mft_nn_relu());
-    FASHION_ADD(mft_nn_linear(4 * w, FASHION_CLASSES, true, seed + 4));
+    FASHION_ADD("conv1", mft_nn_conv2d(c_in, w, k3, one, one, one, 1, true, seed + 1));
+    if (cfg->batch_norm) FASHION_ADD("bn1", mft_nn_batch_norm2d(w, eps, momentum));
+    FASHION_ADD("relu1", mft_nn_relu());
+    FASHION_ADD("pool1", mft_nn_max_pool2d(k2, k2));
+    FASHION_ADD("conv2", mft_nn_conv2d(w, 2 * w, k3, one, one, one, 1, true, seed + 2));
+    if (cfg->batch_norm) FASHION_ADD("bn2", mft_nn_batch_norm2d(2 * w, eps, momentum));
+    FASHION_ADD("relu2", mft_nn_relu());
+    FASHION_ADD("pool2", mft_nn_max_pool2d(k2, k2));
+    FASHION_ADD("flatten", mft_nn_flatten(1, 3));
+    FASHION_ADD("fc1", mft_nn_linear(feats, 4 * w, true, seed + 3));
+    FASHION_ADD("relu3", mft_nn_relu());
+    FASHION_ADD("fc2", mft_nn_linear(4 * w, FASHION_CLASSES, true, seed + 4));
 #undef FASHION_ADD
     /* Owns l[0..n) from here on, also when it fails (it frees them then). */
-    mft_module *model = mft_nn_sequential(n, l);
+    mft_module *model = mft_nn_sequential_named(n, l, names);
     if (!model) {
         mft__relabel_error(fn);
         return NULL;

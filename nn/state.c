@@ -2,7 +2,10 @@
  * buffers and an optimiser's state gathered under their own names
  * (mft_module_parameters, mft_module_buffers, mft_optimizer_state, the
  * optimiser's under "optimizer.") and written or read through io's
- * checkpoint files (mft/io.h; docs/checkpoint-format.md §Model checkpoints).
+ * checkpoint files (mft/io.h; docs/checkpoint-format.md §Model checkpoints);
+ * and a model's state_dict exchanged with PyTorch as a safetensors file
+ * (mft/safetensors.h; docs/spec.md §8.4), through the same all-or-nothing
+ * matching.
  * nn sits above io for this (Note [Layers] in cmake/MftLibrary.cmake,
  * docs/architecture.md §1).
  *
@@ -16,6 +19,7 @@
 #include "internal.h"
 #include "mft/io.h"
 #include "mft/nn.h"
+#include "mft/safetensors.h"
 #include "mft/state.h"
 
 #define ST_PREFIX MFT_CHECKPOINT_OPTIMIZER_PREFIX
@@ -187,12 +191,31 @@ static mft_status st_match(const char *fn, const char *path, const char *name, c
     return st;
 }
 
-mft_status mft_module_load(const char *path, mft_module *m, mft_optimizer *opt) {
-    static const char fn[] = "mft_module_load";
+/* Where a load reads from: an mft checkpoint (mft_module_load) or a
+ * safetensors state_dict (mft_module_load_safetensors, docs/spec.md §8.4). */
+typedef enum { ST_CHECKPOINT, ST_SAFETENSORS } st_source;
+
+/* Is buffer name a batch norm's num_batches_tracked ("bn1.num_batches_tracked")? */
+static bool st_is_nbt(const char *name) {
+    static const char base[] = "num_batches_tracked";
+    const size_t n = strlen(name), k = sizeof base - 1;
+    return n >= k && !strcmp(name + n - k, base) && (n == k || name[n - k - 1] == '.');
+}
+
+/* The body of both loads (Note [All-or-nothing load]). A safetensors file
+ * holds PyTorch's state_dict, so two of its differences are accepted there
+ * (docs/spec.md §8.4): a num_batches_tracked of shape [] (PyTorch's) for
+ * mft's [1], and a missing one (the counter is then set to 0, as PyTorch's
+ * load_state_dict does); and "optimizer." entries are not skipped (a
+ * state_dict holds none). *nloaded (may be NULL): tensors read from the file. */
+static mft_status st_load(const char *fn, st_source source, const char *path, unsigned flags,
+                          mft_module *m, mft_optimizer *opt, int *nloaded) {
+    if (nloaded) *nloaded = 0;
     if (!path || !m) {
         mft__set_error(MFT_ERR_NULL, "%s: argument '%s' is NULL", fn, !path ? "path" : "m");
         return MFT_ERR_NULL;
     }
+    const bool st_file = source == ST_SAFETENSORS;
     st_list l;
     mft_status st = st_gather(fn, m, opt, &l);
     if (st != MFT_OK) return st;
@@ -202,8 +225,12 @@ mft_status mft_module_load(const char *path, mft_module *m, mft_optimizer *opt) 
     st_entry *sorted = NULL;
     int *src = NULL;
     bool *used = NULL;
+    mft_tensor **alias = NULL; /* per model entry: a view of its file tensor, or NULL */
+    mft_tensor *zero = NULL;   /* a counter of 0 for an absent num_batches_tracked */
     double lr = 0.0;
-    st = mft_load_tensors(path, &nf, &fnames, &ftensors);
+    int loaded = 0;
+    st = st_file ? mft_safetensors_load(path, flags, &nf, &fnames, &ftensors)
+                 : mft_load_tensors(path, &nf, &fnames, &ftensors);
     if (st != MFT_OK) {
         st = mft__relabel_error(fn);
         goto done;
@@ -212,10 +239,12 @@ mft_status mft_module_load(const char *path, mft_module *m, mft_optimizer *opt) 
     sorted = mft__alloc_or_err(fn, sizeof *sorted * capf, 16);
     used = sorted ? mft__alloc_or_err(fn, sizeof *used * capf, 16) : NULL;
     src = used ? mft__alloc_or_err(fn, sizeof *src * capl, 16) : NULL;
-    if (!src) {
+    alias = src ? mft__alloc_or_err(fn, sizeof *alias * capl, 16) : NULL;
+    if (!alias) {
         st = MFT_ERR_NOMEM;
         goto done;
     }
+    for (int i = 0; i < l.n; i++) alias[i] = NULL;
     for (int j = 0; j < nf; j++) {
         sorted[j] = (st_entry){fnames[j], j};
         used[j] = false;
@@ -225,8 +254,14 @@ mft_status mft_module_load(const char *path, mft_module *m, mft_optimizer *opt) 
     /* 1. every tensor of the model (then the optimiser), in checkpoint order */
     for (int i = 0; i < l.n && st == MFT_OK; i++) {
         const char *owner = i < l.nmodel ? "the model" : "the optimizer";
+        const bool nbt = st_file && st_is_nbt(l.names[i]) && mft_tensor_numel(l.t[i]) == 1;
         const int j = src[i] = st_find(sorted, nf, l.names[i]);
-        if (j < 0) {
+        if (j < 0 && nbt) {
+            mft__scope_suspend();
+            if (!zero) zero = mft_zeros(1, (const int64_t[]){1}, MFT_I64, MFT_CONTIGUOUS);
+            mft__scope_resume();
+            if (!zero) st = mft__relabel_error(fn);
+        } else if (j < 0) {
             mft__set_error(MFT_ERR_INVALID,
                            "%s: %s: tensor '%s' of %s is missing from the file (%d entries%s)", fn,
                            path, l.names[i], owner, nf,
@@ -236,7 +271,18 @@ mft_status mft_module_load(const char *path, mft_module *m, mft_optimizer *opt) 
             st = MFT_ERR_INVALID;
         } else {
             used[j] = true;
-            st = st_match(fn, path, l.names[i], owner, l.t[i], ftensors[j]);
+            const mft_tensor *f = ftensors[j];
+            if (nbt && mft_tensor_ndim(f) == 0 && mft_tensor_dtype(f) == MFT_I64) {
+                /* PyTorch's 0-dim counter, seen as mft's [1] */
+                mft__scope_suspend();
+                f = alias[i] = mft_view(f, mft_tensor_ndim(l.t[i]), mft_tensor_sizes(l.t[i]));
+                mft__scope_resume();
+                if (!f) {
+                    st = mft__relabel_error(fn);
+                    break;
+                }
+            }
+            st = st_match(fn, path, l.names[i], owner, l.t[i], f);
         }
     }
     /* 2. the learning rate */
@@ -269,12 +315,12 @@ mft_status mft_module_load(const char *path, mft_module *m, mft_optimizer *opt) 
             }
         }
     }
-    /* 3. nothing in the file left over (the optimiser's entries are skipped
-     * when no optimiser is given) */
+    /* 3. nothing in the file left over (a checkpoint's optimiser entries are
+     * skipped when no optimiser is given) */
     for (int j = 0; j < nf && st == MFT_OK; j++) {
-        if (used[j] || (!opt && st_is_optimizer_name(fnames[j]))) continue;
+        if (used[j] || (!st_file && !opt && st_is_optimizer_name(fnames[j]))) continue;
         char a[MFT__DIMS_BUF];
-        const bool for_opt = st_is_optimizer_name(fnames[j]);
+        const bool for_opt = !st_file && st_is_optimizer_name(fnames[j]);
         mft__set_error(MFT_ERR_INVALID,
                        "%s: %s: the file has tensor '%s' (%s %s) that %s does not have", fn,
                        path, fnames[j], mft_dtype_name(mft_tensor_dtype(ftensors[j])),
@@ -286,15 +332,74 @@ mft_status mft_module_load(const char *path, mft_module *m, mft_optimizer *opt) 
     if (st != MFT_OK) goto done;
     /* 4. every check passed: copy (cannot fail, Note [All-or-nothing load]) */
     for (int i = 0; i < l.n; i++) {
-        mft_status cst = mft__copy_into(fn, l.t[i], ftensors[src[i]]);
+        const mft_tensor *f = src[i] < 0 ? zero : alias[i] ? alias[i] : ftensors[src[i]];
+        mft_status cst = mft__copy_into(fn, l.t[i], f);
         if (cst != MFT_OK && st == MFT_OK) st = cst; /* cannot happen */
+        loaded += src[i] >= 0;
     }
     if (opt && st == MFT_OK) st = mft_optimizer_set_lr(opt, lr);
+    if (nloaded && st == MFT_OK) *nloaded = loaded;
 done:
+    for (int i = 0; alias && i < l.n; i++) mft_tensor_release(alias[i]);
+    mft_tensor_release(zero);
+    mft__free(alias);
     mft__free(src);
     mft__free(used);
     mft__free(sorted);
-    mft_checkpoint_free_list(nf, fnames, ftensors);
+    if (st_file)
+        mft_safetensors_free_list(nf, fnames, ftensors);
+    else
+        mft_checkpoint_free_list(nf, fnames, ftensors);
+    st_list_free(&l);
+    return st;
+}
+
+mft_status mft_module_load(const char *path, mft_module *m, mft_optimizer *opt) {
+    return st_load("mft_module_load", ST_CHECKPOINT, path, 0, m, opt, NULL);
+}
+
+mft_status mft_module_load_safetensors(const char *path, mft_module *m, unsigned flags,
+                                       int *nloaded) {
+    return st_load("mft_module_load_safetensors", ST_SAFETENSORS, path, flags, m, NULL, nloaded);
+}
+
+/* ------------------------------------------------------------------ safetensors save
+ * PyTorch's state_dict: the parameters and buffers under their names, a
+ * num_batches_tracked as PyTorch's 0-dim I64 (a view of mft's [1]). */
+mft_status mft_module_save_safetensors(const char *path, const mft_module *m, unsigned flags) {
+    static const char fn[] = "mft_module_save_safetensors";
+    if (!path || !m) {
+        mft__set_error(MFT_ERR_NULL, "%s: argument '%s' is NULL", fn, !path ? "path" : "m");
+        return MFT_ERR_NULL;
+    }
+    st_list l;
+    mft_status st = st_gather(fn, m, NULL, &l);
+    if (st != MFT_OK) return st;
+    const size_t cap = (size_t)(l.n > 0 ? l.n : 1);
+    const mft_tensor **tv = mft__alloc_or_err(fn, sizeof *tv * cap, 16);
+    mft_tensor **alias = tv ? mft__alloc_or_err(fn, sizeof *alias * cap, 16) : NULL;
+    if (!alias) {
+        st = MFT_ERR_NOMEM;
+        goto done;
+    }
+    for (int i = 0; i < l.n; i++) alias[i] = NULL;
+    const int np = mft_module_parameters(m, NULL, NULL, 0);
+    for (int i = 0; i < l.n && st == MFT_OK; i++) {
+        tv[i] = l.t[i];
+        if (i < np || !st_is_nbt(l.names[i]) ||
+            mft_tensor_numel(l.t[i]) != 1)
+            continue;
+        mft__scope_suspend();
+        tv[i] = alias[i] = mft_view(l.t[i], 0, NULL);
+        mft__scope_resume();
+        if (!alias[i]) st = mft__relabel_error(fn);
+    }
+    if (st == MFT_OK) st = mft_safetensors_save(path, l.n, l.names, tv, flags);
+    if (st != MFT_OK) st = mft__relabel_error(fn);
+done:
+    for (int i = 0; alias && i < l.n; i++) mft_tensor_release(alias[i]);
+    mft__free(alias);
+    mft__free((void *)tv);
     st_list_free(&l);
     return st;
 }

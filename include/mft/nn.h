@@ -108,6 +108,14 @@ MFT_API mft_module *mft_nn_dropout(double p, uint64_t seed);
 
 /* Runs modules[0..n) in order ("Sequential"); children named "0".."n-1". */
 MFT_API mft_module *mft_nn_sequential(int n, mft_module *const *modules);
+/* The same container with its children named names[0..n) (PyTorch's
+ * nn.Sequential(OrderedDict([("conv1", ...), ...]))): parameters are then
+ * "conv1.weight" instead of "0.weight". Runs, fuses and describes exactly as
+ * mft_nn_sequential; names NULL means "0".."n-1". Errors: those common to
+ * the containers, and a NULL name (MFT_ERR_NULL), an empty / longer than 63
+ * characters / dotted / repeated name (MFT_ERR_INVALID, naming it). */
+MFT_API mft_module *mft_nn_sequential_named(int n, mft_module *const *modules,
+                                            const char *const *names);
 
 /* PyTorch's residual block ("Residual"):
  *   y = body(x) + shortcut(x)         (relu false)
@@ -282,20 +290,23 @@ typedef struct mft_fashion_cnn_config {
 } mft_fashion_cnn_config;
 
 /* The small Fashion-MNIST CNN of examples/fashion_mnist.c (PyTorch anchor:
- * bench/fashion_mnist_torch.py) as one mft_nn_sequential, in this order
- * (Q = floor(S / 4)):
- *   conv2d(C, W, 3x3, stride 1, padding 1, bias; seed + 1)
- *   [batch_norm2d(W)]
- *   relu, max_pool2d(2x2, stride 2)
- *   conv2d(W, 2W, 3x3, stride 1, padding 1, bias; seed + 2)
- *   [batch_norm2d(2W)]
- *   relu, max_pool2d(2x2, stride 2)
- *   flatten(1, 3)
- *   linear(2W*Q*Q, 4W, bias; seed + 3), relu
- *   linear(4W, 10, bias; seed + 4)
- * 10 layers, 12 with batch_norm (the [bracketed] ones), numbered in this
- * order: parameters "0.weight", "0.bias", "3.weight"... ("4.weight" for
- * conv2 with batch_norm). With the defaults, an (N, 1, 28, 28) input gives
+ * examples/fashion_mnist_torch.py) as one mft_nn_sequential_named, in this
+ * order, each layer under the name before its colon (Q = floor(S / 4)):
+ *   conv1: conv2d(C, W, 3x3, stride 1, padding 1, bias; seed + 1)
+ *   [bn1: batch_norm2d(W)]
+ *   relu1: relu, pool1: max_pool2d(2x2, stride 2)
+ *   conv2: conv2d(W, 2W, 3x3, stride 1, padding 1, bias; seed + 2)
+ *   [bn2: batch_norm2d(2W)]
+ *   relu2: relu, pool2: max_pool2d(2x2, stride 2)
+ *   flatten: flatten(1, 3)
+ *   fc1: linear(2W*Q*Q, 4W, bias; seed + 3), relu3: relu
+ *   fc2: linear(4W, 10, bias; seed + 4)
+ * 10 layers, 12 with batch_norm (the [bracketed] ones). The parameters and
+ * buffers carry PyTorch's state_dict names of the same model: "conv1.weight",
+ * "conv1.bias", ["bn1.weight", "bn1.bias", "bn1.running_mean",
+ * "bn1.running_var", "bn1.num_batches_tracked",] "conv2.weight", ...,
+ * "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias" (docs/spec.md §8.4).
+ * With the defaults, an (N, 1, 28, 28) input gives
  * (N, 32, 28, 28) after conv1, (N, 32, 14, 14) after the first pool,
  * (N, 64, 14, 14) after conv2, (N, 64, 7, 7) after the second pool,
  * (N, 3136) after flatten, (N, 128) after linear1 and (N, 10) logits.

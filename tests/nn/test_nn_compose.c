@@ -7,7 +7,7 @@
  *     custom module equals the user's function computed by hand; adaptive
  *     and global average pools equal mft_adaptive_avg_pool2d;
  *   - the tree: parameter and buffer names against hand-written dotted
- *     lists, the tensors' own names following a subtree into each new
+ *     lists (numbered and named sequentials), the tensors' own names following a subtree into each new
  *     container, children by index and by dotted path, describe line by
  *     line, to_format / to_dtype / set_training reaching every module;
  *   - the module path: seen from inside custom forwards while running, and
@@ -671,6 +671,62 @@ static void count_free(void *ctx) {
     g_freed++;
 }
 
+/* mft_nn_sequential_named: the same forward as the numbered sequential of
+ * the same layers (bit for bit, fusion included), parameters under the
+ * given names, errors labelled with them, and its argument errors. */
+static mft_module *conv_bn_pool(const char *const *names, uint64_t seed) {
+    mft_module *l[4] = {mft_nn_conv2d(2, 4, K3, NULL, P1, NULL, 1, true, seed),
+                        mft_nn_batch_norm2d(4, 1e-5, 0.1), mft_nn_relu(),
+                        mft_nn_max_pool2d((const int64_t[]){2, 2}, NULL)};
+    return names ? mft_nn_sequential_named(4, l, names) : mft_nn_sequential(4, l);
+}
+
+static void test_sequential_named(void) {
+    static const char *const names[4] = {"conv", "bn", "act", "pool"};
+    mft_module *a = conv_bn_pool(names, 5), *b = conv_bn_pool(NULL, 5);
+    CHECK(a && b);
+    if (!a || !b) {
+        mft_module_free(a);
+        mft_module_free(b);
+        return;
+    }
+    const char *na[4], *nb[6];
+    CHECK_EQ_I(mft_module_parameters(a, NULL, na, 4), 4);
+    CHECK_EQ_I(mft_module_buffers(a, NULL, nb, 6), 3);
+    CHECK(!strcmp(na[0], "conv.weight") && !strcmp(na[1], "conv.bias") &&
+          !strcmp(na[2], "bn.weight") && !strcmp(na[3], "bn.bias"));
+    CHECK(!strcmp(nb[0], "bn.running_mean") && !strcmp(nb[2], "bn.num_batches_tracked"));
+    CHECK(mft_module_child_by_name(a, "bn") == mft_module_child(a, 1));
+    CHECK(!strcmp(mft_module_name(mft_module_child(a, 3)), "pool"));
+    CHECK(!strcmp(mft_module_label(a), "Sequential"));
+    mft_tensor *x = randx(4, (const int64_t[]){2, 2, 6, 6}, MFT_CHANNELS_LAST, 8);
+    mft_tensor *ya = mft_module_forward(a, x), *yb = mft_module_forward(b, x);
+    CHECK(ya && yb && mft_tensor_hash(ya) == mft_tensor_hash(yb));
+    mft_tensor_release(ya);
+    mft_tensor_release(yb);
+    mft_tensor_release(x);
+    /* a failure is labelled with the child's name */
+    mft_tensor *x3 = randx(4, (const int64_t[]){2, 3, 6, 6}, MFT_CONTIGUOUS, 9);
+    CHECK(mft_module_forward(a, x3) == NULL);
+    CHECK_MSG(starts_with(mft_last_error_message(), "mft_module_forward: layer conv Conv2d(2, 4, "
+                                                    "3x3): "),
+              "%s", mft_last_error_message());
+    mft_clear_error();
+    mft_tensor_release(x3);
+    mft_module_free(a);
+    mft_module_free(b);
+    /* argument errors: the given layers are freed (TEST_MAIN_END counts) */
+    static const char *const dotted[4] = {"conv", "b.n", "act", "pool"};
+    static const char *const twice[4] = {"conv", "bn", "conv", "pool"};
+    static const char *const null_name[4] = {"conv", NULL, "act", "pool"};
+    CHECK(conv_bn_pool(dotted, 1) == NULL);
+    CHECK_ERR(MFT_ERR_INVALID, "mft_nn_sequential_named: names[1] = 'b.n'");
+    CHECK(conv_bn_pool(twice, 1) == NULL);
+    CHECK_ERR(MFT_ERR_INVALID, "mft_nn_sequential_named: names[0] and names[2] are both 'conv'");
+    CHECK(conv_bn_pool(null_name, 1) == NULL);
+    CHECK_ERR(MFT_ERR_NULL, "mft_nn_sequential_named: names[1] is NULL");
+}
+
 static void test_constructor_errors(void) {
     const int64_t live0 = mft_live_tensors();
     /* residual */
@@ -870,6 +926,7 @@ int main(void) {
     RUN(test_describe);
     RUN(test_to_format_and_modes);
     RUN(test_error_prefix);
+    RUN(test_sequential_named);
     RUN(test_constructor_errors);
     RUN(test_allocation_failures);
     TEST_MAIN_END();

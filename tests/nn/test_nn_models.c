@@ -104,8 +104,10 @@ static void test_default_structure(void) {
     CHECK_EQ_I(mft_module_buffers(m, NULL, NULL, 0), 0);
 
     /* parameters: names and shapes in registration order */
-    static const char *const want_names[8] = {"0.weight", "0.bias", "3.weight", "3.bias",
-                                              "7.weight", "7.bias", "9.weight", "9.bias"};
+    /* PyTorch's state_dict keys of examples/fashion_mnist_torch.py's Net */
+    static const char *const want_names[8] = {"conv1.weight", "conv1.bias", "conv2.weight",
+                                              "conv2.bias",   "fc1.weight", "fc1.bias",
+                                              "fc2.weight",   "fc2.bias"};
     static const int want_nd[8] = {4, 1, 4, 1, 2, 1, 2, 1};
     static const int64_t want_sizes[8][4] = {{32, 1, 3, 3}, {32},  {64, 32, 3, 3}, {64},
                                              {128, 3136},   {128}, {10, 128},      {10}};
@@ -118,18 +120,18 @@ static void test_default_structure(void) {
     if (text) {
         static const char *const want[11] = {
             "Sequential(10 layers, 421642 parameters)",
-            "  0: Conv2d(1, 32, kernel=3x3, stride=1x1, padding=1x1, dilation=1x1, groups=1, "
+            "  conv1: Conv2d(1, 32, kernel=3x3, stride=1x1, padding=1x1, dilation=1x1, groups=1, "
             "bias=true",
-            "  1: ReLU()",
-            "  2: MaxPool2d(kernel=2x2, stride=2x2)",
-            "  3: Conv2d(32, 64, kernel=3x3, stride=1x1, padding=1x1, dilation=1x1, groups=1, "
+            "  relu1: ReLU()",
+            "  pool1: MaxPool2d(kernel=2x2, stride=2x2)",
+            "  conv2: Conv2d(32, 64, kernel=3x3, stride=1x1, padding=1x1, dilation=1x1, groups=1, "
             "bias=true",
-            "  4: ReLU()",
-            "  5: MaxPool2d(kernel=2x2, stride=2x2)",
-            "  6: Flatten(1, 3)",
-            "  7: Linear(3136, 128, bias=true)",
-            "  8: ReLU()",
-            "  9: Linear(128, 10, bias=true)"};
+            "  relu2: ReLU()",
+            "  pool2: MaxPool2d(kernel=2x2, stride=2x2)",
+            "  flatten: Flatten(1, 3)",
+            "  fc1: Linear(3136, 128, bias=true)",
+            "  relu3: ReLU()",
+            "  fc2: Linear(128, 10, bias=true)"};
         char buf[256];
         for (int i = 0; i < 11; i++)
             CHECK_MSG(starts_with(line_of(text, i, buf, sizeof buf), want[i]),
@@ -154,9 +156,9 @@ static void test_small_batchnorm_structure(void) {
      * linear1 32*144+32 = 4640, linear2 10*32+10 = 330 */
     CHECK_EQ_I(mft_module_num_parameters(m), 224 + 16 + 1168 + 32 + 4640 + 330);
     CHECK_EQ_I(mft_module_num_parameters(m), expected_params(3, 8, 12, true));
-    static const char *const want_names[12] = {"0.weight", "0.bias", "1.weight",  "1.bias",
-                                               "4.weight", "4.bias", "5.weight",  "5.bias",
-                                               "9.weight", "9.bias", "11.weight", "11.bias"};
+    static const char *const want_names[12] = {
+        "conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias", "conv2.weight", "conv2.bias",
+        "bn2.weight",   "bn2.bias",   "fc1.weight", "fc1.bias", "fc2.weight",   "fc2.bias"};
     static const int want_nd[12] = {4, 1, 1, 1, 4, 1, 1, 1, 2, 1, 2, 1};
     static const int64_t want_sizes[12][4] = {{8, 3, 3, 3},  {8},  {8},      {8},
                                               {16, 8, 3, 3}, {16}, {16},     {16},
@@ -164,8 +166,13 @@ static void test_small_batchnorm_structure(void) {
     check_params(m, 12, want_names, want_nd, want_sizes, MFT_CONTIGUOUS);
     /* batch norms: running_mean, running_var, num_batches_tracked each */
     const char *bnames[8];
+    static const char *const want_bufs[6] = {"bn1.running_mean", "bn1.running_var",
+                                             "bn1.num_batches_tracked", "bn2.running_mean",
+                                             "bn2.running_var", "bn2.num_batches_tracked"};
     CHECK_EQ_I(mft_module_buffers(m, NULL, bnames, 8), 6);
-    CHECK(strcmp(bnames[0], "1.running_mean") == 0 && strcmp(bnames[3], "5.running_mean") == 0);
+    for (int i = 0; i < 6; i++)
+        CHECK_MSG(strcmp(bnames[i], want_bufs[i]) == 0, "buffer %d: '%s', expected '%s'", i,
+                  bnames[i], want_bufs[i]);
     size_t need = mft_module_describe(m, NULL, 0);
     char *text = malloc(need + 1);
     if (text) {
@@ -173,14 +180,14 @@ static void test_small_batchnorm_structure(void) {
         char buf[256];
         CHECK(starts_with(line_of(text, 0, buf, sizeof buf),
                           "Sequential(12 layers, 6410 parameters)"));
-        CHECK(starts_with(line_of(text, 1, buf, sizeof buf), "  0: Conv2d(3, 8, kernel=3x3"));
+        CHECK(starts_with(line_of(text, 1, buf, sizeof buf), "  conv1: Conv2d(3, 8, kernel=3x3"));
         CHECK(starts_with(line_of(text, 2, buf, sizeof buf),
-                          "  1: BatchNorm2d(8, eps=1e-05, momentum=0.1)"));
-        CHECK(starts_with(line_of(text, 5, buf, sizeof buf), "  4: Conv2d(8, 16, kernel=3x3"));
+                          "  bn1: BatchNorm2d(8, eps=1e-05, momentum=0.1)"));
+        CHECK(starts_with(line_of(text, 5, buf, sizeof buf), "  conv2: Conv2d(8, 16, kernel=3x3"));
         CHECK(starts_with(line_of(text, 6, buf, sizeof buf),
-                          "  5: BatchNorm2d(16, eps=1e-05, momentum=0.1)"));
-        CHECK(starts_with(line_of(text, 10, buf, sizeof buf), "  9: Linear(144, 32, bias=true)"));
-        CHECK(starts_with(line_of(text, 12, buf, sizeof buf), "  11: Linear(32, 10, bias=true)"));
+                          "  bn2: BatchNorm2d(16, eps=1e-05, momentum=0.1)"));
+        CHECK(starts_with(line_of(text, 10, buf, sizeof buf), "  fc1: Linear(144, 32, bias=true)"));
+        CHECK(starts_with(line_of(text, 12, buf, sizeof buf), "  fc2: Linear(32, 10, bias=true)"));
     }
     free(text);
     mft_module_free(m);
