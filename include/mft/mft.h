@@ -44,6 +44,7 @@
 #include "mft/state.h"
 #include "mft/data.h"
 #include "mft/io.h"
+#include "mft/npy.h"
 #include "mft/profile.h"
 #include "mft/rules.h"
 #include "mft/layout.h"
