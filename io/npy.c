@@ -336,11 +336,13 @@ static bool npy_read(FILE *f, void *buf, size_t n) {
 }
 
 /* Sizes and strides of the result: the array as it is (C or Fortran order),
- * or the logical N,C,... view of a physical N,...,C array. */
+ * or the logical N,C,... view of a physical N,...,C array. C-order and
+ * channels-last strides are the library's packed strides of the format
+ * (PyTorch's, also for empty arrays). */
 static void npy_geometry(const npy_header *h, bool channels_last, int64_t *sizes, int64_t *strides) {
-    int64_t phys[MFT_MAX_DIMS] = {0}, step = 1;
     const int nd = h->ndim;
     if (h->fortran) { /* column-major: dim 0 fastest */
+        int64_t step = 1;
         for (int d = 0; d < nd; d++) {
             sizes[d] = h->shape[d];
             strides[d] = step;
@@ -348,15 +350,12 @@ static void npy_geometry(const npy_header *h, bool channels_last, int64_t *sizes
         }
         return;
     }
-    for (int d = nd - 1; d >= 0; d--) {
-        phys[d] = step;
-        step *= h->shape[d] > 0 ? h->shape[d] : 1;
+    for (int d = 0; d < nd; d++) sizes[d] = h->shape[d];
+    if (channels_last) { /* file (N, S1..Sk, C) -> logical (N, C, S1..Sk) */
+        sizes[1] = h->shape[nd - 1];
+        for (int d = 2; d < nd; d++) sizes[d] = h->shape[d - 1];
     }
-    for (int d = 0; d < nd; d++) sizes[d] = h->shape[d], strides[d] = phys[d];
-    if (!channels_last) return;
-    /* file (N, S1..Sk, C) -> logical (N, C, S1..Sk) */
-    sizes[1] = h->shape[nd - 1], strides[1] = phys[nd - 1];
-    for (int d = 2; d < nd; d++) sizes[d] = h->shape[d - 1], strides[d] = phys[d - 1];
+    mft__format_strides(nd, sizes, channels_last ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS, strides);
 }
 
 static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
@@ -502,11 +501,13 @@ mft_tensor *mft_load_npy(const char *path, mft_format as) {
 }
 
 /* ------------------------------------------------------------------ save */
-/* What goes into the file: the bytes at data (nbytes) as the C-order array
- * of shape[0..ndim). src is a packed copy the caller releases, or NULL. */
+/* What goes into the file: nbytes from src's first element as the array of
+ * shape[0..ndim), C order unless fortran. copy: a packed copy of the
+ * caller's tensor (src then points at it), released after the write. */
 typedef struct npy_plan {
     const mft_tensor *src;
     mft_tensor *copy;
+    bool fortran; /* shape is logical, the data column-major */
     int ndim;
     int64_t shape[MFT_MAX_DIMS + 1];
     uint64_t nbytes;
@@ -537,12 +538,36 @@ static void npy_plan_blocked(const mft_tensor *t, npy_plan *plan) {
     plan->nbytes = (uint64_t)n * mft__elem_size(t->dtype);
 }
 
+/* Packed column-major (dim 0 fastest; size-1 dims skipped), non-empty. */
+static bool npy_column_major(const mft_tensor *t) {
+    int64_t step = 1;
+    if (t->numel == 0) return false;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] == 1) continue;
+        if (t->strides[d] != step) return false;
+        step *= t->sizes[d];
+    }
+    return true;
+}
+
 /* The physical array of a dense plain tensor: its dims slowest first (the
- * tag's order when the strides fit it, which settles size-1 ties). */
+ * tag's order when the strides fit it, which settles size-1 ties); a
+ * column-major tensor that is not C-contiguous keeps its logical shape with
+ * fortran_order True, as np.save writes such an array. */
 static void npy_plan_dense(const mft_tensor *t, npy_plan *plan) {
     const int nd = t->ndim;
     int order[MFT_MAX_DIMS];
-    if (nd >= 3 && nd <= 5 && mft__layout_order_fits(nd, t->sizes, t->strides, t->tag)) {
+    const bool tag_fits =
+        nd >= 3 && nd <= 5 && mft__layout_order_fits(nd, t->sizes, t->strides, t->tag);
+    plan->nbytes = (uint64_t)t->numel * mft__elem_size(t->dtype);
+    plan->ndim = nd;
+    if (!(tag_fits && t->tag == MFT_CHANNELS_LAST) && !mft_tensor_is_contiguous(t, MFT_CONTIGUOUS) &&
+        npy_column_major(t)) {
+        plan->fortran = true;
+        memcpy(plan->shape, t->sizes, sizeof(int64_t) * (size_t)nd);
+        return;
+    }
+    if (tag_fits) {
         mft__format_order(nd, t->tag, order);
     } else if (mft__layout_order_fits(nd, t->sizes, t->strides, MFT_CONTIGUOUS) || nd < 2) {
         for (int d = 0; d < nd; d++) order[d] = d;
@@ -551,9 +576,7 @@ static void npy_plan_dense(const mft_tensor *t, npy_plan *plan) {
         mft_minor_to_major_from_strides(nd, t->sizes, t->strides, m2m);
         for (int d = 0; d < nd; d++) order[d] = m2m[nd - 1 - d];
     }
-    plan->ndim = nd;
     for (int d = 0; d < nd; d++) plan->shape[d] = t->sizes[order[d]];
-    plan->nbytes = (uint64_t)t->numel * mft__elem_size(t->dtype);
 }
 
 static mft_status npy_make_plan(const char *fn, const mft_tensor *t, unsigned flags,
@@ -594,17 +617,19 @@ static mft_status npy_make_plan(const char *fn, const mft_tensor *t, unsigned fl
 /* The header NumPy writes for (descr, shape), with the preamble: magic,
  * version, length, the dict, spaces and '\n' up to a multiple of 64. Returns
  * its length (0 when it does not fit buf, which cannot happen for rank <= 9). */
-static size_t npy_build_header(char *buf, size_t len, const char *descr, int ndim,
-                               const int64_t *shape, bool version2) {
+static size_t npy_build_header(char *buf, size_t len, const char *descr, const npy_plan *plan,
+                               bool version2) {
+    const int ndim = plan->ndim;
+    const int64_t *shape = plan->shape;
     char dict[512];
-    size_t k = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                                descr);
+    size_t k = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': %s, 'shape': (",
+                                descr, plan->fortran ? "True" : "False");
     for (int d = 0; d < ndim; d++)
         k += (size_t)snprintf(dict + k, sizeof dict - k, d ? ", %lld" : "%lld",
                               (long long)shape[d]);
     k += (size_t)snprintf(dict + k, sizeof dict - k, "%s), }", ndim == 1 ? "," : "");
-    if (ndim > 0) { /* NumPy's spare room for rewriting the first axis in place */
-        int digits = snprintf(NULL, 0, "%lld", (long long)shape[0]);
+    if (ndim > 0) { /* NumPy's spare room for rewriting the growing axis in place */
+        int digits = snprintf(NULL, 0, "%lld", (long long)shape[plan->fortran ? ndim - 1 : 0]);
         for (int i = digits; i < NPY_GROWTH_DIGITS; i++) dict[k++] = ' ';
     }
     size_t pre = version2 || k + 1 + 10 > 65535 ? 12 : 10;
@@ -697,8 +722,8 @@ mft_status mft_save_npy(const char *path, const mft_tensor *t, unsigned flags) {
     if (st != MFT_OK) return st;
     char descr[4], header[1024];
     npy_descr_of(t->dtype, descr);
-    const size_t hbytes = npy_build_header(header, sizeof header, descr, plan.ndim, plan.shape,
-                                           (flags & MFT_NPY_VERSION2) != 0);
+    const size_t hbytes =
+        npy_build_header(header, sizeof header, descr, &plan, (flags & MFT_NPY_VERSION2) != 0);
     char *tmp = npy_tmp_path(fn, path);
     if (!tmp) {
         st = mft_last_error();

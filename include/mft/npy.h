@@ -28,9 +28,10 @@ extern "C" {
 /* Flags of mft_save_npy (or-ed). */
 /* Default: the bytes as they lie in memory, the file's shape being the
  * tensor's dims in memory order, slowest first (a CHANNELS_LAST tensor of
- * rank 4 / 3 / 5 gives (N,H,W,C) / (N,L,C) / (N,D,H,W,C)). A dense tensor is
- * written with no copy; a non-dense view (gaps, broadcast) is packed in its
- * tag first. NCHW8C / NCHW16C tensors give their blocks as the array
+ * rank 4 / 3 / 5 gives (N,H,W,C) / (N,L,C) / (N,D,H,W,C)); a column-major
+ * tensor (a transposed matrix) keeps its logical shape with fortran_order
+ * True, as np.save writes such an array. A dense tensor is written with no
+ * copy; a non-dense view (gaps, broadcast) is packed in its tag first. NCHW8C / NCHW16C tensors give their blocks as the array
  * (N,C1,[D,]H,W,C0), pad lanes (zero) included. */
 #define MFT_NPY_PHYSICAL 0u
 /* The logical (N,C,H,W) array in C order: what PyTorch's torch.from_numpy

@@ -8,12 +8,15 @@ and for each file checks with NumPy alone that np.load gives the array NumPy
 computes for it from tests/golden/gen_npy.py's formula (value()):
     c    value(SHAPE)                                  (a logical save)
     T    value(SHAPE).T                                (the logical save of a transpose)
+    F    value(SHAPE).T, column-major: NumPy's own file of it has fortran_order True
+         (the physical save of a transpose)
     cl   value(SHAPE) with C moved last: (N,H,W,C) is np.ascontiguousarray(
          x.transpose(0, 2, 3, 1)), (N,L,C) and (N,D,H,W,C) likewise
     b8 / b16  value(SHAPE), C zero-padded to a multiple of 8 / 16 and cut into
          (N, C1, [D,] H, W, C0)
 and that the file is byte-identical to what NumPy writes for that array
-(np.lib.format.write_array, version VERSION): header, padding to 64, data.
+(np.lib.format.write_array, version VERSION; C order, F order for kind F):
+header, padding to 64, data.
 Then it writes DIR/extra_key.npy, a file whose header has one more key, and
 reports how np.load answers it. Prints "OK NAME" / "FAIL NAME: why" per file and
 "EXTRA_KEY: <np.load's error>"; exits 1 when a file failed.
@@ -33,7 +36,7 @@ def expected(kind, dtype, shape):
     x = value(shape, dtype)
     if kind == "c":
         return x
-    if kind == "T":
+    if kind in ("T", "F"):
         return x.T
     if kind == "cl":
         if x.ndim == 4:
@@ -64,7 +67,7 @@ def check(path, kind, descr, version, shape):
     if ver != (version, 0):
         return "format version %s, expected %d.0" % (ver, version)
     buf = io.BytesIO()
-    npf.write_array(buf, want.copy(order="C"), version=(version, 0))
+    npf.write_array(buf, want.copy(order="F" if kind == "F" else "C"), version=(version, 0))
     with open(path, "rb") as f:
         if f.read() != buf.getvalue():
             return "bytes differ from NumPy's file of the same array"

@@ -84,11 +84,12 @@ static void test_mft_to_numpy(void) {
         snprintf(name, sizeof name, "v2_%s.npy", mft_dtype_name(dts[d]));
         add(m, name, "cl", e, empty, 3, MFT_NPY_VERSION2), files++;
         mft_tensor_release(e);
-        /* a transpose: physical is the memory (3,5), logical its .T */
+        /* a transpose: physical is the memory (3,5) as NumPy's column-major
+         * (5,3) array, logical its C-order copy */
         static const int64_t s35[2] = {3, 5};
         mft_tensor *base = make(2, s35, dts[d], MFT_CONTIGUOUS), *tr = mft_transpose(base, 0, 1);
         snprintf(name, sizeof name, "tr_phys_%s.npy", mft_dtype_name(dts[d]));
-        add(m, name, "c", tr, s35, 2, MFT_NPY_PHYSICAL), files++;
+        add(m, name, "F", tr, s35, 2, MFT_NPY_PHYSICAL), files++;
         snprintf(name, sizeof name, "tr_log_%s.npy", mft_dtype_name(dts[d]));
         add(m, name, "T", tr, s35, 2, MFT_NPY_LOGICAL | MFT_NPY_VERSION2), files++;
         mft_tensor_release(tr);
