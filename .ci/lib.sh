@@ -7,9 +7,10 @@
 # Debian packages the build, the tests and the install check need (zlib reads
 # the gzipped IDX files; the Fashion-MNIST dataset feeds the main job and the
 # training tests; graphviz's `dot` checks the tape pictures in
-# tests/autograd/test_tape_dot.c and renders docs/img/fashion_mnist_tape.png).
+# tests/autograd/test_tape_dot.c and renders docs/img/fashion_mnist_tape.png;
+# NumPy is the live oracle of tests/io/test_interop_npy.c, the .npy files).
 MFT_APT_PACKAGES=(gcc libc6-dev make cmake pkg-config libxxhash-dev zlib1g-dev
-    dataset-fashion-mnist graphviz)
+    dataset-fashion-mnist graphviz python3-numpy)
 
 MFT_T0=${MFT_T0:-$(date +%s)}
 export MFT_T0
