@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "io_internal.h"
 
 #define CK_MAGIC "MFTCKPT\0"
 #define CK_MAGIC_LEN 8
@@ -215,24 +216,8 @@ mft_status mft_save_tensors(const char *path, int n, const char *const *names,
     }
     mft__free(sorted);
 
-    size_t plen = strlen(path);
-    char *tmp = mft__alloc_or_err(fn, plen + 5, 1);
-    if (!tmp) return MFT_ERR_NOMEM;
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    /* the rename below replaces what path names: only ever a regular file
-     * (a device node, FIFO or directory there is the caller's mistake, not
-     * something to swap out); "<path>.tmp" likewise, which fopen would follow */
-    const char *const check[2] = {path, tmp};
-    for (int k = 0; k < 2; k++) {
-        struct stat sb;
-        if (stat(check[k], &sb) == 0 && !S_ISREG(sb.st_mode)) {
-            mft__set_error(MFT_ERR_IO, "%s: '%s' exists and is not a regular file; not replaced",
-                           fn, check[k]);
-            mft__free(tmp);
-            return MFT_ERR_IO;
-        }
-    }
+    char *tmp = mft__io_tmp_path(fn, path);
+    if (!tmp) return mft_last_error();
     errno = 0;
     FILE *f = fopen(tmp, "wb");
     if (!f) {

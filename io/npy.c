@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "io_internal.h"
 #include "mft/npy.h"
 
 #define NPY_MAGIC "\x93NUMPY"
@@ -317,6 +318,18 @@ static mft_status npy_parse_header(const char *fn, const char *path, int major, 
 }
 
 /* ------------------------------------------------------------------ load */
+/* fopen with the error set: "cannot open" (mode "rb") / "cannot create". */
+static FILE *npy_open(const char *fn, const char *path, const char *mode) {
+    errno = 0;
+    FILE *f = fopen(path, mode);
+    if (!f) {
+        int e = errno;
+        mft__set_error(MFT_ERR_IO, "%s: cannot %s '%s': %s", fn,
+                       mode[0] == 'r' ? "open" : "create", path, strerror(e));
+    }
+    return f;
+}
+
 static uint32_t npy_le(const unsigned char *p, int n) {
     uint32_t v = 0;
     for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
@@ -360,13 +373,8 @@ static void npy_geometry(const npy_header *h, bool channels_last, int64_t *sizes
 
 static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
     char b1[MFT__DIMS_BUF];
-    errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        mft__set_error(MFT_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(e));
-        return NULL;
-    }
+    FILE *f = npy_open(fn, path, "rb");
+    if (!f) return NULL;
     mft_tensor *t = NULL;
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -647,38 +655,12 @@ static size_t npy_build_header(char *buf, size_t len, const char *descr, const n
     return total;
 }
 
-/* "<path>.tmp", refusing to replace anything but a regular file at either
- * name. NULL with the error set. */
-static char *npy_tmp_path(const char *fn, const char *path) {
-    const size_t n = strlen(path);
-    char *tmp = mft__alloc_or_err(fn, n + 5, 1);
-    if (!tmp) return NULL;
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp", 5);
-    const char *names[2] = {path, tmp};
-    for (int i = 0; i < 2; i++) {
-        struct stat sb;
-        if (stat(names[i], &sb) == 0 && !S_ISREG(sb.st_mode)) {
-            mft__set_error(MFT_ERR_IO, "%s: '%s' exists and is not a regular file; not replaced",
-                           fn, names[i]);
-            mft__free(tmp);
-            return NULL;
-        }
-    }
-    return tmp;
-}
-
 /* Writes header + data to tmp, flushes and syncs it, renames it to path. */
 static mft_status npy_write_file(const char *fn, const char *path, const char *tmp,
                                  const char *header, size_t hbytes, const char *data,
                                  uint64_t nbytes) {
-    errno = 0;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int e = errno;
-        mft__set_error(MFT_ERR_IO, "%s: cannot create '%s': %s", fn, tmp, strerror(e));
-        return MFT_ERR_IO;
-    }
+    FILE *f = npy_open(fn, tmp, "wb");
+    if (!f) return MFT_ERR_IO;
     bool ok = fwrite(header, 1, hbytes, f) == hbytes;
     uint64_t done = 0;
     while (ok && done < nbytes) {
@@ -724,7 +706,7 @@ mft_status mft_save_npy(const char *path, const mft_tensor *t, unsigned flags) {
     npy_descr_of(t->dtype, descr);
     const size_t hbytes =
         npy_build_header(header, sizeof header, descr, &plan, (flags & MFT_NPY_VERSION2) != 0);
-    char *tmp = npy_tmp_path(fn, path);
+    char *tmp = mft__io_tmp_path(fn, path);
     if (!tmp) {
         st = mft_last_error();
     } else {

@@ -3,11 +3,29 @@
  * tests/golden/gen_npy.py's formula, tensors made of them, and the check of a
  * directory of NumPy-written files against the cases.txt NumPy wrote with
  * them (shape, dtype, C or Fortran strides, the formula's values, NumPy's
- * weighted sum; refused dtypes refused naming their descr). */
+ * weighted sum; refused dtypes refused naming their descr), and a scratch
+ * directory. Include after defining _POSIX_C_SOURCE (mkdtemp). */
 #ifndef MFT_TESTS_NPY_UTIL_H
 #define MFT_TESTS_NPY_UTIL_H
 
+#include <stdlib.h>
 #include "test_util.h"
+
+/* A fresh scratch directory /tmp/<tag>_XXXXXX into buf (mkdtemp; callers
+ * define _POSIX_C_SOURCE); false, with the reason printed, when it fails. */
+static inline bool npy_tmpdir(char *buf, size_t len, const char *tag) {
+    snprintf(buf, len, "/tmp/%s_XXXXXX", tag);
+    if (mkdtemp(buf)) return true;
+    perror("mkdtemp");
+    return false;
+}
+
+/* Removes the scratch directory and what it holds. */
+static inline void npy_tmpdir_remove(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
 
 /* The generator's values (gen_npy.py value()): v(i) = (i*7) % 23 - 5 for the
  * C-order logical index i; u8 without the -5, i64 times 2^40, floats / 4. */

@@ -124,15 +124,9 @@ static void test_numpy_to_mft(void) {
 int main(void) {
     g_have_numpy = access(PYTHON, X_OK) == 0 &&
                    system(PYTHON " -c 'import numpy' >/dev/null 2>&1") == 0;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mft_npy_interop_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!npy_tmpdir(tmpdir, sizeof tmpdir, "mft_npy_interop")) return 1;
     RUN(test_mft_to_numpy);
     RUN(test_numpy_to_mft);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    npy_tmpdir_remove(tmpdir);
     TEST_MAIN_END();
 }

@@ -80,17 +80,25 @@ static void test_golden_channels_last(void) {
         CHECK_MSG(has_formula_values(t), "%s", cases[i].name);
         mft_tensor_release(t);
     }
-    char p[512];
-    golden_path(p, sizeof p, "rank2_f8");
-    CHECK(mft_load_npy(p, MFT_CHANNELS_LAST) == NULL);
-    CHECK_ERR(MFT_ERR_FORMAT, "has rank 2");
-    golden_path(p, sizeof p, "fortran_f4_3x4x5");
-    CHECK(mft_load_npy(p, MFT_CHANNELS_LAST) == NULL);
-    CHECK_ERR(MFT_ERR_FORMAT, "fortran_order");
-    CHECK(mft_load_npy(p, MFT_NCHW16C) == NULL);
-    CHECK_ERR(MFT_ERR_FORMAT, "mft_load_npy: as NCHW16C");
-    CHECK(mft_load_npy(NULL, MFT_CONTIGUOUS) == NULL);
-    CHECK_ERR(MFT_ERR_NULL, "mft_load_npy");
+    /* what as cannot make of a file */
+    static const struct {
+        const char *file;
+        mft_format as;
+        mft_status st;
+        const char *needle;
+    } refused[] = {
+        {"rank2_f8", MFT_CHANNELS_LAST, MFT_ERR_FORMAT, "has rank 2"},
+        {"fortran_f4_3x4x5", MFT_CHANNELS_LAST, MFT_ERR_FORMAT, "fortran_order"},
+        {"fortran_f4_3x4x5", MFT_NCHW16C, MFT_ERR_FORMAT, "mft_load_npy: as NCHW16C"},
+        {NULL, MFT_CONTIGUOUS, MFT_ERR_NULL, "mft_load_npy: argument 'path'"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char p[512];
+        if (refused[i].file) golden_path(p, sizeof p, refused[i].file);
+        mft_clear_error();
+        CHECK(mft_load_npy(refused[i].file ? p : NULL, refused[i].as) == NULL);
+        CHECK_ERR(refused[i].st, refused[i].needle);
+    }
 }
 
 /* ------------------------------------------------------------------ writing */
@@ -511,11 +519,7 @@ static void test_alloc_failures(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mft_npy_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!npy_tmpdir(tmpdir, sizeof tmpdir, "mft_npy")) return 1;
     RUN(test_golden_files);
     RUN(test_golden_channels_last);
     RUN(test_bytes_equal_numpy);
@@ -525,8 +529,6 @@ int main(void) {
     RUN(test_malformed);
     RUN(test_save_errors);
     RUN(test_alloc_failures);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    npy_tmpdir_remove(tmpdir);
     TEST_MAIN_END();
 }
