@@ -640,8 +640,12 @@ static size_t npy_build_header(char *buf, size_t len, const char *descr, const n
         int digits = snprintf(NULL, 0, "%lld", (long long)shape[plan->fortran ? ndim - 1 : 0]);
         for (int i = digits; i < NPY_GROWTH_DIGITS; i++) dict[k++] = ' ';
     }
-    size_t pre = version2 || k + 1 + 10 > 65535 ? 12 : 10;
-    size_t pad = NPY_ALIGN - (pre + k + 1) % NPY_ALIGN; /* 1..64, as NumPy */
+    /* version 1.0 unless its u16 header length cannot hold the padded dict */
+    size_t pre = 10, pad = NPY_ALIGN - (pre + k + 1) % NPY_ALIGN; /* 1..64, as NumPy */
+    if (version2 || k + pad + 1 > 65535) {
+        pre = 12;
+        pad = NPY_ALIGN - (pre + k + 1) % NPY_ALIGN;
+    }
     size_t total = pre + k + pad + 1;
     if (total > len) return 0;
     const uint32_t hlen = (uint32_t)(k + pad + 1);
