@@ -448,7 +448,8 @@ static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
     for (int d = 0; d < h.ndim; d++) {
         int64_t s = h.shape[d] > 0 ? h.shape[d] : 1;
         if (bound > MFT__MAX_BYTES / (int64_t)es / s) {
-            npy_fail(fn, path, MFT_ERR_CORRUPT, "shape %s of %s overflows int64 bytes",
+            npy_fail(fn, path, MFT_ERR_CORRUPT,
+                     "shape %s of %s is beyond the 2^59-byte geometry bound (docs/spec.md 1.1)",
                      mft__fmt_dims(b1, sizeof b1, h.ndim, h.shape), mft_dtype_name(h.dtype));
             goto done;
         }

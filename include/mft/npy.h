@@ -81,7 +81,8 @@ MFT_API mft_status mft_save_npy(const char *path, const mft_tensor *t, unsigned 
  * (open / read failed, not a regular file), MFT_ERR_CORRUPT (bad magic,
  * header length past the end of the file, header not a dict literal with
  * exactly the keys descr, fortran_order and shape, a shape entry that is not
- * a non-negative integer, element count or byte size overflowing int64, data
+ * a non-negative integer, an element count or byte size overflowing int64 or
+ * beyond the geometry bound of docs/spec.md §1.1, data
  * shorter or longer than shape and descr say), MFT_ERR_UNSUPPORTED (format
  * version other than 1-3, a header longer than MFT_NPY_MAX_HEADER bytes, a
  * descr mft has no dtype for — object, structured, bool, float16, ... —
