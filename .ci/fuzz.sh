@@ -8,7 +8,7 @@
 #
 # Environment:
 #   MFT_FUZZ_SECONDS    seconds per target (default 60)
-#   MFT_FUZZ_TARGETS    targets to run (default "geometry checkpoint idx overlap layout")
+#   MFT_FUZZ_TARGETS    targets to run (default "geometry checkpoint idx overlap layout npy")
 #   MFT_FUZZ_PARALLEL   targets run at the same time (default MFT_JOBS = 2)
 #   MFT_FUZZ_BUILD_DIR  build directory (default build-fuzz)
 #   MFT_FUZZ_CC         C compiler (default clang-14)
@@ -22,13 +22,13 @@ FUZZ_DIR=${MFT_FUZZ_BUILD_DIR:-build-fuzz}
 FUZZ_SECONDS=${MFT_FUZZ_SECONDS:-60}
 FUZZ_CC=${MFT_FUZZ_CC:-clang-14}
 PARALLEL=${MFT_FUZZ_PARALLEL:-$MFT_JOBS}
-read -r -a TARGETS <<<"${MFT_FUZZ_TARGETS:-geometry checkpoint idx overlap layout safetensors}"
+read -r -a TARGETS <<<"${MFT_FUZZ_TARGETS:-geometry checkpoint idx overlap layout safetensors npy}"
 
 # -max_len per target: the decoders read small inputs; files need more room.
 max_len_of() {
     case $1 in
     checkpoint | safetensors) echo 8192 ;;
-    idx) echo 4096 ;;
+    idx | npy) echo 4096 ;;
     *) echo 512 ;;
     esac
 }

@@ -11,7 +11,8 @@
 # libdlpack-dev's dlpack.h checks the DLPack mirror structs in
 # tests/tensor/test_dlpack.c, and python3-torch / python3-numpy run the DLPack
 # round trips of tests/tensor/test_interop_dlpack.c; python3-torch is also the live
-# oracle of tests/io/test_interop_safetensors.c).
+# oracle of tests/io/test_interop_safetensors.c, and NumPy of
+# tests/io/test_interop_npy.c).
 MFT_APT_PACKAGES=(gcc libc6-dev make cmake pkg-config libxxhash-dev zlib1g-dev
     dataset-fashion-mnist graphviz libdlpack-dev python3-torch python3-numpy)
 

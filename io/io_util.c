@@ -1,4 +1,4 @@
-/* io/io_util.c — the helpers of io/io_util.h shared by the checkpoint and
+/* io/io_util.c — the helpers of io/io_util.h shared by the checkpoint, .npy and
  * safetensors formats: list argument checks, the "<path>.tmp" of a save,
  * byte order. */
 #define _POSIX_C_SOURCE 200809L /* stat, fileno, fsync */

@@ -1,4 +1,4 @@
-/* io/io_util.h — what the io layer's file formats share (io/checkpoint.c,
+/* io/io_util.h — what the io layer's file formats share (io/checkpoint.c, io/npy.c,
  * io/safetensors_*.c): the argument checks of a list of named tensors, the
  * "<path>.tmp" a save writes before renaming it, and byte order. Private to
  * the io layer. */

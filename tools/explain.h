@@ -100,6 +100,12 @@ void pt_convert(const mft_tensor *x, mft_format fmt, const char *method, pt_answ
 bool pt_op(const char *op, int n, const mft_tensor *const *in, const mft_tensor *result,
            pt_answer *out);
 
+/* ---- explain_npy.c */
+/* Prints "# file PATH: .npy format M.m, header {...}" and where the data
+ * starts, from the file's preamble; prints nothing for a file that is not
+ * .npy (mft_load_npy says why). */
+void explain_npy_header(const char *path);
+
 /* ---- explain_op.c */
 /* mft-explain SIZES ... --to FMT: x is the tensor built from the command
  * line (how: the call that built it). Prints both conversions; returns the

@@ -11,7 +11,9 @@
  * Two more explanations run the library and live in explain_op.c: --to FMT
  * (what mft_to_format / mft_contiguous return for the tensor) and --op OP
  * --in SPEC... (an op's format rule on given inputs); both say whether
- * PyTorch 1.13 agrees on those tensors (explain_pytorch.c). docs/tools.md
+ * PyTorch 1.13 agrees on those tensors (explain_pytorch.c). --npy FILE [--as
+ * FMT] explains the tensor mft_load_npy makes of a NumPy .npy file (the
+ * file's header from explain_npy.c, then the same analysis). docs/tools.md
  * documents the options with real output.
  *
  * The tool only parses arguments and builds the tensor through the public API;
@@ -45,6 +47,7 @@ static void usage(FILE *f) {
             "                 [--grid | --no-grid] [--ascii] [--to FMT]\n"
             "       %s --op OP --in SPEC [--in SPEC...] [--to FMT] [--dtype DT]\n"
             "       %s --safetensors FILE --name T [--grid | --no-grid]\n"
+            "       %s --npy FILE [--as channels_last] [--grid | --no-grid] [--to FMT]\n"
             "\n"
             "Builds a tensor of logical SIZES (N,C,[D,]H,W order, comma-separated)\n"
             "and explains its memory layout: strides, the soft format tag and its\n"
@@ -94,17 +97,23 @@ static void usage(FILE *f) {
             "                            STEP: to_format:FMT contiguous:FMT select:D,I\n"
             "                            unsqueeze:D squeeze:D transpose:A,B\n"
             "                            permute:P0,P1,.. narrow:D,START,LEN\n"
-            "                            slice:D,START,END,STEP\n"
-            "  -h, --help                this text\n"
-            "  -V, --version             the library version\n",
-            prog, prog, prog);
+            "                            slice:D,START,END,STEP\n",
+            prog, prog, prog, prog);
     fprintf(f, "%s",
+            "      --npy FILE            the tensor mft_load_npy makes of a NumPy .npy\n"
+            "                            file: its header, then the analysis\n"
+            "      --as FMT              with --npy: channels_last (nhwc, cl) reads the\n"
+            "                            file as the physical (N,H,W,C) array and gives\n"
+            "                            the logical NCHW view; contiguous (default):\n"
+            "                            the array as it is\n"
             "      --safetensors FILE    with --name T: tensor T of a safetensors file: the\n"
             "  -n, --name T              file's entry, its mft metadata, the save mode, what\n"
             "                            mft_safetensors_load makes of it (a zero-copy view\n"
             "                            or a copy) and where its tag comes from (restored\n"
             "                            from metadata / inferred from the file's strides),\n"
-            "                            then the analysis and picture of that tensor\n");
+            "                            then the analysis and picture of that tensor\n"
+            "  -h, --help                this text\n"
+            "  -V, --version             the library version\n");
     fprintf(f,
             "\n"
             "With none of --format/--strides/--layout/--minor-to-major the tensor is\n"
@@ -139,8 +148,10 @@ static void usage(FILE *f) {
             "  %s 1,17,2,2 --onednn nChw16c        channel blocks of 16, 15 pad lanes\n"
             "  %s 20,17,3,3 --ascend FRACTAL_Z     an Ascend conv weight\n"
             "  %s --op conv2d --in nchw:8,16,14,14 --in nhwc:32,16,3,3\n"
-            "                                              why conv2d gives NHWC here\n",
-            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+            "                                              why conv2d gives NHWC here\n"
+            "  %s --npy batch.npy --as channels_last  an (N,H,W,C) NumPy batch\n",
+            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
+            prog);
 }
 
 /* Reports a usage problem (printf-style) and exits 2. */
@@ -665,7 +676,7 @@ enum layout_kind {
     BY_ASCEND,
     BY_XLA
 };
-enum { OPT_OFFSET = BY_XLA + 1, OPT_DTYPE, OPT_TO, OPT_OP, OPT_IN, OPT_SAFETENSORS, OPT_NAME };
+enum { OPT_OFFSET = BY_XLA + 1, OPT_DTYPE, OPT_TO, OPT_OP, OPT_IN, OPT_SAFETENSORS, OPT_NAME, OPT_NPY, OPT_AS };
 #define MAX_INPUTS 8 /* --in given at most this often */
 
 /* Options taking a value; the layout ones use their enum layout_kind. */
@@ -687,6 +698,8 @@ static const struct explain_option {
     {"-i", "--in", NULL, OPT_IN},
     {"--safetensors", "--safetensors", NULL, OPT_SAFETENSORS},
     {"-n", "--name", NULL, OPT_NAME},
+    {"--npy", "--npy", NULL, OPT_NPY},
+    {"--as", "--as", NULL, OPT_AS},
 };
 
 /* Note [What --format builds]
@@ -753,6 +766,31 @@ static int show_and_release(mft_tensor *t, const char *how, bool grid) {
     return 0;
 }
 
+/* --npy FILE [--as FMT]: the file's header, then the analysis (or --to) of
+ * what mft_load_npy returns. */
+static int explain_npy_file(const char *path, const char *as_arg, bool other_source, bool grid,
+                            const mft_format *to) {
+    if (other_source)
+        explain_bad_args("--npy takes the tensor from the file, not from sizes, layout "
+                         "options, --offset or --op");
+    mft_format as = MFT_CONTIGUOUS;
+    if (as_arg && !explain_parse_format(as_arg, &as) && !ieq(as_arg, "preserve"))
+        explain_bad_args("unknown format '%s' for --as (contiguous or channels_last/nhwc)",
+                         as_arg);
+    if (as_arg && ieq(as_arg, "preserve")) as = MFT_PRESERVE;
+    explain_npy_header(path);
+    mft_tensor *t = mft_load_npy(path, as);
+    if (!t) explain_lib_error("mft_load_npy");
+    char how[1200];
+    snprintf(how, sizeof how, "mft_load_npy('%s', %s)", path, mft_format_name(as));
+    if (to) {
+        int rc = explain_convert(t, how, *to);
+        mft_tensor_release(t);
+        return rc;
+    }
+    return show_and_release(t, how, grid);
+}
+
 int main(int argc, char **argv) {
     const char *sizes_arg = NULL;
     const char *layout_arg = NULL; /* value of the one layout option given */
@@ -762,6 +800,7 @@ int main(int argc, char **argv) {
     mft_dtype dtype = MFT_F32;
     bool grid = true; /* --grid / --no-grid: the last one wins */
     const char *to_arg = NULL, *op_arg = NULL, *st_arg = NULL, *name_arg = NULL;
+    const char *npy_arg = NULL, *as_arg = NULL;
     const char *in_args[MAX_INPUTS];
     int nin = 0;
 
@@ -826,6 +865,8 @@ int main(int argc, char **argv) {
             continue;
         case OPT_SAFETENSORS: st_arg = val; continue;
         case OPT_NAME: name_arg = val; continue;
+        case OPT_NPY: npy_arg = val; continue;
+        case OPT_AS: as_arg = val; continue;
         default: break;
         }
         enum layout_kind k = (enum layout_kind)opt->kind;
@@ -854,6 +895,10 @@ int main(int argc, char **argv) {
         snprintf(how, sizeof how, "mft_safetensors_load('%s'), tensor '%s'", st_arg, name_arg);
         return show_and_release(t, how, grid);
     }
+    if (npy_arg) return explain_npy_file(npy_arg, as_arg, sizes_arg || kind != BY_DEFAULT ||
+                                                        offset_arg || op_arg || nin,
+                                         grid, to_arg ? &to_fmt : NULL);
+    if (as_arg) explain_bad_args("--as needs --npy (the file it reads)");
 
     /* ---- --op: the inputs come from --in, not from SIZES and the layout options */
     if (op_arg) {

@@ -45,6 +45,7 @@
 #include "mft/data.h"
 #include "mft/io.h"
 #include "mft/safetensors.h"
+#include "mft/npy.h"
 #include "mft/profile.h"
 #include "mft/rules.h"
 #include "mft/layout.h"

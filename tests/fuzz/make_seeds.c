@@ -17,7 +17,13 @@
  *                fuzz target's targets, channels_last, nChw16c, a scalar,
  *                empty and plain tensors); the directory also holds copies of
  *                the golden files tests/golden/safetensors/ (valid and
- *                malformed, from gen_safetensors.py), not written here. */
+ *                malformed, from gen_safetensors.py), not written here;
+ *   npy/         .npy files from mft_save_npy (every dtype, rank 0-5, empty,
+ *                channels_last physical, NCHW16C blocks, a transpose, format
+ *                2.0) and hand-built headers (Fortran order, big-endian, 3.0,
+ *                keys reordered, Python 2's 'L') with damaged variants. The
+ *                numpy-* files there were written by NumPy (copies of
+ *                tests/golden/npy/ files) and are not rewritten. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdint.h>
@@ -371,6 +377,67 @@ static void safetensors_seeds(void) {
     for (int i = 0; i < 7; i++) mft_tensor_release(ts[i]);
 }
 
+/* ------------------------------------------------------------------ npy */
+static void npy_save(const char *name, const mft_tensor *t, unsigned flags) {
+    char path[1024];
+    path_of(path, sizeof path, "npy", name);
+    if (mft_save_npy(path, t, flags) != MFT_OK) die("save_npy");
+}
+
+/* A hand-built file: preamble of version major, the dict padded to 64, data. */
+static void npy_raw(const char *name, int major, const char *dict, size_t nbytes, size_t cut) {
+    unsigned char b[1024] = {0};
+    size_t pre = major == 1 ? 10 : 12, dl = strlen(dict), total = (pre + dl + 1 + 63) / 64 * 64;
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (unsigned char)major;
+    for (size_t i = 0; i < pre - 8; i++) b[8 + i] = (unsigned char)((total - pre) >> (8 * i));
+    memcpy(b + pre, dict, dl);
+    memset(b + pre + dl, ' ', total - pre - dl - 1);
+    b[total - 1] = '\n';
+    for (size_t i = 0; i < nbytes && total + i < sizeof b; i++) b[total + i] = (unsigned char)(i * 29 + 3);
+    write_bytes("npy", name, b, cut ? cut : total + nbytes);
+}
+
+static void npy_seeds(void) {
+    static const int64_t s4[4] = {2, 3, 2, 2}, s5[5] = {1, 2, 2, 1, 3}, s3[3] = {2, 2, 3},
+                         s1[1] = {5}, s2[2] = {3, 4}, se[3] = {2, 0, 3}, sb[4] = {1, 17, 1, 2};
+    mft_tensor *t[10];
+    t[0] = filled(4, s4, MFT_F32, MFT_CHANNELS_LAST, 1);
+    t[1] = filled(4, s4, MFT_F64, MFT_CONTIGUOUS, -3);
+    t[2] = filled(5, s5, MFT_I32, MFT_CHANNELS_LAST, 7);
+    t[3] = filled(3, s3, MFT_I64, MFT_CHANNELS_LAST, 100);
+    t[4] = filled(1, s1, MFT_U8, MFT_CONTIGUOUS, 250);
+    t[5] = filled(0, NULL, MFT_F64, MFT_CONTIGUOUS, 0.5);
+    t[6] = filled(3, se, MFT_F32, MFT_CHANNELS_LAST, 0);
+    t[7] = filled(4, sb, MFT_F32, MFT_NCHW16C, 1);
+    t[8] = filled(2, s2, MFT_I32, MFT_CONTIGUOUS, -6);
+    t[9] = mft_transpose(t[8], 0, 1);
+    if (!t[9]) die("transpose");
+    npy_save("f32-nhwc-physical", t[0], MFT_NPY_PHYSICAL);
+    npy_save("f32-nhwc-logical", t[0], MFT_NPY_LOGICAL);
+    npy_save("f64-nchw", t[1], 0);
+    npy_save("i32-ndhwc", t[2], 0);
+    npy_save("i64-nlc", t[3], 0);
+    npy_save("u8-rank1", t[4], 0);
+    npy_save("f64-rank0", t[5], 0);
+    npy_save("f32-empty", t[6], 0);
+    npy_save("f32-nchw16c", t[7], 0);
+    npy_save("i32-transposed", t[9], 0);
+    npy_save("f64-version2", t[1], MFT_NPY_VERSION2);
+    for (int i = 0; i < 10; i++) mft_tensor_release(t[i]);
+    npy_raw("fortran", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 2), }", 48, 0);
+    npy_raw("big-endian", 1, "{'descr': '>f8', 'fortran_order': False, 'shape': (2, 2), }", 32, 0);
+    npy_raw("version3", 3, "{'descr': '<i8', 'fortran_order': False, 'shape': (1, 2, 2, 1), }", 32, 0);
+    npy_raw("reordered", 1, "{\"shape\": (3,), \"fortran_order\": False, \"descr\": \"|u1\"}", 3, 0);
+    npy_raw("python2-long", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2L, 1L, 3L), }", 24, 0);
+    npy_raw("extra-key", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 8, 0);
+    npy_raw("structured", 1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8, 0);
+    npy_raw("float16", 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", 4, 0);
+    npy_raw("truncated", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24, 80);
+    npy_raw("trailing", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", 3, 0);
+    npy_raw("huge-shape", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4294967296, 65536), }", 0, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s CORPUS_DIR   (tests/fuzz/corpus)\n", argv[0]);
@@ -381,9 +448,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "make_seeds: cannot create %s: %s\n", g_root, strerror(errno));
         return 1;
     }
-    const char *targets[6] = {"checkpoint", "idx", "geometry", "overlap", "layout",
-                              "safetensors"};
-    for (int i = 0; i < 6; i++) {
+    const char *targets[7] = {"checkpoint", "idx", "geometry", "overlap", "layout",
+                              "safetensors", "npy"};
+    for (int i = 0; i < 7; i++) {
         char p[1024];
         snprintf(p, sizeof p, "%s/%s", g_root, targets[i]);
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
@@ -397,6 +464,7 @@ int main(int argc, char **argv) {
     overlap_seeds();
     layout_seeds();
     safetensors_seeds();
+    npy_seeds();
     if (mft_live_tensors() != 0 || mft_live_storages() != 0) {
         fprintf(stderr, "make_seeds: leaked tensors\n");
         return 1;
