@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* stat, fileno, fsync */
 #include "io_util.h"
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -108,6 +109,16 @@ mft_status mft__io_finish_tmp(const char *fn, FILE *f, char *tmp, const char *pa
     }
     if (st != MFT_OK) remove(tmp);
     mft__free(tmp);
+    return st;
+}
+
+mft_status mft__io_fail(mft_status st, const char *fn, const char *path, const char *fmt, ...) {
+    char msg[MFT__ERRBUF];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mft__set_error(st, "%s: '%s': %s", fn, path, msg);
     return st;
 }
 

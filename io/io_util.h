@@ -32,6 +32,11 @@ FILE *mft__io_create_tmp(const char *fn, const char *path, char **tmp);
  * MFT_ERR_IO. */
 mft_status mft__io_finish_tmp(const char *fn, FILE *f, char *tmp, const char *path, mft_status st,
                               bool written, int err);
+/* Sets the error st as "fn: 'path': <printf message>"; returns st. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+mft_status mft__io_fail(mft_status st, const char *fn, const char *path, const char *fmt, ...);
 /* True on a little-endian host. */
 bool mft__io_host_le(void);
 /* Byte-swaps numel elements of es bytes in place (big-endian hosts). */

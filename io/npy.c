@@ -14,7 +14,6 @@
  * storage and never copies it after (a big-endian file is swapped in place). */
 #define _POSIX_C_SOURCE 200809L /* fileno, fsync, fstat */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,20 +68,6 @@ static bool npy_dtype_of(const char *s, size_t n, mft_dtype *dt, bool *swap) {
 }
 
 /* ------------------------------------------------------------------ errors */
-/* Sets "fn: 'path': <message>" and returns st. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static mft_status npy_fail(const char *fn, const char *path, mft_status st, const char *fmt, ...) {
-    char msg[MFT__ERRBUF];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    mft__set_error(st, "%s: '%s': %s", fn, path, msg);
-    return st;
-}
-
 /* A piece of the header for a message: at most 40 bytes, non-printable bytes
  * as '?'. */
 static const char *npy_shown(char *buf, size_t len, const char *s, size_t n) {
@@ -139,7 +124,7 @@ static bool npy_accept(npy_parser *ps, char c) {
 static mft_status npy_syntax(npy_parser *ps, const char *header, const char *expected) {
     char shown[64];
     npy_ws(ps);
-    return npy_fail(ps->fn, ps->path, MFT_ERR_CORRUPT,
+    return mft__io_fail(MFT_ERR_CORRUPT, ps->fn, ps->path,
                     "header: expected %s at byte %lld of the dict, found '%s'", expected,
                     (long long)(ps->p - header),
                     ps->p < ps->end ? npy_shown(shown, sizeof shown, ps->p, (size_t)(ps->end - ps->p))
@@ -168,12 +153,12 @@ static mft_status npy_parse_descr(npy_parser *ps, const char *header, npy_header
     size_t n;
     npy_ws(ps);
     if (ps->p < ps->end && *ps->p == '[')
-        return npy_fail(ps->fn, ps->path, MFT_ERR_UNSUPPORTED,
+        return mft__io_fail(MFT_ERR_UNSUPPORTED, ps->fn, ps->path,
                         "descr is a list: a structured dtype, which mft does not support");
     if (!npy_string(ps, &s, &n)) return npy_syntax(ps, header, "a string for descr");
     if (!npy_dtype_of(s, n, &h->dtype, &h->swap)) {
         char shown[64];
-        return npy_fail(ps->fn, ps->path, MFT_ERR_UNSUPPORTED,
+        return mft__io_fail(MFT_ERR_UNSUPPORTED, ps->fn, ps->path,
                         "descr '%s' is not supported (mft reads '<f4' '<f8' '<i4' '<i8' '|u1' "
                         "'<u1', and '>' byte order)",
                         npy_shown(shown, sizeof shown, s, n));
@@ -204,7 +189,7 @@ static mft_status npy_parse_int(npy_parser *ps, const char *header, int64_t *out
         const char *e = c + 1;
         while (e < ps->end && *e >= '0' && *e <= '9') e++;
         char shown[64];
-        return npy_fail(ps->fn, ps->path, MFT_ERR_CORRUPT, "header: shape entry '%s' is negative",
+        return mft__io_fail(MFT_ERR_CORRUPT, ps->fn, ps->path, "header: shape entry '%s' is negative",
                         npy_shown(shown, sizeof shown, c, (size_t)(e - c)));
     }
     if (c >= ps->end || *c < '0' || *c > '9') return npy_syntax(ps, header, "an integer in shape");
@@ -213,7 +198,7 @@ static mft_status npy_parse_int(npy_parser *ps, const char *header, int64_t *out
     int64_t v = 0;
     for (; c < ps->end && *c >= '0' && *c <= '9'; c++) {
         if (v > (INT64_MAX - (*c - '0')) / 10)
-            return npy_fail(ps->fn, ps->path, MFT_ERR_CORRUPT,
+            return mft__io_fail(MFT_ERR_CORRUPT, ps->fn, ps->path,
                             "header: shape entry '%.*s...' exceeds int64", (int)(c - ps->p + 1),
                             ps->p);
         v = v * 10 + (*c - '0');
@@ -237,12 +222,12 @@ static mft_status npy_parse_shape(npy_parser *ps, const char *header, npy_header
         int64_t v = 0;
         if ((st = npy_parse_int(ps, header, &v)) != MFT_OK) return st;
         if (h->ndim == MFT_MAX_DIMS)
-            return npy_fail(ps->fn, ps->path, MFT_ERR_UNSUPPORTED,
+            return mft__io_fail(MFT_ERR_UNSUPPORTED, ps->fn, ps->path,
                             "shape has more than %d dims (MFT_MAX_DIMS)", MFT_MAX_DIMS);
         h->shape[h->ndim++] = v;
         if (npy_accept(ps, ')')) {
             if (h->ndim == 1) /* "(5)" is an int in Python, not a tuple */
-                return npy_fail(ps->fn, ps->path, MFT_ERR_CORRUPT,
+                return mft__io_fail(MFT_ERR_CORRUPT, ps->fn, ps->path,
                                 "header: shape (%lld) is not a tuple (a 1-dim shape is written "
                                 "(%lld,))",
                                 (long long)v, (long long)v);
@@ -270,12 +255,12 @@ static mft_status npy_parse_header(const char *fn, const char *path, int major, 
                 if (strlen(keys[i]) == n && memcmp(keys[i], k, n) == 0) which = i;
             char shown[64];
             if (which < 0)
-                return npy_fail(fn, path, MFT_ERR_CORRUPT,
+                return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                                 "header: unknown key '%s' (a .npy header has exactly the keys "
                                 "descr, fortran_order and shape)",
                                 npy_shown(shown, sizeof shown, k, n));
             if (seen[which])
-                return npy_fail(fn, path, MFT_ERR_CORRUPT, "header: key '%s' appears twice",
+                return mft__io_fail(MFT_ERR_CORRUPT, fn, path, "header: key '%s' appears twice",
                                 keys[which]);
             seen[which] = true;
             if (!npy_accept(&ps, ':')) return npy_syntax(&ps, header, "':' after a key");
@@ -292,7 +277,7 @@ static mft_status npy_parse_header(const char *fn, const char *path, int major, 
     if (ps.p != ps.end) return npy_syntax(&ps, header, "only padding after the dict");
     for (int i = 0; i < 3; i++)
         if (!seen[i])
-            return npy_fail(fn, path, MFT_ERR_CORRUPT,
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                             "header: key '%s' is missing (a .npy header has exactly the keys "
                             "descr, fortran_order and shape)",
                             keys[i]);
@@ -360,49 +345,49 @@ static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
     mft_tensor *t = NULL;
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        npy_fail(fn, path, MFT_ERR_IO, "not a regular file");
+        mft__io_fail(MFT_ERR_IO, fn, path, "not a regular file");
         goto done;
     }
     const uint64_t size = (uint64_t)sb.st_size;
     unsigned char pre[12];
     if (size < 10 || !npy_read(f, pre, 8)) {
-        npy_fail(fn, path, MFT_ERR_CORRUPT, "%llu bytes: too short for a .npy preamble",
+        mft__io_fail(MFT_ERR_CORRUPT, fn, path, "%llu bytes: too short for a .npy preamble",
                  (unsigned long long)size);
         goto done;
     }
     if (memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0) {
-        npy_fail(fn, path, MFT_ERR_CORRUPT, "not a .npy file (the magic \\x93NUMPY is missing)");
+        mft__io_fail(MFT_ERR_CORRUPT, fn, path, "not a .npy file (the magic \\x93NUMPY is missing)");
         goto done;
     }
     const int major = pre[6], minor = pre[7];
     if (major < 1 || major > 3 || minor != 0) {
-        npy_fail(fn, path, MFT_ERR_UNSUPPORTED, "format version %d.%d (mft reads 1.0, 2.0, 3.0)",
+        mft__io_fail(MFT_ERR_UNSUPPORTED, fn, path, "format version %d.%d (mft reads 1.0, 2.0, 3.0)",
                  major, minor);
         goto done;
     }
     const int lenbytes = major == 1 ? 2 : 4;
     const uint64_t pre_len = 8 + (uint64_t)lenbytes;
     if (size < pre_len || !npy_read(f, pre + 8, (size_t)lenbytes)) {
-        npy_fail(fn, path, MFT_ERR_CORRUPT, "%llu bytes: too short for a version %d.0 preamble",
+        mft__io_fail(MFT_ERR_CORRUPT, fn, path, "%llu bytes: too short for a version %d.0 preamble",
                  (unsigned long long)size, major);
         goto done;
     }
     const uint64_t hlen = npy_le(pre + 8, lenbytes);
     if (hlen > MFT_NPY_MAX_HEADER) {
-        npy_fail(fn, path, MFT_ERR_UNSUPPORTED,
+        mft__io_fail(MFT_ERR_UNSUPPORTED, fn, path,
                  "header of %llu bytes exceeds NumPy's %d-byte safety limit",
                  (unsigned long long)hlen, MFT_NPY_MAX_HEADER);
         goto done;
     }
     if (pre_len + hlen > size) {
-        npy_fail(fn, path, MFT_ERR_CORRUPT,
+        mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                  "header length %llu runs past the end of the %llu-byte file",
                  (unsigned long long)hlen, (unsigned long long)size);
         goto done;
     }
     char header[MFT_NPY_MAX_HEADER];
     if (!npy_read(f, header, (size_t)hlen)) {
-        npy_fail(fn, path, MFT_ERR_IO, "reading the %llu-byte header failed",
+        mft__io_fail(MFT_ERR_IO, fn, path, "reading the %llu-byte header failed",
                  (unsigned long long)hlen);
         goto done;
     }
@@ -412,14 +397,14 @@ static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
 
     const bool cl = as == MFT_CHANNELS_LAST;
     if (cl && (h.ndim < 3 || h.ndim > 5)) {
-        npy_fail(fn, path, MFT_ERR_FORMAT,
+        mft__io_fail(MFT_ERR_FORMAT, fn, path,
                  "as CHANNELS_LAST needs the physical array (N,L,C), (N,H,W,C) or (N,D,H,W,C); "
                  "the file's shape %s has rank %d",
                  mft__fmt_dims(b1, sizeof b1, h.ndim, h.shape), h.ndim);
         goto done;
     }
     if (cl && h.fortran) {
-        npy_fail(fn, path, MFT_ERR_FORMAT,
+        mft__io_fail(MFT_ERR_FORMAT, fn, path,
                  "as CHANNELS_LAST needs a C-order file; this one is fortran_order (its bytes "
                  "are not the physical (N,...,C) array)");
         goto done;
@@ -430,7 +415,7 @@ static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
     for (int d = 0; d < h.ndim; d++) {
         int64_t s = h.shape[d] > 0 ? h.shape[d] : 1;
         if (bound > MFT__MAX_BYTES / (int64_t)es / s) {
-            npy_fail(fn, path, MFT_ERR_CORRUPT,
+            mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                      "shape %s of %s is beyond the 2^59-byte geometry bound (docs/spec.md 1.1)",
                      mft__fmt_dims(b1, sizeof b1, h.ndim, h.shape), mft_dtype_name(h.dtype));
             goto done;
@@ -440,7 +425,7 @@ static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
     }
     const uint64_t nbytes = (uint64_t)numel * es, data_off = pre_len + hlen;
     if (size - data_off != nbytes) {
-        npy_fail(fn, path, MFT_ERR_CORRUPT,
+        mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                  "%llu bytes of data after the header, shape %s of %s needs %llu (%s)",
                  (unsigned long long)(size - data_off),
                  mft__fmt_dims(b1, sizeof b1, h.ndim, h.shape), mft_dtype_name(h.dtype),
@@ -453,7 +438,7 @@ static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
     t = mft__tensor_alloc_strided(fn, h.ndim, sizes, strides, h.dtype);
     if (!t) goto done;
     if (nbytes > 0 && !npy_read(f, mft__tensor_ptr(t), (size_t)nbytes)) {
-        npy_fail(fn, path, MFT_ERR_IO, "reading %llu bytes of data failed",
+        mft__io_fail(MFT_ERR_IO, fn, path, "reading %llu bytes of data failed",
                  (unsigned long long)nbytes);
         mft_tensor_release(t);
         t = NULL;

@@ -49,19 +49,6 @@ void mft__st_map_release(mft__st_map *m) {
 }
 
 /* ------------------------------------------------------------------ errors */
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static mft_status st_err(mft_status s, const char *fn, const char *path, const char *fmt, ...) {
-    char msg[MFT__ERRBUF];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    mft__set_error(s, "%s: '%s': %s", fn, path, msg);
-    return s;
-}
-
 static const char *st_type_name(mft__json_type t) {
     static const char *const names[] = {"null", "false", "true", "number", "string", "array",
                                         "object"};
@@ -81,7 +68,7 @@ static mft_status st_pread_all(const char *fn, const char *path, int fd, void *b
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) {
             int e = errno;
-            return st_err(MFT_ERR_IO, fn, path, "reading %zu bytes at offset %llu failed: %s", n,
+            return mft__io_fail(MFT_ERR_IO, fn, path, "reading %zu bytes at offset %llu failed: %s", n,
                           (unsigned long long)off, got < 0 ? strerror(e) : "the file shrank");
         }
         p += got;
@@ -121,7 +108,7 @@ static long st_find_n(const mft__st_file *f, const char *name, size_t len) {
 
 static mft_status st_sort_names(const char *fn, mft__st_file *f) {
     f->sorted = mft__alloc(sizeof *f->sorted * (f->count ? f->count : 1), 16);
-    if (!f->sorted) return st_err(MFT_ERR_NOMEM, fn, f->path, "out of memory");
+    if (!f->sorted) return mft__io_fail(MFT_ERR_NOMEM, fn, f->path, "out of memory");
     for (size_t i = 0; i < f->count; i++)
         f->sorted[i] = (st_name){f->entries[i].name, f->entries[i].name_len, i};
     if (f->count > 1) qsort(f->sorted, f->count, sizeof *f->sorted, st_name_cmp);
@@ -138,10 +125,10 @@ static mft_status st_uint_array(const char *fn, const mft__st_file *f, const mft
                                 const char *what, const mft__json_doc *d,
                                 const mft__json_node *arr, int max_n, int64_t *out, int *n) {
     if (arr->type != MFT__JSON_ARRAY)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': %s is a %s, not an array",
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': %s is a %s, not an array",
                       ST_NAME(e), what, st_type_name(arr->type));
     if (arr->count > (size_t)max_n)
-        return st_err(max_n == ST_MAX_FILE_DIMS ? MFT_ERR_RANK : MFT_ERR_CORRUPT, fn, f->path,
+        return mft__io_fail(max_n == ST_MAX_FILE_DIMS ? MFT_ERR_RANK : MFT_ERR_CORRUPT, fn, f->path,
                       "tensor '%.*s': %s has %zu entries, at most %d allowed", ST_NAME(e), what,
                       arr->count, max_n);
     int k = 0;
@@ -151,7 +138,7 @@ static mft_status st_uint_array(const char *fn, const mft__st_file *f, const mft
         int rc = mft__json_uint(d, v, (uint64_t)INT64_MAX, &x);
         if (rc) {
             const int tl = v->type == MFT__JSON_NUMBER ? (v->len > 40 ? 40 : (int)v->len) : 0;
-            return st_err(MFT_ERR_CORRUPT, fn, f->path,
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                           "tensor '%.*s': %s entry %d (%s%.*s) is %s", ST_NAME(e), what, k,
                           tl ? "" : st_type_name(v->type), tl, tl ? d->text + v->str : "",
                           rc == 2 ? "larger than the int64 limit"
@@ -167,14 +154,14 @@ static mft_status st_parse_entry(const char *fn, mft__st_file *f, const mft__jso
                                  mft__st_entry *e) {
     const mft__json_doc *d = &f->doc;
     if (v->type != MFT__JSON_OBJECT)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': entry is a %s, not an object",
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': entry is a %s, not an object",
                       ST_NAME(e), st_type_name(v->type));
     /* unknown fields are refused: a field such as "strides" that its writer
      * meant to be honoured would otherwise silently be dropped */
     for (size_t c = v->first; c != MFT__JSON_NONE; c = d->nodes[c].next) {
         const char *k = mft__json_key(d, &d->nodes[c]);
         if (strcmp(k, "dtype") && strcmp(k, "shape") && strcmp(k, "data_offsets"))
-            return st_err(MFT_ERR_CORRUPT, fn, f->path,
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                           "tensor '%.*s': unknown field '%.60s' (an entry has exactly dtype, "
                           "shape and data_offsets)",
                           ST_NAME(e), k);
@@ -183,20 +170,20 @@ static mft_status st_parse_entry(const char *fn, mft__st_file *f, const mft__jso
     const mft__json_node *m[3];
     for (int i = 0; i < 3; i++)
         if (!(m[i] = mft__json_member(d, v, fields[i])))
-            return st_err(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': missing field '%s'",
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': missing field '%s'",
                           ST_NAME(e), fields[i]);
     if (m[0]->type != MFT__JSON_STRING)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': dtype is a %s, not a string",
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': dtype is a %s, not a string",
                       ST_NAME(e), st_type_name(m[0]->type));
     const char *dt = mft__json_str(d, m[0]);
     int found = -2;
     for (size_t i = 0; i < sizeof ST_DTYPES / sizeof *ST_DTYPES; i++)
         if (!m[0]->has_nul && strcmp(dt, ST_DTYPES[i].name) == 0) found = ST_DTYPES[i].mft;
     if (found == -2)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': unknown dtype '%.40s'",
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': unknown dtype '%.40s'",
                       ST_NAME(e), dt);
     if (found == -1)
-        return st_err(MFT_ERR_DTYPE, fn, f->path,
+        return mft__io_fail(MFT_ERR_DTYPE, fn, f->path,
                       "tensor '%.*s' has dtype %s, which mft does not have (it reads F32, F64, "
                       "I32, I64, U8)",
                       ST_NAME(e), dt);
@@ -209,7 +196,7 @@ static mft_status st_parse_entry(const char *fn, mft__st_file *f, const mft__jso
     if ((st = st_uint_array(fn, f, e, "data_offsets", d, m[2], 2, off, &noff)) != MFT_OK)
         return st;
     if (noff != 2)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                       "tensor '%.*s': data_offsets has %d entries, not 2", ST_NAME(e), noff);
     /* element count and byte size, checked for overflow */
     const size_t es = mft__elem_size(e->dtype);
@@ -224,18 +211,18 @@ static mft_status st_parse_entry(const char *fn, mft__st_file *f, const mft__jso
     char b1[MFT__DIMS_BUF];
     mft__fmt_dims(b1, sizeof b1, e->fndim, e->fshape);
     if (over)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                       "tensor '%.*s': shape %s of %s has more bytes than int64 can count",
                       ST_NAME(e), b1, dt);
     e->fnumel = numel;
     e->begin = (uint64_t)off[0];
     e->end = (uint64_t)off[1];
     if (off[1] < off[0])
-        return st_err(MFT_ERR_CORRUPT, fn, f->path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                       "tensor '%.*s': data_offsets [%lld,%lld] end before they begin", ST_NAME(e),
                       (long long)off[0], (long long)off[1]);
     if (off[1] - off[0] != bytes)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                       "tensor '%.*s': data_offsets [%lld,%lld] hold %lld bytes, shape %s of %s "
                       "needs %lld",
                       ST_NAME(e), (long long)off[0], (long long)off[1],
@@ -257,7 +244,7 @@ static mft_status st_meta_format(const char *fn, mft__st_file *f, mft__st_entry 
             e->format_text = s;
             return MFT_OK;
         }
-    return st_err(MFT_ERR_CORRUPT, fn, f->path,
+    return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                   "malformed mft metadata: mft.format.%.*s is '%.40s', not CONTIGUOUS, "
                   "CHANNELS_LAST, NCHW8C or NCHW16C",
                   ST_NAME(e), s);
@@ -276,14 +263,14 @@ static mft_status st_meta_layout(const char *fn, mft__st_file *f, mft__st_entry 
     int rc = v->has_nul ? -1 : mft__json_parse(text, v->len, &d, &end, jerr, sizeof jerr);
     if (rc == -2) {
         mft__json_free(&d);
-        return st_err(MFT_ERR_NOMEM, fn, f->path, "out of memory parsing mft.layout.%.*s",
+        return mft__io_fail(MFT_ERR_NOMEM, fn, f->path, "out of memory parsing mft.layout.%.*s",
                       ST_NAME(e));
     }
 #define BAD(...)                                                                               \
     do {                                                                                       \
         char why_[1024];                                                                       \
         snprintf(why_, sizeof why_, __VA_ARGS__);                                              \
-        st = st_err(MFT_ERR_CORRUPT, fn, f->path, "malformed mft metadata: mft.layout.%.*s: %s", \
+        st = mft__io_fail(MFT_ERR_CORRUPT, fn, f->path, "malformed mft metadata: mft.layout.%.*s: %s", \
                     ST_NAME(e), why_);                                                         \
         goto done;                                                                             \
     } while (0)
@@ -363,7 +350,7 @@ static mft_status st_metadata(const char *fn, mft__st_file *f) {
         const size_t kl = v->key_len;
         if (strcmp(k, "mft.version") == 0 && kl == strlen(k)) {
             if (strcmp(mft__json_str(d, v), "1") != 0 || v->len != 1)
-                return st_err(MFT_ERR_UNSUPPORTED, fn, f->path,
+                return mft__io_fail(MFT_ERR_UNSUPPORTED, fn, f->path,
                               "mft.version is '%.20s'; this library reads version 1",
                               mft__json_str(d, v));
             continue;
@@ -373,7 +360,7 @@ static mft_status st_metadata(const char *fn, mft__st_file *f) {
         if (!is_fmt && !is_lay) continue; /* other keys are the user's */
         long i = st_find_n(f, k + 11, kl - 11);
         if (i < 0)
-            return st_err(MFT_ERR_CORRUPT, fn, f->path,
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                           "malformed mft metadata: key '%.140s' names no tensor of the file", k);
         mft_status st = is_fmt ? st_meta_format(fn, f, &f->entries[i], v)
                                : st_meta_layout(fn, f, &f->entries[i], v);
@@ -387,7 +374,7 @@ static mft_status st_geometry(const char *fn, mft__st_file *f, mft__st_entry *e)
     char b1[MFT__DIMS_BUF];
     if (e->layout_kind == ST_LAYOUT_NONE) {
         if (e->fndim > MFT_MAX_DIMS)
-            return st_err(MFT_ERR_RANK, fn, f->path,
+            return mft__io_fail(MFT_ERR_RANK, fn, f->path,
                           "tensor '%.*s' has %d dims; mft tensors have at most %d", ST_NAME(e),
                           e->fndim, MFT_MAX_DIMS);
         e->ndim = e->fndim;
@@ -397,12 +384,12 @@ static mft_status st_geometry(const char *fn, mft__st_file *f, mft__st_entry *e)
     mft__fmt_dims(b1, sizeof b1, e->ndim, e->sizes);
     /* bounded by the file already; this is the library's own geometry rule */
     if (mft__check_geometry(fn, e->ndim, e->sizes, NULL, e->dtype) != MFT_OK)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': sizes %s are too large",
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path, "tensor '%.*s': sizes %s are too large",
                       ST_NAME(e), b1);
     if (!e->has_format) return MFT_OK;
     const mft_format fm = e->format;
     if (fm != MFT_CONTIGUOUS && (e->ndim < 3 || e->ndim > 5))
-        return st_err(MFT_ERR_CORRUPT, fn, f->path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                       "malformed mft metadata: mft.format.%.*s is %s, which needs rank 3-5; the "
                       "tensor has sizes %s",
                       ST_NAME(e), mft_format_name(fm), b1);
@@ -415,7 +402,7 @@ static mft_status st_geometry(const char *fn, mft__st_file *f, mft__st_entry *e)
     else if (e->layout_kind == ST_LAYOUT_ONEDNN)
         fits = mft__layout_format(&e->layout) == fm;
     if (!fits)
-        return st_err(MFT_ERR_CORRUPT, fn, f->path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                       "malformed mft metadata: mft.format.%.*s is %s but mft.layout.%.*s lays the "
                       "bytes out otherwise (%.80s)",
                       ST_NAME(e), mft_format_name(fm), ST_NAME(e), e->layout_text);
@@ -440,14 +427,14 @@ static mft_status st_coverage(const char *fn, mft__st_file *f) {
     for (size_t i = 0; i < f->count; i++) {
         const mft__st_entry *e = &f->entries[i];
         if (e->end > buf)
-            return st_err(MFT_ERR_CORRUPT, fn, f->path,
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                           "tensor '%.*s': data_offsets [%llu,%llu] end beyond the %llu-byte data "
                           "buffer (truncated file?)",
                           ST_NAME(e), (unsigned long long)e->begin, (unsigned long long)e->end,
                           (unsigned long long)buf);
     }
     st_span *v = mft__alloc(sizeof *v * (f->count ? f->count : 1), 16);
-    if (!v) return st_err(MFT_ERR_NOMEM, fn, f->path, "out of memory sorting %zu entries", f->count);
+    if (!v) return mft__io_fail(MFT_ERR_NOMEM, fn, f->path, "out of memory sorting %zu entries", f->count);
     for (size_t i = 0; i < f->count; i++) v[i] = (st_span){f->entries[i].begin, f->entries[i].end, i};
     if (f->count > 1) qsort(v, f->count, sizeof *v, st_span_cmp);
     uint64_t at = 0;
@@ -455,12 +442,12 @@ static mft_status st_coverage(const char *fn, mft__st_file *f) {
     for (size_t i = 0; i < f->count && st == MFT_OK; i++) {
         const mft__st_entry *e = &f->entries[v[i].index];
         if (v[i].begin > at)
-            st = st_err(MFT_ERR_CORRUPT, fn, f->path,
+            st = mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                         "bytes [%llu,%llu) of the data buffer belong to no tensor (a hole before "
                         "tensor '%.*s')",
                         (unsigned long long)at, (unsigned long long)v[i].begin, ST_NAME(e));
         else if (v[i].begin < at)
-            st = st_err(MFT_ERR_CORRUPT, fn, f->path,
+            st = mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                         "tensor '%.*s': data_offsets [%llu,%llu] overlap the tensor before it, "
                         "which ends at %llu",
                         ST_NAME(e), (unsigned long long)v[i].begin,
@@ -469,7 +456,7 @@ static mft_status st_coverage(const char *fn, mft__st_file *f) {
     }
     mft__free(v);
     if (st == MFT_OK && at != buf)
-        st = st_err(MFT_ERR_CORRUPT, fn, f->path,
+        st = mft__io_fail(MFT_ERR_CORRUPT, fn, f->path,
                     "%llu trailing bytes after the last tensor (the data buffer has %llu bytes, "
                     "the tensors cover %llu)",
                     (unsigned long long)(buf - at), (unsigned long long)buf,
@@ -484,14 +471,14 @@ static mft_status st_read_prefix(const char *fn, const char *path, unsigned flag
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0) {
         int e = errno;
-        return st_err(MFT_ERR_IO, fn, path, "cannot open: %s", strerror(e));
+        return mft__io_fail(MFT_ERR_IO, fn, path, "cannot open: %s", strerror(e));
     }
     struct stat sb;
     if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return st_err(MFT_ERR_IO, fn, path, "not a regular file");
+        return mft__io_fail(MFT_ERR_IO, fn, path, "not a regular file");
     f->size = (uint64_t)sb.st_size;
     if (f->size < 8)
-        return st_err(MFT_ERR_CORRUPT, fn, path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                       "file of %llu bytes is shorter than the 8-byte header size",
                       (unsigned long long)f->size);
     unsigned char b8[8];
@@ -499,11 +486,11 @@ static mft_status st_read_prefix(const char *fn, const char *path, unsigned flag
     if (st != MFT_OK) return st;
     f->hlen = st_get_u64(b8);
     if (f->hlen > MFT_SAFETENSORS_MAX_HEADER)
-        return st_err(MFT_ERR_CORRUPT, fn, path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                       "header size %llu exceeds the limit of %d bytes",
                       (unsigned long long)f->hlen, MFT_SAFETENSORS_MAX_HEADER);
     if (f->hlen > f->size - 8)
-        return st_err(MFT_ERR_CORRUPT, fn, path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                       "header of %llu bytes runs past the end of the %llu-byte file (truncated?)",
                       (unsigned long long)f->hlen, (unsigned long long)f->size);
     f->data_start = 8 + f->hlen;
@@ -513,13 +500,13 @@ static mft_status st_read_prefix(const char *fn, const char *path, unsigned flag
         void *base = mmap(NULL, (size_t)f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, f->fd, 0);
         if (base == MAP_FAILED) {
             int e = errno;
-            return st_err(MFT_ERR_IO, fn, path, "cannot map %llu bytes: %s",
+            return mft__io_fail(MFT_ERR_IO, fn, path, "cannot map %llu bytes: %s",
                           (unsigned long long)f->size, strerror(e));
         }
         f->map = mft__alloc(sizeof *f->map, 16);
         if (!f->map) {
             munmap(base, (size_t)f->size);
-            return st_err(MFT_ERR_NOMEM, fn, path, "out of memory");
+            return mft__io_fail(MFT_ERR_NOMEM, fn, path, "out of memory");
         }
         atomic_init(&f->map->refs, 1);
         f->map->base = base;
@@ -529,7 +516,7 @@ static mft_status st_read_prefix(const char *fn, const char *path, unsigned flag
     }
     f->header = mft__alloc((size_t)f->hlen + 1, 16);
     if (!f->header)
-        return st_err(MFT_ERR_NOMEM, fn, path, "out of memory for a %llu-byte header",
+        return mft__io_fail(MFT_ERR_NOMEM, fn, path, "out of memory for a %llu-byte header",
                       (unsigned long long)f->hlen);
     f->header_owned = true;
     return st_pread_all(fn, path, f->fd, f->header, (size_t)f->hlen, 8);
@@ -539,23 +526,23 @@ static mft_status st_parse_header(const char *fn, mft__st_file *f) {
     const char *path = f->path;
     const unsigned char *h = f->header;
     const size_t n = (size_t)f->hlen;
-    if (n == 0) return st_err(MFT_ERR_CORRUPT, fn, path, "the JSON header is empty");
+    if (n == 0) return mft__io_fail(MFT_ERR_CORRUPT, fn, path, "the JSON header is empty");
     if (h[0] != '{')
-        return st_err(MFT_ERR_CORRUPT, fn, path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                       "the JSON header starts with byte 0x%02x, not '{'", h[0]);
     size_t bad = 0;
     if (!mft__utf8_valid(h, n, &bad))
-        return st_err(MFT_ERR_CORRUPT, fn, path,
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                       "the JSON header is not valid UTF-8 (byte 0x%02x at offset %zu)", h[bad],
                       bad);
     char jerr[200];
     size_t end = 0;
     int rc = mft__json_parse((const char *)h, n, &f->doc, &end, jerr, sizeof jerr);
-    if (rc == -2) return st_err(MFT_ERR_NOMEM, fn, path, "out of memory parsing the header");
-    if (rc) return st_err(MFT_ERR_CORRUPT, fn, path, "the header is not valid JSON: %s", jerr);
+    if (rc == -2) return mft__io_fail(MFT_ERR_NOMEM, fn, path, "out of memory parsing the header");
+    if (rc) return mft__io_fail(MFT_ERR_CORRUPT, fn, path, "the header is not valid JSON: %s", jerr);
     for (size_t p = end; p < n; p++)
         if (h[p] != ' ')
-            return st_err(MFT_ERR_CORRUPT, fn, path,
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                           "byte 0x%02x at offset %zu of the header follows its JSON object; only "
                           "space (0x20) padding may",
                           h[p], p);
@@ -567,20 +554,20 @@ static mft_status st_parse_header(const char *fn, mft__st_file *f) {
             d->nodes[c].key_len != 12)
             count++;
     if (count > (size_t)INT32_MAX)
-        return st_err(MFT_ERR_CORRUPT, fn, path, "%zu tensors", count);
+        return mft__io_fail(MFT_ERR_CORRUPT, fn, path, "%zu tensors", count);
     f->entries = mft__alloc(sizeof *f->entries * (count ? count : 1), 16);
-    if (!f->entries) return st_err(MFT_ERR_NOMEM, fn, path, "out of memory for %zu entries", count);
+    if (!f->entries) return mft__io_fail(MFT_ERR_NOMEM, fn, path, "out of memory for %zu entries", count);
     for (size_t c = root->first; c != MFT__JSON_NONE; c = d->nodes[c].next) {
         const mft__json_node *v = &d->nodes[c];
         const char *k = mft__json_key(d, v);
         if (v->key_len == 12 && strcmp(k, "__metadata__") == 0) {
             if (v->type != MFT__JSON_OBJECT)
-                return st_err(MFT_ERR_CORRUPT, fn, path,
+                return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                               "__metadata__ is a %s, not an object of strings",
                               st_type_name(v->type));
             for (size_t m = v->first; m != MFT__JSON_NONE; m = d->nodes[m].next)
                 if (d->nodes[m].type != MFT__JSON_STRING)
-                    return st_err(MFT_ERR_CORRUPT, fn, path,
+                    return mft__io_fail(MFT_ERR_CORRUPT, fn, path,
                                   "__metadata__ value of key '%.100s' is a %s, not a string",
                                   mft__json_key(d, &d->nodes[m]), st_type_name(d->nodes[m].type));
             f->metadata = v;
@@ -592,10 +579,10 @@ static mft_status st_parse_header(const char *fn, mft__st_file *f) {
         e->name = k;
         e->name_len = v->key_len;
         if (v->key_has_nul)
-            return st_err(MFT_ERR_CORRUPT, fn, path, "tensor name '%.*s...' holds a NUL character",
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, path, "tensor name '%.*s...' holds a NUL character",
                           ST_NAME(e));
         if (v->key_len == 0) /* mft names are never empty (mft_safetensors_save) */
-            return st_err(MFT_ERR_CORRUPT, fn, path, "a tensor name is empty");
+            return mft__io_fail(MFT_ERR_CORRUPT, fn, path, "a tensor name is empty");
         f->count++;
         mft_status st = st_parse_entry(fn, f, v, e);
         if (st != MFT_OK) return st;
