@@ -315,6 +315,18 @@ static bool npy_read(FILE *f, void *buf, size_t n) {
     return true;
 }
 
+/* The tag's provenance (mft_tensor_provenance, mft-explain): declared by the
+ * caller's as = CHANNELS_LAST, or inferred from the array's own strides (C or
+ * Fortran order); the tag itself is already set. */
+static void npy_record(mft_tensor *t, bool cl) {
+    mft__decision d =
+        mft__rule_decide(cl ? MFT__RULE_FACTORY : MFT__RULE_STRIDED,
+                         cl ? "load_npy (declared: the file read as the physical N,...,C array)"
+                            : "load_npy (inferred from the file's strides)",
+                         0, NULL, cl ? MFT_CHANNELS_LAST : MFT_CONTIGUOUS, 0);
+    mft__rule_record(t, &d);
+}
+
 /* Sizes and strides of the result: the array as it is (C or Fortran order),
  * or the logical N,C,... view of a physical N,...,C array. C-order and
  * channels-last strides are the library's packed strides of the format
@@ -449,6 +461,7 @@ static mft_tensor *npy_load(const char *fn, const char *path, mft_format as) {
         mft__tensor_declare(t, MFT_CHANNELS_LAST);
     else
         mft__tensor_set_tag_from(t, MFT_CONTIGUOUS);
+    npy_record(t, cl);
 done:
     fclose(f);
     return t;

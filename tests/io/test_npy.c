@@ -78,6 +78,19 @@ static void test_golden_channels_last(void) {
         CHECK(mft_tensor_dtype(t) == cases[i].dt);
         CHECK(mft_tensor_storage_numel(t) == mft_tensor_numel(t));
         CHECK_MSG(has_formula_values(t), "%s", cases[i].name);
+        char prov[512];
+        mft_tensor_provenance(t, prov, sizeof prov);
+        CHECK_MSG(strstr(prov, "load_npy (declared: the file read as the physical") != NULL,
+                  "%s: %s", cases[i].name, prov);
+        /* the same file as it is: a plain array, its tag inferred from its strides */
+        mft_tensor *u = mft_load_npy(p, MFT_CONTIGUOUS);
+        CHECK_MSG(u != NULL, "%s: %s", cases[i].name, mft_last_error_message());
+        if (u) {
+            mft_tensor_provenance(u, prov, sizeof prov);
+            CHECK_MSG(strstr(prov, "load_npy (inferred from the file's strides)") != NULL,
+                      "%s: %s", cases[i].name, prov);
+            mft_tensor_release(u);
+        }
         mft_tensor_release(t);
     }
     /* what as cannot make of a file */
