@@ -124,7 +124,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int nd = mft_tensor_ndim(c);
         if (nd >= 3 && nd <= 5 && !header_says_true(data, off))
             FZ_CHECK(l != NULL, "as CHANNELS_LAST refused a C-order rank-%d file", nd);
-        round_trip(c, MFT_CONTIGUOUS);
+        /* a physical save writes a tensor tagged CHANNELS_LAST as its (N,...,C) array
+         * (docs/spec.md §8.2), also when the tag was inferred from a column-major
+         * file's strides (rank 3 with N = 1): read it back as that array */
+        round_trip(c, mft_tensor_format(c) == MFT_CHANNELS_LAST ? MFT_CHANNELS_LAST
+                                                                : MFT_CONTIGUOUS);
     }
     if (l) {
         FZ_CHECK(c != NULL, "as CHANNELS_LAST loaded what CONTIGUOUS refused");
