@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "mft/safetensors.h"
 #include "io_util.h"
+#include "mft/io.h"
 #include "safetensors_internal.h"
 
 /* Provenance ops of a loaded tensor's tag (mft_tensor_provenance). */
@@ -132,13 +133,9 @@ static mft_status st_check_flags(const char *fn, unsigned flags, unsigned allowe
     return MFT_OK;
 }
 
+/* The same lists as mft_load_tensors returns: one way to free them. */
 void mft_safetensors_free_list(int n, char **names, mft_tensor **tensors) {
-    for (int i = 0; i < n; i++) {
-        if (names) mft__free(names[i]);
-        if (tensors) mft_tensor_release(tensors[i]);
-    }
-    mft__free(names);
-    mft__free(tensors);
+    mft_checkpoint_free_list(n, names, tensors);
 }
 
 mft_status mft_safetensors_load(const char *path, unsigned flags, int *n, char ***names,
