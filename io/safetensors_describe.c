@@ -10,25 +10,8 @@
 #include "mft/safetensors.h"
 #include "safetensors_internal.h"
 
-typedef struct st_text {
-    char *buf;
-    size_t len, pos;
-} st_text;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void st_add(st_text *t, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = t->pos < t->len ? t->len - t->pos : 0;
-    int n = vsnprintf(room ? t->buf + t->pos : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->pos += (size_t)n;
-}
-
 /* The tensor that loading makes: its geometry, how it sits in memory. */
-static void st_describe_tensor(st_text *x, const mft__st_file *f, const mft__st_entry *e,
+static void st_describe_tensor(mft__text *x, const mft__st_file *f, const mft__st_entry *e,
                                const mft_tensor *t, bool made_view, bool reordered) {
     char b1[MFT__DIMS_BUF], b2[MFT__DIMS_BUF];
     mft__fmt_dims(b1, sizeof b1, t->ndim, t->sizes);
@@ -37,34 +20,37 @@ static void st_describe_tensor(st_text *x, const mft__st_file *f, const mft__st_
         char tag[64] = "?";
         mft_tensor_layout(t, &l);
         mft_layout_to_onednn(&l, tag, sizeof tag); /* a loaded blocked layout has a tag */
-        st_add(x, "  loads as:   %s sizes %s in blocks, oneDNN %s", mft_dtype_name(t->dtype), b1, tag);
+        mft__text_printf(x, "  loads as:   %s sizes %s in blocks, oneDNN %s",
+                         mft_dtype_name(t->dtype), b1, tag);
     } else {
         mft__fmt_dims(b2, sizeof b2, t->ndim, t->strides);
-        st_add(x, "  loads as:   %s sizes %s strides %s (%s)", mft_dtype_name(t->dtype), b1, b2,
-               mft__layout_label(t));
+        mft__text_printf(x, "  loads as:   %s sizes %s strides %s (%s)", mft_dtype_name(t->dtype),
+                         b1, b2, mft__layout_label(t));
     }
     if (made_view)
-        st_add(x, ", a zero-copy view of the mapped file\n");
+        mft__text_printf(x, ", a zero-copy view of the mapped file\n");
     else if (reordered)
-        st_add(x, ", reordered from the file's order into new memory (a copy)\n");
+        mft__text_printf(x, ", reordered from the file's order into new memory (a copy)\n");
     else if (e->end == e->begin)
-        st_add(x, ", empty\n");
+        mft__text_printf(x, ", empty\n");
     else
-        st_add(x, ", copied into memory it owns (%s)\n",
-               f->map ? "its bytes are not aligned to the element size" : "read mode");
+        mft__text_printf(x, ", copied into memory it owns (%s)\n",
+                         f->map ? "its bytes are not aligned to the element size" : "read mode");
 }
 
-static void st_describe_tag(st_text *x, const mft__st_entry *e, const mft_tensor *t) {
-    st_add(x, "  tag:        %s (%s), ", mft_format_name(t->tag), mft_origin_name(t->origin));
+static void st_describe_tag(mft__text *x, const mft__st_entry *e, const mft_tensor *t) {
+    mft__text_printf(x, "  tag:        %s (%s), ", mft_format_name(t->tag),
+                     mft_origin_name(t->origin));
     if (e->has_format)
-        st_add(x, "restored from metadata (mft.format.%s = %s)\n", e->name,
-               mft_format_name(e->format));
+        mft__text_printf(x, "restored from metadata (mft.format.%s = %s)\n", e->name,
+                         mft_format_name(e->format));
     else if (e->layout_kind == ST_LAYOUT_ONEDNN)
-        st_add(x, "restored from metadata (the blocks of mft.layout.%s)\n", e->name);
+        mft__text_printf(x, "restored from metadata (the blocks of mft.layout.%s)\n", e->name);
     else
-        st_add(x, "inferred from the file's strides (%s)\n",
-               e->layout_kind == ST_LAYOUT_PERM ? "the mft.layout permutation of the file's array"
-                                                : "C order, as every safetensors array");
+        mft__text_printf(x, "inferred from the file's strides (%s)\n",
+                         e->layout_kind == ST_LAYOUT_PERM
+                             ? "the mft.layout permutation of the file's array"
+                             : "C order, as every safetensors array");
 }
 
 size_t mft_safetensors_describe(const char *path, const char *name, char *buf, size_t len) {
@@ -75,7 +61,7 @@ size_t mft_safetensors_describe(const char *path, const char *name, char *buf, s
         return 0;
     }
     mft__st_file f;
-    st_text x = {buf, buf ? len : 0, 0};
+    mft__text x = {buf, buf ? len : 0, 0};
     mft_status st = mft__st_open(fn, path, 0, &f);
     long k = st == MFT_OK ? mft__st_find(&f, name) : -1;
     if (st == MFT_OK && k < 0) {
@@ -103,30 +89,37 @@ size_t mft_safetensors_describe(const char *path, const char *name, char *buf, s
     }
     const mft__st_entry *e = &f.entries[k];
     char b1[MFT__DIMS_BUF];
-    st_add(&x, "file '%s': %zu tensor%s, JSON header of %llu bytes, data buffer of %llu bytes\n",
-           path, f.count, f.count == 1 ? "" : "s", (unsigned long long)f.hlen,
-           (unsigned long long)(f.size - f.data_start));
-    st_add(&x, "tensor '%s':\n  file entry: dtype %s, shape %s, data_offsets [%llu,%llu] (file "
-               "bytes %llu..%llu)\n",
-           e->name, mft__st_dtype_name(e->dtype), mft__fmt_dims(b1, sizeof b1, e->fndim, e->fshape),
-           (unsigned long long)e->begin, (unsigned long long)e->end,
-           (unsigned long long)(f.data_start + e->begin), (unsigned long long)(f.data_start + e->end));
+    mft__text_printf(
+        &x, "file '%s': %zu tensor%s, JSON header of %llu bytes, data buffer of %llu bytes\n", path,
+        f.count, f.count == 1 ? "" : "s", (unsigned long long)f.hlen,
+        (unsigned long long)(f.size - f.data_start));
+    mft__text_printf(
+        &x,
+        "tensor '%s':\n  file entry: dtype %s, shape %s, data_offsets [%llu,%llu] (file "
+        "bytes %llu..%llu)\n",
+        e->name, mft__st_dtype_name(e->dtype), mft__fmt_dims(b1, sizeof b1, e->fndim, e->fshape),
+        (unsigned long long)e->begin, (unsigned long long)e->end,
+        (unsigned long long)(f.data_start + e->begin), (unsigned long long)(f.data_start + e->end));
     if (e->has_format || e->layout_kind != ST_LAYOUT_NONE) {
-        st_add(&x, "  metadata:  ");
-        if (e->has_format) st_add(&x, " mft.format.%s = \"%s\"", e->name, e->format_text);
+        mft__text_printf(&x, "  metadata:  ");
+        if (e->has_format) mft__text_printf(&x, " mft.format.%s = \"%s\"", e->name, e->format_text);
         if (e->layout_kind != ST_LAYOUT_NONE)
-            st_add(&x, "%s mft.layout.%s = %s", e->has_format ? ";" : "", e->name, e->layout_text);
-        st_add(&x, "\n");
+            mft__text_printf(&x, "%s mft.layout.%s = %s", e->has_format ? ";" : "", e->name,
+                             e->layout_text);
+        mft__text_printf(&x, "\n");
     } else {
-        st_add(&x, "  metadata:   none for this tensor\n");
+        mft__text_printf(&x, "  metadata:   none for this tensor\n");
     }
     if (e->layout_kind == ST_LAYOUT_NONE)
-        st_add(&x, "  mode:       logical (the file holds the logical values in C order; any "
-                   "reader sees them)\n");
+        mft__text_printf(&x,
+                         "  mode:       logical (the file holds the logical values in C order; any "
+                         "reader sees them)\n");
     else
-        st_add(&x, "  mode:       physical (the file holds the bytes as they lie in memory; a "
-                   "foreign reader sees the %s array)\n",
-               e->layout_kind == ST_LAYOUT_ONEDNN ? "blocked" : "permuted");
+        mft__text_printf(
+            &x,
+            "  mode:       physical (the file holds the bytes as they lie in memory; a "
+            "foreign reader sees the %s array)\n",
+            e->layout_kind == ST_LAYOUT_ONEDNN ? "blocked" : "permuted");
     st_describe_tensor(&x, &f, e, t, view, reordered);
     st_describe_tag(&x, e, t);
     mft_tensor_release(t);

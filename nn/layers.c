@@ -706,95 +706,77 @@ mft_status mft_module_to_dtype(mft_module *l, mft_dtype dtype) {
 }
 
 /* ------------------------------------------------------------------ describe */
-typedef struct {
-    char *buf;
-    size_t len, used;
-} nn_text;
-
-static void nn_printf(nn_text *t, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void nn_printf(nn_text *t, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *dst = t->used < t->len ? t->buf + t->used : NULL;
-    size_t room = t->used < t->len ? t->len - t->used : 0;
-    int w = vsnprintf(dst, room, fmt, ap);
-    va_end(ap);
-    if (w > 0) t->used += (size_t)w;
-}
-
 /* One line for l ("<name>: <kind>(...)"; the module described, depth 0, is
  * printed without its name), indented by depth, then its children one level
  * deeper. */
-static void nn_describe(const mft_module *l, nn_text *t, int depth) {
-    if (depth > 0) nn_printf(t, "%*s%s: ", 2 * depth, "", l->name);
+static void nn_describe(const mft_module *l, mft__text *t, int depth) {
+    if (depth > 0) mft__text_printf(t, "%*s%s: ", 2 * depth, "", l->name);
     switch (l->kind) {
     case MFT__NN_CONV2D:
-        nn_printf(t,
-                  "Conv2d(%lld, %lld, kernel=%lldx%lld, stride=%lldx%lld, padding=%lldx%lld, "
-                  "dilation=%lldx%lld, groups=%lld, bias=%s, weight %s)\n",
-                  (long long)l->in, (long long)l->out, (long long)l->kernel[0],
-                  (long long)l->kernel[1], (long long)l->stride[0], (long long)l->stride[1],
-                  (long long)l->padding[0], (long long)l->padding[1], (long long)l->dilation[0],
-                  (long long)l->dilation[1], (long long)l->groups, l->param[1] ? "true" : "false",
-                  mft_format_name(l->param[0]->tag));
+        mft__text_printf(
+            t,
+            "Conv2d(%lld, %lld, kernel=%lldx%lld, stride=%lldx%lld, padding=%lldx%lld, "
+            "dilation=%lldx%lld, groups=%lld, bias=%s, weight %s)\n",
+            (long long)l->in, (long long)l->out, (long long)l->kernel[0], (long long)l->kernel[1],
+            (long long)l->stride[0], (long long)l->stride[1], (long long)l->padding[0],
+            (long long)l->padding[1], (long long)l->dilation[0], (long long)l->dilation[1],
+            (long long)l->groups, l->param[1] ? "true" : "false",
+            mft_format_name(l->param[0]->tag));
         break;
     case MFT__NN_LINEAR:
-        nn_printf(t, "Linear(%lld, %lld, bias=%s)\n", (long long)l->in, (long long)l->out,
-                  l->param[1] ? "true" : "false");
+        mft__text_printf(t, "Linear(%lld, %lld, bias=%s)\n", (long long)l->in, (long long)l->out,
+                         l->param[1] ? "true" : "false");
         break;
     case MFT__NN_BATCH_NORM:
-        nn_printf(t, "BatchNorm2d(%lld, eps=%g, momentum=%g)\n", (long long)l->in, l->eps,
-                  l->momentum);
+        mft__text_printf(t, "BatchNorm2d(%lld, eps=%g, momentum=%g)\n", (long long)l->in, l->eps,
+                         l->momentum);
         break;
     case MFT__NN_GROUP_NORM:
-        nn_printf(t, "GroupNorm(%lld, %lld, eps=%g)\n", (long long)l->groups, (long long)l->in,
-                  l->eps);
+        mft__text_printf(t, "GroupNorm(%lld, %lld, eps=%g)\n", (long long)l->groups,
+                         (long long)l->in, l->eps);
         break;
     case MFT__NN_LAYER_NORM: {
         char dims[MFT__DIMS_BUF];
-        nn_printf(t, "LayerNorm(%s, eps=%g)\n", mft__fmt_dims(dims, sizeof dims, l->nnorm,
-                                                               l->nshape), l->eps);
+        mft__text_printf(t, "LayerNorm(%s, eps=%g)\n",
+                         mft__fmt_dims(dims, sizeof dims, l->nnorm, l->nshape), l->eps);
         break;
     }
-    case MFT__NN_RELU: nn_printf(t, "ReLU()\n"); break;
+    case MFT__NN_RELU: mft__text_printf(t, "ReLU()\n"); break;
     case MFT__NN_MAX_POOL2D:
-        nn_printf(t, "MaxPool2d(kernel=%lldx%lld, stride=%lldx%lld)\n", (long long)l->kernel[0],
-                  (long long)l->kernel[1], (long long)l->stride[0], (long long)l->stride[1]);
+        mft__text_printf(t, "MaxPool2d(kernel=%lldx%lld, stride=%lldx%lld)\n",
+                         (long long)l->kernel[0], (long long)l->kernel[1], (long long)l->stride[0],
+                         (long long)l->stride[1]);
         break;
     case MFT__NN_ADAPTIVE_AVG_POOL2D:
-        nn_printf(t, "AdaptiveAvgPool2d(output=%lldx%lld)\n", (long long)l->kernel[0],
-                  (long long)l->kernel[1]);
+        mft__text_printf(t, "AdaptiveAvgPool2d(output=%lldx%lld)\n", (long long)l->kernel[0],
+                         (long long)l->kernel[1]);
         break;
-    case MFT__NN_FLATTEN: nn_printf(t, "Flatten(%d, %d)\n", l->start_dim, l->end_dim); break;
-    case MFT__NN_DROPOUT: nn_printf(t, "Dropout(p=%g)\n", l->p); break;
+    case MFT__NN_FLATTEN: mft__text_printf(t, "Flatten(%d, %d)\n", l->start_dim, l->end_dim); break;
+    case MFT__NN_DROPOUT: mft__text_printf(t, "Dropout(p=%g)\n", l->p); break;
     case MFT__NN_SEQUENTIAL:
-        nn_printf(t, "Sequential(%d layers, %lld parameters)\n", l->n,
-                  (long long)mft_module_num_parameters(l));
+        mft__text_printf(t, "Sequential(%d layers, %lld parameters)\n", l->n,
+                         (long long)mft_module_num_parameters(l));
         break;
     case MFT__NN_RESIDUAL:
-        nn_printf(t, "Residual(y = %sbody(x) + %s%s, %lld parameters)\n", l->relu ? "relu(" : "",
-                  l->n > 1 ? "shortcut(x)" : "x", l->relu ? ")" : "",
-                  (long long)mft_module_num_parameters(l));
+        mft__text_printf(t, "Residual(y = %sbody(x) + %s%s, %lld parameters)\n",
+                         l->relu ? "relu(" : "", l->n > 1 ? "shortcut(x)" : "x", l->relu ? ")" : "",
+                         (long long)mft_module_num_parameters(l));
         break;
     case MFT__NN_CUSTOM:
-        nn_printf(t, "%s(custom, %d children, %lld parameters)\n", l->label, l->n,
-                  (long long)mft_module_num_parameters(l));
+        mft__text_printf(t, "%s(custom, %d children, %lld parameters)\n", l->label, l->n,
+                         (long long)mft_module_num_parameters(l));
         break;
     }
     for (int i = 0; i < l->n; i++) nn_describe(l->child[i], t, depth + 1);
 }
 
 size_t mft_module_describe(const mft_module *l, char *buf, size_t len) {
-    nn_text t = {buf, buf ? len : 0, 0};
+    mft__text t = {buf, buf ? len : 0, 0};
     if (t.len > 0) buf[0] = '\0';
     if (!l) {
-        nn_printf(&t, "(null layer)\n");
-        return t.used;
+        mft__text_printf(&t, "(null layer)\n");
+        return t.pos;
     }
     nn_describe(l, &t, 0);
-    return t.used;
+    return t.pos;
 }

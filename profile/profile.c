@@ -301,28 +301,9 @@ static int prof_by_count(const void *a, const void *b) {
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-typedef struct prof_out {
-    char *buf;
-    size_t len, pos;
-} prof_out;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-prof_printf(prof_out *o, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *dst = o->buf && o->pos < o->len ? o->buf + o->pos : NULL;
-    size_t room = o->buf && o->pos < o->len ? o->len - o->pos : 0;
-    int n = vsnprintf(dst, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) o->pos += (size_t)n;
-}
-
-static void prof_rule(prof_out *o, int width) {
-    for (int i = 0; i < width; i++) prof_printf(o, "-");
-    prof_printf(o, "\n");
+static void prof_rule(mft__text *o, int width) {
+    for (int i = 0; i < width; i++) mft__text_printf(o, "-");
+    mft__text_printf(o, "\n");
 }
 
 #define PROF_WIDTH 170
@@ -339,7 +320,7 @@ static const char *prof_kernel_op(const prof_event *e) {
 }
 
 /* One row per (op, kernel, in -> out, user, module), sorted by total time. */
-static void prof_kernel_table(prof_out *o, prof_row *rows) {
+static void prof_kernel_table(mft__text *o, prof_row *rows) {
     int64_t nk = 0, nuser = 0;
     uint64_t total_ns = 0;
     for (int64_t i = 0; i < tl_nev; i++) {
@@ -358,9 +339,9 @@ static void prof_kernel_table(prof_out *o, prof_row *rows) {
         nuser += e->user;
     }
     if (nk > 1) qsort(rows, (size_t)nk, sizeof *rows, prof_by_time);
-    prof_printf(o, "%-22s %-52s %-24s %6s %10s %10s %6s %10s %5s  %s\n", "op", "kernel",
-                "format in -> out", "calls", "total ms", "mean us", "%", "MB moved", "conv",
-                "module");
+    mft__text_printf(o, "%-22s %-52s %-24s %6s %10s %10s %6s %10s %5s  %s\n", "op", "kernel",
+                     "format in -> out", "calls", "total ms", "mean us", "%", "MB moved", "conv",
+                     "module");
     prof_rule(o, PROF_WIDTH);
     int64_t nruns = 0;
     for (int64_t r = 0; r < nk; r++) {
@@ -368,17 +349,18 @@ static void prof_kernel_table(prof_out *o, prof_row *rows) {
         snprintf(fmt, sizeof fmt, "%s -> %s", rows[r].in, rows[r].out);
         snprintf(kernel, sizeof kernel, "%s%s", rows[r].kernel, rows[r].user ? " [user]" : "");
         prof_module_text(module, sizeof module, rows[r].module);
-        prof_printf(o, "%-22.22s %-52.52s %-24.24s %6lld %10.3f %10.2f %6.1f %10.2f %5lld  %s\n",
-                    rows[r].op, kernel, fmt, (long long)rows[r].calls, (double)rows[r].ns * 1e-6,
-                    (double)rows[r].ns * 1e-3 / (double)rows[r].calls,
-                    total_ns ? 100.0 * (double)rows[r].ns / (double)total_ns : 0.0,
-                    (double)rows[r].bytes * 1e-6, (long long)rows[r].conversions, module);
+        mft__text_printf(
+            o, "%-22.22s %-52.52s %-24.24s %6lld %10.3f %10.2f %6.1f %10.2f %5lld  %s\n",
+            rows[r].op, kernel, fmt, (long long)rows[r].calls, (double)rows[r].ns * 1e-6,
+            (double)rows[r].ns * 1e-3 / (double)rows[r].calls,
+            total_ns ? 100.0 * (double)rows[r].ns / (double)total_ns : 0.0,
+            (double)rows[r].bytes * 1e-6, (long long)rows[r].conversions, module);
         nruns += rows[r].calls;
     }
     prof_rule(o, PROF_WIDTH);
-    prof_printf(o, "%lld kernel runs, %.3f ms in kernels (nested copies counted in both)%s\n",
-                (long long)nruns, (double)total_ns * 1e-6,
-                nuser ? "; [user]: a kernel registered with mft_dispatch_register" : "");
+    mft__text_printf(o, "%lld kernel runs, %.3f ms in kernels (nested copies counted in both)%s\n",
+                     (long long)nruns, (double)total_ns * 1e-6,
+                     nuser ? "; [user]: a kernel registered with mft_dispatch_register" : "");
 }
 
 /* Rows of conversion events (internal false) or of copy kernel events that
@@ -412,7 +394,7 @@ static void prof_site_text(char *buf, size_t len, const prof_row *r) {
 }
 
 /* One row per (cause, op, from -> to, module, call site). */
-static void prof_conversion_table(prof_out *o, prof_row *rows) {
+static void prof_conversion_table(mft__text *o, prof_row *rows) {
     int64_t by_cause[MFT_CAUSE_COUNT] = {0}, bytes_cause[MFT_CAUSE_COUNT] = {0}, nconv = 0;
     uint64_t ns_cause[MFT_CAUSE_COUNT] = {0};
     for (int64_t i = 0; i < tl_nev; i++) {
@@ -424,65 +406,68 @@ static void prof_conversion_table(prof_out *o, prof_row *rows) {
         ns_cause[e->cause] += e->t1 - e->t0;
     }
     const int64_t nc = prof_copy_rows(rows, false);
-    prof_printf(o, "\nconversions: %lld", (long long)nconv);
+    mft__text_printf(o, "\nconversions: %lld", (long long)nconv);
     int64_t hidden = 0;
     for (int c = 0; c < MFT_CAUSE_COUNT; c++) {
         if (mft_conversion_cause_hidden((mft_conversion_cause)c)) hidden += by_cause[c];
         if (by_cause[c])
-            prof_printf(o, "  %s %lld (%.2f MB, %.3f ms)",
-                        mft_conversion_cause_name((mft_conversion_cause)c), (long long)by_cause[c],
-                        (double)bytes_cause[c] * 1e-6, (double)ns_cause[c] * 1e-6);
+            mft__text_printf(o, "  %s %lld (%.2f MB, %.3f ms)",
+                             mft_conversion_cause_name((mft_conversion_cause)c),
+                             (long long)by_cause[c], (double)bytes_cause[c] * 1e-6,
+                             (double)ns_cause[c] * 1e-6);
     }
-    prof_printf(o, "  | hidden %lld\n", (long long)hidden);
+    mft__text_printf(o, "  | hidden %lld\n", (long long)hidden);
     if (!nc) return;
-    prof_printf(o, "%-9s %-6s %-22s %-24s %7s %10s %10s  %-36s %s\n", "cause", "hidden", "op",
-                "layout from -> to", "count", "MB", "copy ms", "call site", "module");
+    mft__text_printf(o, "%-9s %-6s %-22s %-24s %7s %10s %10s  %-36s %s\n", "cause", "hidden", "op",
+                     "layout from -> to", "count", "MB", "copy ms", "call site", "module");
     prof_rule(o, PROF_WIDTH);
     for (int64_t r = 0; r < nc; r++) {
         char fmt[48], site[160], module[640];
         snprintf(fmt, sizeof fmt, "%s -> %s", rows[r].in, rows[r].out);
         prof_site_text(site, sizeof site, &rows[r]);
         prof_module_text(module, sizeof module, rows[r].module);
-        prof_printf(o, "%-9s %-6s %-22.22s %-24.24s %7lld %10.3f %10.3f  %-36s %s\n",
-                    mft_conversion_cause_name(rows[r].cause),
-                    mft_conversion_cause_hidden(rows[r].cause) ? "yes" : "no", rows[r].op, fmt,
-                    (long long)rows[r].calls, (double)rows[r].bytes * 1e-6,
-                    (double)rows[r].ns * 1e-6, site, module);
+        mft__text_printf(o, "%-9s %-6s %-22.22s %-24.24s %7lld %10.3f %10.3f  %-36s %s\n",
+                         mft_conversion_cause_name(rows[r].cause),
+                         mft_conversion_cause_hidden(rows[r].cause) ? "yes" : "no", rows[r].op, fmt,
+                         (long long)rows[r].calls, (double)rows[r].bytes * 1e-6,
+                         (double)rows[r].ns * 1e-6, site, module);
     }
 }
 
 /* Copy kernel runs no conversion claimed: casts, mft_copy_, and repacks
  * inside an op (mean's F64 accumulator into its result, say), by module and
  * call site, the only owner the events carry. */
-static void prof_internal_table(prof_out *o, prof_row *rows) {
+static void prof_internal_table(mft__text *o, prof_row *rows) {
     const int64_t n = prof_copy_rows(rows, true);
     if (!n) return;
     int64_t calls = 0;
     uint64_t ns = 0;
     for (int64_t r = 0; r < n; r++) calls += rows[r].calls, ns += rows[r].ns;
-    prof_printf(o,
-                "\ninternal copies: %lld (%.3f ms): copy kernel runs that are no conversion "
-                "(casts, mft_copy_, repacks inside ops), by module and call site\n",
-                (long long)calls, (double)ns * 1e-6);
-    prof_printf(o, "%-24s %7s %10s %10s  %-36s %s\n", "layout from -> to", "count", "MB moved",
-                "copy ms", "call site", "module");
+    mft__text_printf(o,
+                     "\ninternal copies: %lld (%.3f ms): copy kernel runs that are no conversion "
+                     "(casts, mft_copy_, repacks inside ops), by module and call site\n",
+                     (long long)calls, (double)ns * 1e-6);
+    mft__text_printf(o, "%-24s %7s %10s %10s  %-36s %s\n", "layout from -> to", "count", "MB moved",
+                     "copy ms", "call site", "module");
     prof_rule(o, PROF_WIDTH);
     for (int64_t r = 0; r < n; r++) {
         char fmt[48], site[160], module[640];
         snprintf(fmt, sizeof fmt, "%s -> %s", rows[r].in, rows[r].out);
         prof_site_text(site, sizeof site, &rows[r]);
         prof_module_text(module, sizeof module, rows[r].module);
-        prof_printf(o, "%-24.24s %7lld %10.3f %10.3f  %-36s %s\n", fmt, (long long)rows[r].calls,
-                    (double)rows[r].bytes * 1e-6, (double)rows[r].ns * 1e-6, site, module);
+        mft__text_printf(o, "%-24.24s %7lld %10.3f %10.3f  %-36s %s\n", fmt,
+                         (long long)rows[r].calls, (double)rows[r].bytes * 1e-6,
+                         (double)rows[r].ns * 1e-6, site, module);
     }
 }
 
 size_t mft_profile_table(char *buf, size_t len) {
-    prof_out o = {buf, len, 0};
+    mft__text o = {buf, len, 0};
     if (buf && len) buf[0] = '\0';
     prof_row *rows = tl_nev ? malloc((size_t)tl_nev * sizeof *rows) : NULL;
     if (tl_nev && !rows) {
-        prof_printf(&o, "(mft_profile_table: out of memory for %lld events)\n", (long long)tl_nev);
+        mft__text_printf(&o, "(mft_profile_table: out of memory for %lld events)\n",
+                         (long long)tl_nev);
         return o.pos;
     }
     prof_kernel_table(&o, rows);

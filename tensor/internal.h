@@ -26,6 +26,19 @@ void mft__null_arg(const char *fn, const char *what);
 char *mft__fmt_dims(char *buf, size_t len, int n, const int64_t *v);
 char *mft__fmt_ints(char *buf, size_t len, int n, const int *v);
 #define MFT__DIMS_BUF 160
+/* A caller's text buffer being appended to (tensor/text.c): buf may be NULL
+ * with len 0; pos counts the whole text, even past len (snprintf's
+ * contract), so the caller learns the size it needs. */
+typedef struct mft__text {
+    char *buf;
+    size_t len, pos;
+} mft__text;
+/* Appends the formatted text, cut at len - 1 and terminated. */
+void mft__text_printf(mft__text *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* Bytes of the per-thread error message (tensor/status.c), terminator included. */
 #define MFT__ERRBUF 512
 

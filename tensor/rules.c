@@ -324,23 +324,6 @@ bool mft_tensor_provenance_at(const mft_tensor *t, int depth, mft_provenance *ou
 }
 
 /* ---------------------------------------------------------------- text */
-typedef struct rules_buf {
-    char *buf;
-    size_t len, pos;
-} rules_buf;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void rb_printf(rules_buf *b, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    size_t room = b->pos < b->len ? b->len - b->pos : 0;
-    int n = vsnprintf(room ? b->buf + b->pos : NULL, room, f, ap);
-    va_end(ap);
-    if (n > 0) b->pos += (size_t)n;
-}
-
 static const char *rules_fmt(mft_format f) { return mft_format_name(f); }
 
 /* The operand's name as the row's operand list gives it ("weight"). */
@@ -359,74 +342,84 @@ static void rules_operand_name(const mft_format_rule *r, int k, char *out, size_
 }
 
 /* Why the row gave rule_tag, from the decision's facts. */
-static void rules_clause(rules_buf *b, const mft_format_rule *r, int operand,
+static void rules_clause(mft__text *b, const mft_format_rule *r, int operand,
                          mft_format operand_tag, mft_format rule_tag, bool unbatched) {
     char on[64];
     rules_operand_name(r, operand < 0 ? 0 : operand, on, sizeof on);
     if (unbatched) {
-        rb_printf(b, "the input has no N dim, so the rule gives CONTIGUOUS");
+        mft__text_printf(b, "the input has no N dim, so the rule gives CONTIGUOUS");
         return;
     }
     switch (r->output) {
     case MFT_RULE_ITERATOR:
-        rb_printf(b, "dims ordered by the operands' strides, %s first; ambiguous strides keep %s's "
-                     "tag %s", on, on, rules_fmt(operand_tag));
+        mft__text_printf(
+            b,
+            "dims ordered by the operands' strides, %s first; ambiguous strides keep %s's "
+            "tag %s",
+            on, on, rules_fmt(operand_tag));
         break;
     case MFT_RULE_ANY_CL:
         if (operand >= 0)
-            rb_printf(b, "%s is CHANNELS_LAST", on);
+            mft__text_printf(b, "%s is CHANNELS_LAST", on);
         else
-            rb_printf(b, "neither %s is CHANNELS_LAST", r->operands);
+            mft__text_printf(b, "neither %s is CHANNELS_LAST", r->operands);
         break;
     case MFT_RULE_INPUT:
-    case MFT_RULE_IDENTITY: rb_printf(b, "%s is %s", on, rules_fmt(rule_tag)); break;
+    case MFT_RULE_IDENTITY: mft__text_printf(b, "%s is %s", on, rules_fmt(rule_tag)); break;
     case MFT_RULE_COMMON:
         if (rule_tag == MFT_CHANNELS_LAST || operand <= 0)
-            rb_printf(b, "every input is %s", rules_fmt(rule_tag));
+            mft__text_printf(b, "every input is %s", rules_fmt(rule_tag));
         else
-            rb_printf(b, "%s is %s, unlike the inputs before it", on, rules_fmt(operand_tag));
+            mft__text_printf(b, "%s is %s, unlike the inputs before it", on,
+                             rules_fmt(operand_tag));
         break;
-    case MFT_RULE_CONTIGUOUS: rb_printf(b, "the rule always gives CONTIGUOUS"); break;
-    case MFT_RULE_VIEW: rb_printf(b, "a view of %s, which is %s", on, rules_fmt(operand_tag)); break;
-    case MFT_RULE_DECLARED: rb_printf(b, "%s was requested", rules_fmt(rule_tag)); break;
-    case MFT_RULE_LIKE: rb_printf(b, "like %s, which is %s", on, rules_fmt(operand_tag)); break;
-    case MFT_RULE_DESTINATION: rb_printf(b, "the destination keeps its tag"); break;
+    case MFT_RULE_CONTIGUOUS: mft__text_printf(b, "the rule always gives CONTIGUOUS"); break;
+    case MFT_RULE_VIEW:
+        mft__text_printf(b, "a view of %s, which is %s", on, rules_fmt(operand_tag));
+        break;
+    case MFT_RULE_DECLARED: mft__text_printf(b, "%s was requested", rules_fmt(rule_tag)); break;
+    case MFT_RULE_LIKE:
+        mft__text_printf(b, "like %s, which is %s", on, rules_fmt(operand_tag));
+        break;
+    case MFT_RULE_DESTINATION: mft__text_printf(b, "the destination keeps its tag"); break;
     case MFT_RULE_OUTPUT_COUNT: break;
     }
 }
 
 size_t mft_tensor_provenance(const mft_tensor *t, char *buf, size_t len) {
-    rules_buf b = {buf, len, 0};
+    mft__text b = {buf, len, 0};
     if (len) buf[0] = '\0';
     if (!t) return 0;
     const mft__prov *p = t->prov;
     if (!p) {
-        rb_printf(&b, "%s (%s): no provenance recorded (made before any rule ran)\n",
-                  rules_fmt(t->tag), mft_origin_name(t->origin));
+        mft__text_printf(&b, "%s (%s): no provenance recorded (made before any rule ran)\n",
+                         rules_fmt(t->tag), mft_origin_name(t->origin));
         return b.pos;
     }
     for (; p; p = p->parent) {
         const mft_format_rule *r = p->rule >= 0 ? &mft__rules[p->rule] : NULL;
-        rb_printf(&b, "%s%s (%s) by %s", p == t->prov ? "" : "<- ", rules_fmt(p->tag),
-                  mft_origin_name(p->origin), p->op ? p->op : "?");
+        mft__text_printf(&b, "%s%s (%s) by %s", p == t->prov ? "" : "<- ", rules_fmt(p->tag),
+                         mft_origin_name(p->origin), p->op ? p->op : "?");
         if (r) {
-            rb_printf(&b, " [rule %s: %s]: ", r->name, g_output_names[r->output]);
+            mft__text_printf(&b, " [rule %s: %s]: ", r->name, g_output_names[r->output]);
             rules_clause(&b, r, p->operand, p->operand_tag, p->rule_tag, p->unbatched);
         }
         if (mft__format_is_blocked(p->tag))
-            rb_printf(&b, "; the result is blocked: its descriptor is %s (docs/spec.md §7.6)",
-                      rules_fmt(p->tag));
+            mft__text_printf(&b,
+                             "; the result is blocked: its descriptor is %s (docs/spec.md §7.6)",
+                             rules_fmt(p->tag));
         else if (p->origin == MFT_INFERRED && p->fits_c != p->fits_cl)
-            rb_printf(&b, "; the result's strides fit only %s",
-                      p->fits_cl ? "CHANNELS_LAST" : "CONTIGUOUS");
+            mft__text_printf(&b, "; the result's strides fit only %s",
+                             p->fits_cl ? "CHANNELS_LAST" : "CONTIGUOUS");
         else if (p->origin == MFT_INFERRED && !p->fits_c && !p->fits_cl)
-            rb_printf(&b, "; the result's strides fit neither format, so CONTIGUOUS");
+            mft__text_printf(&b, "; the result's strides fit neither format, so CONTIGUOUS");
         else if (p->origin == MFT_INHERITED)
-            rb_printf(&b, "; the result's strides fit both formats, so the rule's tag %s is kept",
-                      rules_fmt(p->rule_tag));
-        if (p->file) rb_printf(&b, " at %s:%d", p->file, p->line);
-        rb_printf(&b, "\n");
-        if (p->cut) rb_printf(&b, "<- ... (older links dropped after %d)\n", PROV_MAX_DEPTH);
+            mft__text_printf(
+                &b, "; the result's strides fit both formats, so the rule's tag %s is kept",
+                rules_fmt(p->rule_tag));
+        if (p->file) mft__text_printf(&b, " at %s:%d", p->file, p->line);
+        mft__text_printf(&b, "\n");
+        if (p->cut) mft__text_printf(&b, "<- ... (older links dropped after %d)\n", PROV_MAX_DEPTH);
     }
     return b.pos;
 }
@@ -474,85 +467,92 @@ mft_status mft_explain_format(const char *op, int n, const mft_tensor *const *in
     out->format = d.tag;
     out->rule = r;
     out->operand = d.operand;
-    rules_buf b = {out->text, sizeof out->text, 0};
+    mft__text b = {out->text, sizeof out->text, 0};
     out->text[0] = '\0';
-    rb_printf(&b, "%s: rule %s (%s): ", rules_fmt(d.tag), g_output_names[r->output], r->name);
+    mft__text_printf(&b, "%s: rule %s (%s): ", rules_fmt(d.tag), g_output_names[r->output],
+                     r->name);
     rules_clause(&b, r, d.operand, d.operand_tag, d.tag, false);
     if (r->output != MFT_RULE_DESTINATION && r->output != MFT_RULE_IDENTITY)
-        rb_printf(&b, "; when the result's strides fit both formats: %s",
-                  g_ambig_text[r->ambiguity]);
+        mft__text_printf(&b, "; when the result's strides fit both formats: %s",
+                         g_ambig_text[r->ambiguity]);
     return MFT_OK;
 }
 
 /* ---------------------------------------------------------------- markdown */
 size_t mft_rules_markdown(char *buf, size_t len) {
-    rules_buf b = {buf, len, 0};
+    mft__text b = {buf, len, 0};
     if (len) buf[0] = '\0';
-    rb_printf(&b, "# Format rules\n\n"
-                  "Generated by `tools/mft-rules` from `tensor/rules.def` and the op registry "
-                  "(`include/mft/registry.h`), the tables the library "
-                  "itself reads to give every result its tag (`mft__rule_decide`). Do not edit: "
-                  "`test_rules` fails when this file and the code differ.\n\n"
-                  "Every result's layout is decided in two steps: its row's *output* rule gives "
-                  "the strides and a tag (docs/spec.md §4); then docs/spec.md §3 reads the strides: when they "
-                  "fit exactly one format that format is the tag (INFERRED), when they fit both "
-                  "the row's *ambiguity* clause decides (INHERITED), when they fit neither the "
-                  "tag is CONTIGUOUS. Gradients follow the *backward* clause (docs/spec.md §5). "
-                  "Deviation numbers point into `docs/deviations.md`. What each row does with "
-                  "blocked operands (nChw8c, nChw16c, any descriptor: docs/spec.md §7) is its "
-                  "*blocked* clause, in the second table.\n\n");
-    rb_printf(&b, "| rule | class | output | ambiguous strides | backward | operands | note | ops "
-                  "| deviation (PyTorch 1.13) |\n|---|---|---|---|---|---|---|---|---|\n");
+    mft__text_printf(&b,
+                     "# Format rules\n\n"
+                     "Generated by `tools/mft-rules` from `tensor/rules.def` and the op registry "
+                     "(`include/mft/registry.h`), the tables the library "
+                     "itself reads to give every result its tag (`mft__rule_decide`). Do not edit: "
+                     "`test_rules` fails when this file and the code differ.\n\n"
+                     "Every result's layout is decided in two steps: its row's *output* rule gives "
+                     "the strides and a tag (docs/spec.md §4); then docs/spec.md §3 reads the "
+                     "strides: when they "
+                     "fit exactly one format that format is the tag (INFERRED), when they fit both "
+                     "the row's *ambiguity* clause decides (INHERITED), when they fit neither the "
+                     "tag is CONTIGUOUS. Gradients follow the *backward* clause (docs/spec.md §5). "
+                     "Deviation numbers point into `docs/deviations.md`. What each row does with "
+                     "blocked operands (nChw8c, nChw16c, any descriptor: docs/spec.md §7) is its "
+                     "*blocked* clause, in the second table.\n\n");
+    mft__text_printf(
+        &b, "| rule | class | output | ambiguous strides | backward | operands | note | ops "
+            "| deviation (PyTorch 1.13) |\n|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < MFT__RULE_COUNT; i++) {
         const mft_format_rule *r = &mft__rules[i];
-        rb_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | ", r->name, r->op_class,
-                  g_output_names[r->output], g_ambig_names[r->ambiguity],
-                  g_backward_names[r->backward], r->operands, r->note);
+        mft__text_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | ", r->name, r->op_class,
+                         g_output_names[r->output], g_ambig_names[r->ambiguity],
+                         g_backward_names[r->backward], r->operands, r->note);
         int nops = 0;
         for (int k = 0; k < mft_op_count(); k++)
-            if (mft_op_at(k)->rule == r) rb_printf(&b, "%s%s", nops++ ? " " : "", mft_op_at(k)->name);
-        rb_printf(&b, "%s | ", nops ? "" : "—");
+            if (mft_op_at(k)->rule == r)
+                mft__text_printf(&b, "%s%s", nops++ ? " " : "", mft_op_at(k)->name);
+        mft__text_printf(&b, "%s | ", nops ? "" : "—");
         if (r->deviation)
-            rb_printf(&b, "#%d: %s |\n", r->deviation, r->pytorch);
+            mft__text_printf(&b, "#%d: %s |\n", r->deviation, r->pytorch);
         else
-            rb_printf(&b, "— |\n");
+            mft__text_printf(&b, "— |\n");
     }
-    rb_printf(&b, "\n## Blocked operands\n\n"
-                  "PyTorch 1.13 has no strided blocked tensors (its mkldnn tensors are opaque: "
-                  "docs/deviations.md #%d), so these rows have no PyTorch column.\n\n"
-                  "| rule | blocked | details |\n|---|---|---|\n",
-              MFT__DEVIATION_BLOCKED);
+    mft__text_printf(&b,
+                     "\n## Blocked operands\n\n"
+                     "PyTorch 1.13 has no strided blocked tensors (its mkldnn tensors are opaque: "
+                     "docs/deviations.md #%d), so these rows have no PyTorch column.\n\n"
+                     "| rule | blocked | details |\n|---|---|---|\n",
+                     MFT__DEVIATION_BLOCKED);
     for (int i = 0; i < MFT__RULE_COUNT; i++)
-        rb_printf(&b, "| %s | %s | %s |\n", mft__rules[i].name,
-                  g_blocked_names[mft__rules[i].blocked], mft__rules[i].blocked_note);
-    rb_printf(&b, "\n## Blocked clauses\n\n");
+        mft__text_printf(&b, "| %s | %s | %s |\n", mft__rules[i].name,
+                         g_blocked_names[mft__rules[i].blocked], mft__rules[i].blocked_note);
+    mft__text_printf(&b, "\n## Blocked clauses\n\n");
     for (int i = 0; i < MFT_RULE_BLK_COUNT; i++)
-        rb_printf(&b, "- **%s**: %s.\n", g_blocked_names[i], g_blocked_text[i]);
-    rb_printf(&b, "\n## Output rules\n\n");
+        mft__text_printf(&b, "- **%s**: %s.\n", g_blocked_names[i], g_blocked_text[i]);
+    mft__text_printf(&b, "\n## Output rules\n\n");
     for (int i = 0; i < MFT_RULE_OUTPUT_COUNT; i++)
-        rb_printf(&b, "- **%s**: %s.\n", g_output_names[i], g_output_text[i]);
-    rb_printf(&b, "\n## Ambiguity clauses (strides that fit both formats)\n\n");
+        mft__text_printf(&b, "- **%s**: %s.\n", g_output_names[i], g_output_text[i]);
+    mft__text_printf(&b, "\n## Ambiguity clauses (strides that fit both formats)\n\n");
     for (int i = 0; i < MFT_AMBIG_COUNT; i++)
-        rb_printf(&b, "- **%s**: %s.\n", g_ambig_names[i], g_ambig_text[i]);
-    rb_printf(&b, "\n## Backward clauses\n\n");
+        mft__text_printf(&b, "- **%s**: %s.\n", g_ambig_names[i], g_ambig_text[i]);
+    mft__text_printf(&b, "\n## Backward clauses\n\n");
     for (int i = 0; i < MFT_BACKWARD_COUNT; i++)
-        rb_printf(&b, "- **%s**: %s.\n", g_backward_names[i], g_backward_text[i]);
+        mft__text_printf(&b, "- **%s**: %s.\n", g_backward_names[i], g_backward_text[i]);
     static const char *const sigs[] = {"UNARY", "SCALAR", "RANGE", "BINARY", "NONE"};
     static const char *const kinds[] = {"DIFF", "PLAIN", "BACKWARD", "KERNEL"};
-    rb_printf(&b, "\n## The op registry\n\n"
-                  "Every op, one row of `MFT_OP_REGISTRY` (`include/mft/registry.h`). *sig*: "
-                  "UNARY, SCALAR, RANGE and BINARY ops have the uniform `mft_X`, `mft_X_`, "
-                  "`mft_X_out` forms; *kind*: DIFF records a tape node, PLAIN is not "
-                  "differentiable, BACKWARD is a backward function, KERNEL a backward kernel's "
-                  "dispatch key; *dispatched*: runs through the kernel table (`mft/dispatch.h`). "
-                  "-1 inputs or outputs: any number.\n\n"
-                  "| op | family | sig | inputs | outputs | kind | dispatched | rule |\n"
-                  "|---|---|---|---|---|---|---|---|\n");
+    mft__text_printf(
+        &b, "\n## The op registry\n\n"
+            "Every op, one row of `MFT_OP_REGISTRY` (`include/mft/registry.h`). *sig*: "
+            "UNARY, SCALAR, RANGE and BINARY ops have the uniform `mft_X`, `mft_X_`, "
+            "`mft_X_out` forms; *kind*: DIFF records a tape node, PLAIN is not "
+            "differentiable, BACKWARD is a backward function, KERNEL a backward kernel's "
+            "dispatch key; *dispatched*: runs through the kernel table (`mft/dispatch.h`). "
+            "-1 inputs or outputs: any number.\n\n"
+            "| op | family | sig | inputs | outputs | kind | dispatched | rule |\n"
+            "|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < mft_op_count(); k++) {
         const mft_op_info *op = mft_op_at(k);
-        rb_printf(&b, "| %s | %s | %s | %d | %d | %s | %s | %s |\n", op->name, op->family,
-                  sigs[op->sig], op->ninputs, op->noutputs, kinds[op->kind],
-                  op->dispatched ? "yes" : "no", op->rule->name);
+        mft__text_printf(&b, "| %s | %s | %s | %d | %d | %s | %s | %s |\n", op->name, op->family,
+                         sigs[op->sig], op->ninputs, op->noutputs, kinds[op->kind],
+                         op->dispatched ? "yes" : "no", op->rule->name);
     }
     return b.pos;
 }

@@ -764,41 +764,27 @@ mft_status mft_dispatch_call_builtin(const char *op, mft_format fmt, mft_dtype d
 }
 
 /* ---------------------------------------------------------------- docs/dispatch.md */
-typedef struct md_buf {
-    char *buf;
-    size_t len, pos;
-} md_buf;
-
-__attribute__((format(printf, 2, 3))) static void md_put(md_buf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->buf && b->pos < b->len ? b->buf + b->pos : NULL,
-                      b->buf && b->pos < b->len ? b->len - b->pos : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) b->pos += (size_t)n;
-}
-
 size_t mft__dispatch_markdown(char *buf, size_t len) {
-    md_buf b = {buf, len, 0};
+    mft__text b = {buf, len, 0};
     if (buf && len) buf[0] = '\0';
-    md_put(&b, "| op | kernel inputs | kernel outputs | params | built-in kernels |\n");
-    md_put(&b, "|---|---|---|---|---|\n");
+    mft__text_printf(&b, "| op | kernel inputs | kernel outputs | params | built-in kernels |\n");
+    mft__text_printf(&b, "|---|---|---|---|---|\n");
     for (int i = 0; i < mft_op_count(); i++) {
         const mft_op_info *info = mft_op_at(i);
         if (!info->dispatched) continue;
         const mft__kernel_iface *f = mft__kernel_iface_of((mft__op_id)i);
-        md_put(&b, "| `%s` | ", info->name);
+        mft__text_printf(&b, "| `%s` | ", info->name);
         if (!f) {
-            md_put(&b, "? | ? | ? | ? |\n");
+            mft__text_printf(&b, "? | ? | ? | ? |\n");
             continue;
         }
         char nb[32];
         for (int k = 0; k < f->nin; k++)
-            md_put(&b, "%s%s%s", k ? ", " : "", iface_in_name(f, k, nb, sizeof nb),
-                   f->packed & (1u << k) ? "" : " (as given)");
-        md_put(&b, " | %s | `%s`%s%s%s%s | ", f->outputs, f->params,
-               f->params_optional ? " or NULL" : "", f->header ? " (" : " (internal)",
-               f->header ? f->header : "", f->header ? ")" : "");
+            mft__text_printf(&b, "%s%s%s", k ? ", " : "", iface_in_name(f, k, nb, sizeof nb),
+                             f->packed & (1u << k) ? "" : " (as given)");
+        mft__text_printf(&b, " | %s | `%s`%s%s%s%s | ", f->outputs, f->params,
+                         f->params_optional ? " or NULL" : "", f->header ? " (" : " (internal)",
+                         f->header ? f->header : "", f->header ? ")" : "");
         static const mft_format fmts[3] = {MFT_CONTIGUOUS, MFT_CHANNELS_LAST, MFT_FORMAT_ANY};
         bool first = true;
         for (int fi = 0; fi < 3; fi++) {
@@ -809,11 +795,11 @@ size_t mft__dispatch_markdown(char *buf, size_t len) {
             if (!dts) continue;
             char list[64];
             mft__dtype_mask_text(list, sizeof list, dts);
-            md_put(&b, "%s%s: %s", first ? "" : "; ",
-                   fmts[fi] == MFT_FORMAT_ANY ? "ANY" : mft_format_name(fmts[fi]), list);
+            mft__text_printf(&b, "%s%s: %s", first ? "" : "; ",
+                             fmts[fi] == MFT_FORMAT_ANY ? "ANY" : mft_format_name(fmts[fi]), list);
             first = false;
         }
-        md_put(&b, " |\n");
+        mft__text_printf(&b, " |\n");
     }
     return b.pos;
 }
