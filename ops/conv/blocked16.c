@@ -60,7 +60,7 @@
  * weight map (plain strides, or OIhw16i16o / Ohwi16o blocks whose pad lanes,
  * zeroed at allocation, are never written). */
 #include <math.h>
-#include "conv_internal.h"
+#include "blocked16_1x1.h"
 
 /* ---------------------------------------------------------------- geometry */
 typedef struct b16g {
@@ -542,6 +542,75 @@ static void b16_first_forward(const b16g *g, const fwd_ctx *c, const float *x, c
     mft__conv_b16_first_run(&f);
 }
 
+/* ---------------------------------------------------------------- 1x1
+ * Note [nChw16c 1x1 convolution] (blocked16_1x1.c): a 1x1 kernel without
+ * padding on a packed nChw16c x (grad_y), forward and backward_input; its
+ * backward_weight on any x. */
+static bool b16_1x1_applies(const b16g *g) {
+    return mft__conv_b16_1x1_available() && g->xblk && g->KH == 1 && g->KW == 1 && g->ph == 0 &&
+           g->pw == 0;
+}
+
+typedef struct sub_ctx {
+    const b16g *g;
+    const float *x;
+    float *xs; /* (N, I1, OH*OW, 16) */
+} sub_ctx;
+
+/* items n*I1 + ib: the pixels (oh*sh, ow*sw) of one block plane, compact */
+static void sub_range(void *vctx, int64_t lo, int64_t hi) {
+    const sub_ctx *c = vctx;
+    const b16g *g = c->g;
+    for (int64_t it = lo; it < hi; it++) {
+        const float *src = c->x + (it / g->I1) * g->xN + (it % g->I1) * g->xC1;
+        float *d = c->xs + it * g->OH * g->OW * 16;
+        for (int64_t oh = 0; oh < g->OH; oh++)
+            for (int64_t ow = 0; ow < g->OW; ow++, d += 16)
+                memcpy(d, src + oh * g->sh * g->xH + ow * g->sw * g->xW, 16 * sizeof(float));
+    }
+}
+
+/* the forward of b16_1x1_applies(g); c holds the weight's OIhw16i16o
+ * strides. Pixels contiguous across rows (stride 1, packed rows) are read
+ * in place, any others first copied compact. False when the copy's
+ * allocation failed (mft__kernel_nomem called). */
+static bool b16_1x1_forward(const b16g *g, const fwd_ctx *c, const float *x, const float *b16,
+                            float *y) {
+    mft__b16_1x1 f;
+    f.N = g->N;
+    f.S = g->OH * g->OW;
+    f.I = g->I;
+    f.O = g->O;
+    f.I1 = g->I1;
+    f.O1 = g->O1;
+    f.w = c->wt;
+    f.wsO1 = c->wsO1;
+    f.wsI1 = c->wsI1;
+    f.b16 = b16;
+    f.y = y;
+    float *xs = NULL;
+    if (g->sh == 1 && g->sw == 1 && g->xW == 16 && g->xH == g->W * 16) {
+        f.x = x;
+        f.xN = g->xN;
+        f.xC1 = g->xC1;
+    } else {
+        const size_t bytes = (size_t)(g->N * g->I1 * f.S * 16) * sizeof(float);
+        xs = mft__alloc(bytes, 64);
+        if (!xs) {
+            mft__kernel_nomem(bytes);
+            return false;
+        }
+        sub_ctx sc = {g, x, xs};
+        mft__parallel_for(0, g->N * g->I1, 1, sub_range, &sc);
+        f.x = xs;
+        f.xC1 = f.S * 16;
+        f.xN = g->I1 * f.xC1;
+    }
+    mft__conv_b16_1x1_forward(&f);
+    mft__free(xs);
+    return true;
+}
+
 /* y = conv(x, w) + bias on nChw16c y (x packed nChw16c or plain); false
  * when a scratch allocation failed (mft__kernel_nomem called). */
 static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_t bstride,
@@ -584,6 +653,12 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
         c.wsO1 = g->I1 * c.wsI1;
         c.wskh = g->KW * 256;
         c.wskw = 256;
+    }
+    if (b16_1x1_applies(g)) {
+        const bool ok = b16_1x1_forward(g, &c, x, b16, y);
+        mft__free(wt);
+        mft__free(xpad);
+        return ok;
     }
     if (first) {
         b16_first_forward(g, &c, x, b16, y);
@@ -953,6 +1028,14 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
         if (mft__kernel_failed()) return;
     }
     if (b16_bww_first_layer(&g, c.gy, c.x, c.gw, &c.gm)) return;
+    if (mft__conv_b16_1x1_available() && g.KH == 1 && g.KW == 1 && g.ph == 0 && g.pw == 0) {
+        /* Note [nChw16c 1x1 convolution] */
+        const mft__b16_1x1_bww b = {g.N,  g.OH, g.OW, g.I,  g.O,           g.I1,          g.O1,
+                                    c.gy, c.x,  g.xN, g.xC1, g.xc, g.sh * g.xH, g.sw * g.xW,
+                                    c.gw, &c.gm};
+        mft__conv_b16_1x1_backward_weight(&b);
+        return;
+    }
     const int64_t items = g.O1 * g.I1 * g.KH * g.KW;
     mft__parallel_for_dynamic(0, items, 1, bww_range, &c);
 }
