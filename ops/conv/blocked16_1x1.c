@@ -65,12 +65,12 @@ typedef struct f1_args {
 /* one input channel: the OCB weight vectors at wp times x at xp of NB pixels */
 #define F1_STEP(xp, wp)                                                                            \
     do {                                                                                           \
-        const float *xs_ = (xp), *ws_ = (wp);                                                     \
+        const float *xs_ = (xp), *ws_ = (wp);                                                      \
         __m512 v[4];                                                                               \
-        for (int o = 0; o < OCB; o++) v[o] = _mm512_loadu_ps(ws_ + o * a->wsO1);                  \
+        for (int o = 0; o < OCB; o++) v[o] = _mm512_loadu_ps(ws_ + o * a->wsO1);                   \
         for (int j = 0; j < NB; j++) {                                                             \
             const __m512 bx = _mm512_set1_ps(xs_[j * 16]);                                         \
-            for (int o = 0; o < OCB; o++) acc[o][j] = _mm512_fmadd_ps(bx, v[o], acc[o][j]);      \
+            for (int o = 0; o < OCB; o++) acc[o][j] = _mm512_fmadd_ps(bx, v[o], acc[o][j]);        \
         }                                                                                          \
     } while (0)
 
@@ -104,22 +104,22 @@ typedef void (*f1_fn)(const f1_args *a);
     static void f1_##nb##_##ocb(const f1_args *a) { f1_tile(nb, ocb, a); }
 #define F1_FN6(ocb)                                                                                \
     F1_FN(1, ocb) F1_FN(2, ocb) F1_FN(3, ocb) F1_FN(4, ocb) F1_FN(5, ocb) F1_FN(6, ocb)
-#define F1_FN9(ocb)  F1_FN6(ocb) F1_FN(7, ocb) F1_FN(8, ocb) F1_FN(9, ocb)
+#define F1_FN9(ocb) F1_FN6(ocb) F1_FN(7, ocb) F1_FN(8, ocb) F1_FN(9, ocb)
 #define F1_FN14(ocb)                                                                               \
     F1_FN9(ocb) F1_FN(10, ocb) F1_FN(11, ocb) F1_FN(12, ocb) F1_FN(13, ocb) F1_FN(14, ocb)
 #define F1_FN24(ocb)                                                                               \
-    F1_FN14(ocb) F1_FN(15, ocb) F1_FN(16, ocb) F1_FN(17, ocb) F1_FN(18, ocb) F1_FN(19, ocb)       \
-    F1_FN(20, ocb) F1_FN(21, ocb) F1_FN(22, ocb) F1_FN(23, ocb) F1_FN(24, ocb)
+    F1_FN14(ocb)                                                                                   \
+    F1_FN(15, ocb) F1_FN(16, ocb) F1_FN(17, ocb) F1_FN(18, ocb) F1_FN(19, ocb) F1_FN(20, ocb)      \
+        F1_FN(21, ocb) F1_FN(22, ocb) F1_FN(23, ocb) F1_FN(24, ocb)
 F1_FN24(1)
 F1_FN14(2)
 F1_FN9(3)
 F1_FN6(4)
-#define F1_T6(ocb)                                                                                 \
-    f1_1_##ocb, f1_2_##ocb, f1_3_##ocb, f1_4_##ocb, f1_5_##ocb, f1_6_##ocb
+#define F1_T6(ocb)  f1_1_##ocb, f1_2_##ocb, f1_3_##ocb, f1_4_##ocb, f1_5_##ocb, f1_6_##ocb
 #define F1_T9(ocb)  F1_T6(ocb), f1_7_##ocb, f1_8_##ocb, f1_9_##ocb
 #define F1_T14(ocb) F1_T9(ocb), f1_10_##ocb, f1_11_##ocb, f1_12_##ocb, f1_13_##ocb, f1_14_##ocb
 #define F1_T24(ocb)                                                                                \
-    F1_T14(ocb), f1_15_##ocb, f1_16_##ocb, f1_17_##ocb, f1_18_##ocb, f1_19_##ocb, f1_20_##ocb,    \
+    F1_T14(ocb), f1_15_##ocb, f1_16_##ocb, f1_17_##ocb, f1_18_##ocb, f1_19_##ocb, f1_20_##ocb,     \
         f1_21_##ocb, f1_22_##ocb, f1_23_##ocb, f1_24_##ocb
 /* [ocb - 1][nb] */
 static const f1_fn g_f1[4][F1_NBMAX + 1] = {
@@ -189,9 +189,8 @@ static int bw1_icb(int obb) {
 }
 
 /* output blocks ob0 .. ob0 + OBB - 1 times input channels i0 .. i0 + ni - 1 */
-static inline __attribute__((always_inline)) void bw1_body(const int OBB, const int ICB,
-                                                           const mft__b16_1x1_bww *b, int64_t ob0,
-                                                           int64_t i0, int ni) {
+static inline __attribute__((always_inline)) void
+bw1_body(const int OBB, const int ICB, const mft__b16_1x1_bww *b, int64_t ob0, int64_t i0, int ni) {
     int64_t off[BW1_ICMAX];
     for (int j = 0; j < ICB; j++) {
         const int64_t i = i0 + (j < ni ? j : ni - 1); /* past ni: computed, not stored */
@@ -210,8 +209,7 @@ static inline __attribute__((always_inline)) void bw1_body(const int OBB, const 
                 for (int o = 0; o < OBB; o++) v[o] = _mm512_loadu_ps(gp + o * ysO1);
                 for (int j = 0; j < ICB; j++) {
                     const __m512 bx = _mm512_set1_ps(xp[off[j]]);
-                    for (int o = 0; o < OBB; o++)
-                        acc[o][j] = _mm512_fmadd_ps(bx, v[o], acc[o][j]);
+                    for (int o = 0; o < OBB; o++) acc[o][j] = _mm512_fmadd_ps(bx, v[o], acc[o][j]);
                 }
             }
         }
