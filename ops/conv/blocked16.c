@@ -48,6 +48,14 @@
  * transforms read and write nChw16c directly (mft__wino_geom.blocked), so
  * the blocked path keeps the NHWC path's algorithm without a conversion.
  *
+ * 1x1 convolutions without padding run the 1x1 kernels of blocked16_1x1.c
+ * (Note [nChw16c 1x1 convolution]) on AVX-512 builds: the forward on a
+ * packed nChw16c x at any stride (a stride above 1 copies the sampled
+ * pixels compact first), backward_input (stride 1) on grad_y,
+ * backward_weight on any x; the forward sums in this kernel's order,
+ * backward_weight in the order below, so the results are the same bits
+ * either way.
+ *
  * backward_input with stride 1 is the same kernel on grad_y with the
  * weight transposed (I <-> O) and flipped, padding d*(K-1) - p (callers
  * route stride > 1, or a padding above d*(K-1), through the fallback).

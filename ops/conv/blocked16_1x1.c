@@ -13,19 +13,22 @@
  * feeds four FMAs), 9 x 3, 14 x 2, 24 x 1, one zmm accumulator per (pixel,
  * block). A stride-2 x is first copied to its subsampled compact pixels
  * (blocked16.c). Work items are (image, chunk of about 48 pixels), so N = 8
- * images of 196 pixels give 40 items and two threads equal shares. Within
- * an item the reduction runs over input blocks in chunks of F1_RB (4): the
- * chunk's x (48 pixels x 4 blocks, 12 KB) and its weights (4 x 4 tiles of
- * 1 KB) stay in L1 while every output block group and pixel tile of the
- * item passes over them; between chunks a tile's partial sums are stored
- * in y and reloaded. Each output element still starts at its bias and adds
- * x * w over (input block, channel) in order, the last block over its real
- * channels only: the direct kernel's order (Note [nChw16c direct
- * convolution]) whatever the tile, chunk and thread count, so the results
- * are bit-identical to it. The final chunk stores pad lanes as exact
- * zeros. backward_input of a 1x1 stride-1 convolution is this forward on
- * grad_y with the transposed weight, reordered per call into OIhw16i16o
- * scratch (O*I floats: 64 KB for 256x64).
+ * images of 196 pixels give 40 items and two threads equal shares; each
+ * item runs every output block group over its pixels. The reduction runs
+ * over input blocks in chunks of F1_RB = 16 (256 channels: the tile's x is
+ * 6 KB, its weights 64 KB in L2); a longer one stores a tile's partial sums
+ * in y after each chunk and reloads them. Chunks of 4 blocks (x and weights
+ * of a chunk in L1) ran 8% slower on 8,256,14,14->64 (0.333 against 0.307
+ * ms, 1 thread, minimum of 300 calls, 2026-11-28): each tile then ran 64
+ * channel steps between its accumulator set-up and stores instead of 256.
+ * Each output element still starts at its bias and adds x * w over (input
+ * block, channel) in order, the last block over its real channels only:
+ * the direct kernel's order (Note [nChw16c direct convolution]) whatever
+ * the tile, chunk and thread count, so the results are bit-identical to
+ * it. The final chunk stores pad lanes as exact zeros. backward_input of a
+ * 1x1 stride-1 convolution is this forward on grad_y with the transposed
+ * weight, reordered per call into OIhw16i16o scratch (O*I floats: 64 KB for
+ * 256x64, 16x16 tile transposes; about 1% of its time).
  *
  * backward_weight is the product grad_w (O, I) = sum over images and
  * output pixels of grad_y (O lanes) times x (broadcast). The general
@@ -33,9 +36,15 @@
  * broadcasts for 16 FMAs. Here an item is OBB <= 4 output blocks times ICB
  * consecutive input channels (4 x 6, 3 x 8, 2 x 12, 1 x 16; a group may
  * straddle two input blocks): per pixel OBB grad_y vectors and ICB
- * broadcasts for OBB*ICB FMAs (10 loads for 24 FMAs at 4 x 6). Each element
- * sums over (n, oh, ow) in order from zero, as the general kernel does:
- * bit-identical to it at any thread count. */
+ * broadcasts for OBB*ICB FMAs (10 loads for 24 FMAs at 4 x 6). A thread
+ * takes up to BW1_SUB (16) items at a time and runs each chunk of about
+ * 512 output pixels (whole rows) through all of them, their sums kept in a
+ * small buffer between chunks, so the chunk's grad_y and x are read from
+ * cache by every item: with each item walking all pixels alone, every item
+ * streamed all of grad_y from memory on large planes (8,64,56,56->256 ran
+ * at about half the general kernel's speed). Each element sums over (n,
+ * oh, ow) in order from zero, as the general kernel does: bit-identical to
+ * it at any chunking and thread count. */
 #include "blocked16_1x1.h"
 
 #if CF_AVX512
@@ -109,8 +118,9 @@ typedef void (*f1_fn)(const f1_args *a);
     F1_FN9(ocb) F1_FN(10, ocb) F1_FN(11, ocb) F1_FN(12, ocb) F1_FN(13, ocb) F1_FN(14, ocb)
 #define F1_FN24(ocb)                                                                               \
     F1_FN14(ocb)                                                                                   \
-    F1_FN(15, ocb) F1_FN(16, ocb) F1_FN(17, ocb) F1_FN(18, ocb) F1_FN(19, ocb) F1_FN(20, ocb)      \
-        F1_FN(21, ocb) F1_FN(22, ocb) F1_FN(23, ocb) F1_FN(24, ocb)
+    F1_FN(15, ocb)                                                                                 \
+    F1_FN(16, ocb) F1_FN(17, ocb) F1_FN(18, ocb) F1_FN(19, ocb) F1_FN(20, ocb) F1_FN(21, ocb)      \
+        F1_FN(22, ocb) F1_FN(23, ocb) F1_FN(24, ocb)
 F1_FN24(1)
 F1_FN14(2)
 F1_FN9(3)
@@ -188,9 +198,16 @@ static int bw1_icb(int obb) {
     return icb[obb];
 }
 
-/* output blocks ob0 .. ob0 + OBB - 1 times input channels i0 .. i0 + ni - 1 */
+#define BW1_SUB  16  /* items sharing one pass over a pixel chunk */
+#define BW1_PIX  512 /* pixels per chunk, about */
+#define BW1_SAVE (4 * 6 * 16)
+
+/* output blocks ob0 .. ob0 + OBB - 1 times input channels i0 .. i0 + ni - 1
+ * over the output rows [r0, r1) of (n, oh); the sums so far in save (none
+ * when first), left there unless last (then written to grad_w) */
 static inline __attribute__((always_inline)) void
-bw1_body(const int OBB, const int ICB, const mft__b16_1x1_bww *b, int64_t ob0, int64_t i0, int ni) {
+bw1_body(const int OBB, const int ICB, const mft__b16_1x1_bww *b, int64_t ob0, int64_t i0, int ni,
+         int64_t r0, int64_t r1, float *save, bool first, bool last) {
     int64_t off[BW1_ICMAX];
     for (int j = 0; j < ICB; j++) {
         const int64_t i = i0 + (j < ni ? j : ni - 1); /* past ni: computed, not stored */
@@ -199,20 +216,26 @@ bw1_body(const int OBB, const int ICB, const mft__b16_1x1_bww *b, int64_t ob0, i
     const int64_t S = b->OH * b->OW, ysO1 = S * 16;
     __m512 acc[4][BW1_ICMAX];
     for (int o = 0; o < OBB; o++)
-        for (int j = 0; j < ICB; j++) acc[o][j] = _mm512_setzero_ps();
-    for (int64_t n = 0; n < b->N; n++)
-        for (int64_t oh = 0; oh < b->OH; oh++) {
-            const float *gp = b->gy + (n * b->O1 + ob0) * ysO1 + oh * b->OW * 16;
-            const float *xp = b->x + n * b->xN + oh * b->xR;
-            for (int64_t ow = 0; ow < b->OW; ow++, gp += 16, xp += b->xP) {
-                __m512 v[4];
-                for (int o = 0; o < OBB; o++) v[o] = _mm512_loadu_ps(gp + o * ysO1);
-                for (int j = 0; j < ICB; j++) {
-                    const __m512 bx = _mm512_set1_ps(xp[off[j]]);
-                    for (int o = 0; o < OBB; o++) acc[o][j] = _mm512_fmadd_ps(bx, v[o], acc[o][j]);
-                }
+        for (int j = 0; j < ICB; j++)
+            acc[o][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(save + (o * ICB + j) * 16);
+    for (int64_t r = r0, n = r0 / b->OH, oh = r0 % b->OH; r < r1; r++, oh++) {
+        if (oh == b->OH) oh = 0, n++;
+        const float *gp = b->gy + (n * b->O1 + ob0) * ysO1 + oh * b->OW * 16;
+        const float *xp = b->x + n * b->xN + oh * b->xR;
+        for (int64_t ow = 0; ow < b->OW; ow++, gp += 16, xp += b->xP) {
+            __m512 v[4];
+            for (int o = 0; o < OBB; o++) v[o] = _mm512_loadu_ps(gp + o * ysO1);
+            for (int j = 0; j < ICB; j++) {
+                const __m512 bx = _mm512_set1_ps(xp[off[j]]);
+                for (int o = 0; o < OBB; o++) acc[o][j] = _mm512_fmadd_ps(bx, v[o], acc[o][j]);
             }
         }
+    }
+    if (!last) {
+        for (int o = 0; o < OBB; o++)
+            for (int j = 0; j < ICB; j++) _mm512_storeu_ps(save + (o * ICB + j) * 16, acc[o][j]);
+        return;
+    }
     float tile[16];
     for (int o = 0; o < OBB; o++) {
         const int64_t ob = ob0 + o, noc = b->O - ob * 16 < 16 ? b->O - ob * 16 : 16;
@@ -227,31 +250,45 @@ bw1_body(const int OBB, const int ICB, const mft__b16_1x1_bww *b, int64_t ob0, i
 typedef struct bw1_ctx {
     const mft__b16_1x1_bww *b;
     int64_t full, nig4, nigr; /* groups of 4 blocks, their items; items of the rest */
+    int64_t rows;             /* output rows per pixel chunk */
 } bw1_ctx;
 
+static void bw1_item(const bw1_ctx *c, int64_t it, int64_t r0, int64_t r1, float *save) {
+    const mft__b16_1x1_bww *b = c->b;
+    int64_t ob0, ig;
+    int obb;
+    if (it < c->full * c->nig4) {
+        ob0 = it / c->nig4 * 4;
+        ig = it % c->nig4;
+        obb = 4;
+    } else {
+        ob0 = c->full * 4;
+        ig = it - c->full * c->nig4;
+        obb = (int)(b->O1 - ob0);
+    }
+    const int icb = bw1_icb(obb);
+    const int64_t i0 = ig * icb;
+    const int ni = b->I - i0 < icb ? (int)(b->I - i0) : icb;
+    const bool first = r0 == 0, last = r1 == b->N * b->OH;
+    switch (obb) {
+    case 4: bw1_body(4, 6, b, ob0, i0, ni, r0, r1, save, first, last); break;
+    case 3: bw1_body(3, 8, b, ob0, i0, ni, r0, r1, save, first, last); break;
+    case 2: bw1_body(2, 12, b, ob0, i0, ni, r0, r1, save, first, last); break;
+    default: bw1_body(1, 16, b, ob0, i0, ni, r0, r1, save, first, last); break;
+    }
+}
+
+/* up to BW1_SUB items at a time, each chunk of rows through all of them
+ * (the chunk's grad_y and x stay in cache across the items) */
 static void bw1_range(void *vctx, int64_t lo, int64_t hi) {
     const bw1_ctx *c = vctx;
-    const mft__b16_1x1_bww *b = c->b;
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t ob0, ig;
-        int obb;
-        if (it < c->full * c->nig4) {
-            ob0 = it / c->nig4 * 4;
-            ig = it % c->nig4;
-            obb = 4;
-        } else {
-            ob0 = c->full * 4;
-            ig = it - c->full * c->nig4;
-            obb = (int)(b->O1 - ob0);
-        }
-        const int icb = bw1_icb(obb);
-        const int64_t i0 = ig * icb;
-        const int ni = b->I - i0 < icb ? (int)(b->I - i0) : icb;
-        switch (obb) {
-        case 4: bw1_body(4, 6, b, ob0, i0, ni); break;
-        case 3: bw1_body(3, 8, b, ob0, i0, ni); break;
-        case 2: bw1_body(2, 12, b, ob0, i0, ni); break;
-        default: bw1_body(1, 16, b, ob0, i0, ni); break;
+    const int64_t NR = c->b->N * c->b->OH;
+    float save[BW1_SUB][BW1_SAVE];
+    for (int64_t s0 = lo; s0 < hi; s0 += BW1_SUB) {
+        const int64_t s1 = s0 + BW1_SUB < hi ? s0 + BW1_SUB : hi;
+        for (int64_t r0 = 0; r0 < NR; r0 += c->rows) {
+            const int64_t r1 = r0 + c->rows < NR ? r0 + c->rows : NR;
+            for (int64_t it = s0; it < s1; it++) bw1_item(c, it, r0, r1, save[it - s0]);
         }
     }
 }
@@ -263,8 +300,10 @@ void mft__conv_b16_1x1_backward_weight(const mft__b16_1x1_bww *b) {
     c.nig4 = (b->I + bw1_icb(4) - 1) / bw1_icb(4);
     const int r = (int)(b->O1 % 4);
     c.nigr = r ? (b->I + bw1_icb(r) - 1) / bw1_icb(r) : 0;
+    c.rows = BW1_PIX / b->OW > 0 ? BW1_PIX / b->OW : 1;
     const int64_t items = c.full * c.nig4 + c.nigr;
-    mft__parallel_for_dynamic(0, items, 1, bw1_range, &c);
+    const int64_t per = items / (2 * (int64_t)mft_num_threads());
+    mft__parallel_for_dynamic(0, items, per > 0 ? per : 1, bw1_range, &c);
 }
 #else
 bool mft__conv_b16_1x1_available(void) { return false; }
