@@ -584,18 +584,9 @@ static void sub_range(void *vctx, int64_t lo, int64_t hi) {
  * allocation failed (mft__kernel_nomem called). */
 static bool b16_1x1_forward(const b16g *g, const fwd_ctx *c, const float *x, const float *b16,
                             float *y) {
-    mft__b16_1x1 f;
-    f.N = g->N;
-    f.S = g->OH * g->OW;
-    f.I = g->I;
-    f.O = g->O;
-    f.I1 = g->I1;
-    f.O1 = g->O1;
-    f.w = c->wt;
-    f.wsO1 = c->wsO1;
-    f.wsI1 = c->wsI1;
-    f.b16 = b16;
-    f.y = y;
+    mft__b16_1x1 f = {.N = g->N, .S = g->OH * g->OW, .I = g->I, .O = g->O, .I1 = g->I1,
+                      .O1 = g->O1, .w = c->wt, .wsO1 = c->wsO1, .wsI1 = c->wsI1, .b16 = b16,
+                      .y = y};
     float *xs = NULL;
     if (g->sh == 1 && g->sw == 1 && g->xW == 16 && g->xH == g->W * 16) {
         f.x = x;
