@@ -48,6 +48,14 @@
  * transforms read and write nChw16c directly (mft__wino_geom.blocked), so
  * the blocked path keeps the NHWC path's algorithm without a conversion.
  *
+ * 1x1 convolutions without padding run the 1x1 kernels of blocked16_1x1.c
+ * (Note [nChw16c 1x1 convolution]) on AVX-512 builds: the forward on a
+ * packed nChw16c x at any stride (a stride above 1 copies the sampled
+ * pixels compact first), backward_input (stride 1) on grad_y,
+ * backward_weight on any x; the forward sums in this kernel's order,
+ * backward_weight in the order below, so the results are the same bits
+ * either way.
+ *
  * backward_input with stride 1 is the same kernel on grad_y with the
  * weight transposed (I <-> O) and flipped, padding d*(K-1) - p (callers
  * route stride > 1, or a padding above d*(K-1), through the fallback).
@@ -60,7 +68,7 @@
  * weight map (plain strides, or OIhw16i16o / Ohwi16o blocks whose pad lanes,
  * zeroed at allocation, are never written). */
 #include <math.h>
-#include "conv_internal.h"
+#include "blocked16_1x1.h"
 
 /* ---------------------------------------------------------------- geometry */
 typedef struct b16g {
@@ -542,6 +550,66 @@ static void b16_first_forward(const b16g *g, const fwd_ctx *c, const float *x, c
     mft__conv_b16_first_run(&f);
 }
 
+/* ---------------------------------------------------------------- 1x1
+ * Note [nChw16c 1x1 convolution] (blocked16_1x1.c): a 1x1 kernel without
+ * padding on a packed nChw16c x (grad_y), forward and backward_input; its
+ * backward_weight on any x. */
+static bool b16_1x1_applies(const b16g *g) {
+    return mft__conv_b16_1x1_available() && g->xblk && g->KH == 1 && g->KW == 1 && g->ph == 0 &&
+           g->pw == 0;
+}
+
+typedef struct sub_ctx {
+    const b16g *g;
+    const float *x;
+    float *xs; /* (N, I1, OH*OW, 16) */
+} sub_ctx;
+
+/* items n*I1 + ib: the pixels (oh*sh, ow*sw) of one block plane, compact */
+static void sub_range(void *vctx, int64_t lo, int64_t hi) {
+    const sub_ctx *c = vctx;
+    const b16g *g = c->g;
+    for (int64_t it = lo; it < hi; it++) {
+        const float *src = c->x + (it / g->I1) * g->xN + (it % g->I1) * g->xC1;
+        float *d = c->xs + it * g->OH * g->OW * 16;
+        for (int64_t oh = 0; oh < g->OH; oh++)
+            for (int64_t ow = 0; ow < g->OW; ow++, d += 16)
+                memcpy(d, src + oh * g->sh * g->xH + ow * g->sw * g->xW, 16 * sizeof(float));
+    }
+}
+
+/* the forward of b16_1x1_applies(g); c holds the weight's OIhw16i16o
+ * strides. Pixels contiguous across rows (stride 1, packed rows) are read
+ * in place, any others first copied compact. False when the copy's
+ * allocation failed (mft__kernel_nomem called). */
+static bool b16_1x1_forward(const b16g *g, const fwd_ctx *c, const float *x, const float *b16,
+                            float *y) {
+    mft__b16_1x1 f = {.N = g->N, .S = g->OH * g->OW, .I = g->I, .O = g->O, .I1 = g->I1,
+                      .O1 = g->O1, .w = c->wt, .wsO1 = c->wsO1, .wsI1 = c->wsI1, .b16 = b16,
+                      .y = y};
+    float *xs = NULL;
+    if (g->sh == 1 && g->sw == 1 && g->xW == 16 && g->xH == g->W * 16) {
+        f.x = x;
+        f.xN = g->xN;
+        f.xC1 = g->xC1;
+    } else {
+        const size_t bytes = (size_t)(g->N * g->I1 * f.S * 16) * sizeof(float);
+        xs = mft__alloc(bytes, 64);
+        if (!xs) {
+            mft__kernel_nomem(bytes);
+            return false;
+        }
+        sub_ctx sc = {g, x, xs};
+        mft__parallel_for(0, g->N * g->I1, 1, sub_range, &sc);
+        f.x = xs;
+        f.xC1 = f.S * 16;
+        f.xN = g->I1 * f.xC1;
+    }
+    mft__conv_b16_1x1_forward(&f);
+    mft__free(xs);
+    return true;
+}
+
 /* y = conv(x, w) + bias on nChw16c y (x packed nChw16c or plain); false
  * when a scratch allocation failed (mft__kernel_nomem called). */
 static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_t bstride,
@@ -550,8 +618,16 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
     const b16g *g = g0;
     float *xpad = NULL;
     /* a plain x with few (tap, channel) pairs: Note [nChw16c first-layer
-     * forward], over the zero-bordered copy whenever x is padded */
-    const bool first = !g0->xblk && mft__conv_b16_first_applies(g0->I * g0->KH * g0->KW);
+     * forward], over the zero-bordered copy whenever x is padded. An
+     * nChw16c x with one block and as few pairs (C = 1 kept in nChw16c)
+     * runs it too: its offsets are x's strides either way, its order the
+     * direct kernel's for one block. On 64,1,28,28->32 3x3 with a plain
+     * weight the forward went from 0.71 to 0.66 ms (1 thread, minimum of
+     * 60 calls, 2026-11-28); the rest is mostly the copy of the 16-lane x
+     * into its bordered scratch (a third of the time), not the reorder of
+     * the 288-float weight. */
+    const bool first = (!g0->xblk || g0->I1 == 1) &&
+                       mft__conv_b16_first_applies(g0->I * g0->KH * g0->KW);
     if (first ? g0->ph || g0->pw : b16_pad_pays(g0)) { /* Note [nChw16c padded input] */
         if (!b16_pad_copy(g0, x, &gp, &xpad)) return false;
         x = xpad;
@@ -584,6 +660,12 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
         c.wsO1 = g->I1 * c.wsI1;
         c.wskh = g->KW * 256;
         c.wskw = 256;
+    }
+    if (b16_1x1_applies(g)) {
+        const bool ok = b16_1x1_forward(g, &c, x, b16, y);
+        mft__free(wt);
+        mft__free(xpad);
+        return ok;
     }
     if (first) {
         b16_first_forward(g, &c, x, b16, y);
@@ -953,6 +1035,14 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
         if (mft__kernel_failed()) return;
     }
     if (b16_bww_first_layer(&g, c.gy, c.x, c.gw, &c.gm)) return;
+    if (mft__conv_b16_1x1_available() && g.KH == 1 && g.KW == 1 && g.ph == 0 && g.pw == 0) {
+        /* Note [nChw16c 1x1 convolution] */
+        const mft__b16_1x1_bww b = {g.N,  g.OH, g.OW, g.I,  g.O,           g.I1,          g.O1,
+                                    c.gy, c.x,  g.xN, g.xC1, g.xc, g.sh * g.xH, g.sw * g.xW,
+                                    c.gw, &c.gm};
+        mft__conv_b16_1x1_backward_weight(&b);
+        return;
+    }
     const int64_t items = g.O1 * g.I1 * g.KH * g.KW;
     mft__parallel_for_dynamic(0, items, 1, bww_range, &c);
 }

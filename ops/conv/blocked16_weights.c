@@ -9,8 +9,13 @@
  * Everything else (a plain weight; the transposed, flipped weight
  * backward_input reads) is reordered per call, one read of the weight and
  * one write of O1*I1*KH*KW*256 floats: the transposed OIhw16i16o weight as
- * 16x16 tile transposes (its pad lanes are zeros to copy), any other
- * element by element. */
+ * 16x16 tile transposes (its pad lanes are zeros to copy); a weight whose
+ * input channels are contiguous (plain OIHW 1x1, (O, I, kh, kw) with I
+ * innermost) as a strided 16x16 transpose per tap and block pair, one whose
+ * output channels are contiguous (the transposed view of a plain 1x1) as
+ * row copies; any other element by element. On 8,256,14,14->64 with a
+ * plain weight the element-by-element loop took about 0.06 ms of a 0.37 ms
+ * forward, the transposes about 0.01 ms (2026-11-28, 1 thread). */
 #include "conv_internal.h"
 
 bool mft__conv_wmap_of(const mft_tensor *w, mft__conv_wmap *m) {
@@ -64,6 +69,19 @@ static void reorder_range(void *vctx, int64_t lo, int64_t hi) {
         const int64_t no = c->O - ob * 16 < 16 ? c->O - ob * 16 : 16;
         const int64_t ni = c->I - ib * 16 < 16 ? c->I - ib * 16 : 16;
         if (no < 16 || ni < 16) memset(d, 0, (size_t)(T * 256) * sizeof(float));
+        if (c->m->i0 == 1 || c->m->o0 == 1) { /* input or output channels contiguous */
+            for (int64_t t = 0; t < T; t++) {
+                const float *src =
+                    c->w0 + mft__wmap_at(c->m, ob * 16, ib * 16, t / c->KW, t % c->KW);
+                float *dt = d + t * 256;
+                if (c->m->i0 == 1) /* rows of input channels, o0 apart: transposed */
+                    mft__conv_tr_block(src, c->m->o0, dt, 16, no, ni);
+                else /* rows of output channels, i0 apart: copied */
+                    for (int64_t ic = 0; ic < ni; ic++)
+                        memcpy(dt + ic * 16, src + ic * c->m->i0, (size_t)no * sizeof(float));
+            }
+            continue;
+        }
         for (int64_t oc = 0; oc < no; oc++)
             for (int64_t ic = 0; ic < ni; ic++) {
                 const float *src = c->w0 + mft__wmap_at(c->m, ob * 16 + oc, ib * 16 + ic, 0, 0);

@@ -36,7 +36,13 @@
  *     pixels, strides 1 and 2, paddings 0..2, dilation 2): with OIhw16i16o
  *     and Ohwi16o weights, with and without bias, 1 and 2 threads, the
  *     result bit-identical to the naive loop above (stride s), nChw16c
- *     with zero pad lanes, no conversion. */
+ *     with zero pad lanes, no conversion;
+ *   - 1x1 convolutions (Note [nChw16c 1x1 convolution]: every (C, O) of
+ *     {1, 3, 15, 16, 17, 33, 64}, planes of 3 to 196 pixels, N 1..3, stride
+ *     1 and 2, plain / OIhw16i16o / Ohwi16o weights, bias or not): forward,
+ *     grad_x (stride 1), grad_w (also of a plain x) and grad_b bit-identical
+ *     to naive loops in the kernels' order, layouts with zero pads, no
+ *     conversion, 1 and 2 threads bit-identical. */
 #include <math.h>
 #include <stdlib.h>
 #include "harness.h"
@@ -689,6 +695,133 @@ static void test_blocked_weight_errors(void) {
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
 }
 
+/* ---------------------------------------------------------------- 1x1 */
+/* grad_w (O, C, 1, 1) of a 1x1 convolution with stride s, no padding, in
+ * the 1x1 kernel's order (Note [nChw16c 1x1 convolution]): each element
+ * starts at 0 and adds x * grad_y (EXACT_MADD) over (n, oh, ow). */
+static mft_tensor *exact_gw_1x1(const mft_tensor *xt, const mft_tensor *gt, int64_t s) {
+    const int64_t *xs = mft_tensor_sizes(xt), *gs = mft_tensor_sizes(gt);
+    const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = gs[1], OH = gs[2], OW = gs[3];
+    const int64_t ws[4] = {O, C, 1, 1};
+    mft_tensor *r = mft_empty(4, ws, MFT_F32, CT);
+    if (!r) return NULL;
+    const float *x = mft_tensor_data(xt), *g = mft_tensor_data(gt);
+    float *w = mft_tensor_data(r);
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++) {
+            float acc = 0.0f;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t oh = 0; oh < OH; oh++)
+                    for (int64_t ow = 0; ow < OW; ow++)
+                        acc = EXACT_MADD(x[((n * C + c) * H + oh * s) * W + ow * s],
+                                         g[((n * O + o) * OH + oh) * OW + ow], acc);
+            w[o * C + c] = acc;
+        }
+    return r;
+}
+
+/* grad_b (O) summed per channel over (n, pixel) in order, from 0 */
+static mft_tensor *exact_gb(const mft_tensor *gt) {
+    const int64_t *gs = mft_tensor_sizes(gt);
+    const int64_t N = gs[0], O = gs[1], S = gs[2] * gs[3];
+    mft_tensor *r = mft_empty(1, &O, MFT_F32, CT);
+    if (!r) return NULL;
+    const float *g = mft_tensor_data(gt);
+    float *b = mft_tensor_data(r);
+    for (int64_t o = 0; o < O; o++) {
+        float acc = 0.0f;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t q = 0; q < S; q++) acc += g[(n * O + o) * S + q];
+        b[o] = acc;
+    }
+    return r;
+}
+
+/* t (any layout) holds exactly ref's values (ref contiguous) */
+static bool same_values(const mft_tensor *t, const mft_tensor *ref) {
+    mft_tensor *p = t ? mft_contiguous(t, CT) : NULL;
+    const bool ok = p && ref && same(p, ref);
+    mft_tensor_release(p);
+    return ok;
+}
+
+/* 1x1 convolutions (Note [nChw16c 1x1 convolution]): every (C, O) pair of
+ * {1, 3, 15, 16, 17, 33, 64}, with plane sizes that are no multiple of the
+ * pixel tiles (6, 9, 14, 24) nor of the 48-pixel items, N 1..3, stride 1
+ * and 2, plain / OIhw16i16o / Ohwi16o weights, with and without bias:
+ * forward, grad_x (stride 1), grad_w and grad_b bit-identical to naive
+ * loops in the kernels' order, nChw16c / the weight's layout with zero
+ * pads, no conversion, 1 and 2 threads bit-identical. */
+/* one 1x1 case (test_1x1): weight wt 0 plain, 1 OIhw16i16o, 2 Ohwi16o */
+static void check_1x1(int i, int64_t C, int64_t O, int64_t N, int64_t H, int64_t W, int64_t s,
+                      int wt) {
+    const int64_t xs[4] = {N, C, H, W}, ws[4] = {O, C, 1, 1};
+    const int64_t st[2] = {s, s}, pd[2] = {0, 0}, dl[2] = {1, 1};
+    mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 3000 + i);
+    mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 3100 + i);
+    mft_tensor *b = i % 4 ? mft_randn(1, &O, MFT_F32, CT, 3200 + i) : NULL;
+    mft_tensor *xb = mft_to_format(x, B16);
+    mft_tensor *wb = wt ? to_wtag(w, g_wtags[wt - 1]) : mft_clone(w, CT);
+    mft_tensor *ref = exact_conv(x, w, b, s, 0, 1);
+    mft_tensor *go = ref ? mft_randn(4, mft_tensor_sizes(ref), MFT_F32, CT, 3300 + i)
+                         : NULL;
+    mft_tensor *gob = go ? mft_to_format(go, B16) : NULL, *wf = flip_transpose(w);
+    mft_tensor *gxref = go && s == 1 ? exact_conv(go, wf, NULL, 1, 0, 1) : NULL;
+    mft_tensor *gwref = go ? exact_gw_1x1(x, go, s) : NULL;
+    mft_tensor *gbref = go ? exact_gb(go) : NULL;
+    mft_tensor *r[2][4] = {{NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}};
+    for (int k = 0; k < 2; k++) {
+        mft_set_num_threads(k + 1);
+        mft_conversion_counts_reset();
+        r[k][0] = mft_conv2d(xb, wb, b, st, pd, dl, 1);
+        TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, s == 1 ? &r[k][1] : NULL,
+                                    &r[k][2], &r[k][3]));
+        CHECK_MSG(conversions() == 0, "1x1 case %d: %lld conversions", i,
+                  (long long)conversions());
+    }
+    mft_set_num_threads(0);
+    CHECK_MSG(in_format(r[0][0], B16) && (s != 1 || in_format(r[0][1], B16)),
+              "1x1 case %d: not nChw16c with zero pads", i);
+    CHECK_MSG(wt ? in_wtag(r[0][2], g_wtags[wt - 1]) : in_format(r[0][2], CT),
+              "1x1 case %d: grad_w layout", i);
+    CHECK_MSG(same_as(r[0][0], ref), "1x1 case %d (C %lld O %lld s %lld): forward differs",
+              i, (long long)C, (long long)O, (long long)s);
+    if (s == 1) CHECK_MSG(same_as(r[0][1], gxref), "1x1 case %d: grad_x not exact", i);
+    CHECK_MSG(same_values(r[0][2], gwref), "1x1 case %d: grad_w not exact", i);
+    CHECK_MSG(same(r[0][3], gbref), "1x1 case %d: grad_b not exact", i);
+    for (int j = 0; j < 4; j++)
+        CHECK_MSG((!r[0][j] && !r[1][j]) || same(r[0][j], r[1][j]),
+                  "1x1 case %d: threads, result %d", i, j);
+    /* grad_w of a plain NCHW x with a blocked weight (native), where the
+     * first-layer kernel does not take it (C <= 28: Note [First-layer
+     * weight gradient]) */
+    if (wt && C > 28) {
+        mft_tensor *qw = NULL;
+        mft_conversion_counts_reset();
+        TU_OK_S(mft_conv2d_backward(gob, x, wb, st, pd, dl, 1, NULL, &qw, NULL));
+        CHECK_MSG(conversions() == 0 && same_values(qw, gwref),
+                  "1x1 case %d: plain x grad_w not exact", i);
+        mft_tensor_release(qw);
+    }
+    mft_tensor *ts[] = {x,     w,     b,     xb,    wb,      ref,     go,      gob,
+                        wf,    gxref, gwref, gbref, r[0][0], r[0][1], r[0][2], r[0][3],
+                        r[1][0], r[1][1], r[1][2], r[1][3]};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+}
+
+static void test_1x1(void) {
+    static const int64_t chans[7] = {1, 3, 15, 16, 17, 33, 64};
+    static const int64_t planes[5][2] = {{7, 7}, {5, 11}, {14, 14}, {1, 3}, {9, 13}};
+    int i = 0;
+    for (int ci = 0; ci < 7; ci++)
+        for (int oi = 0; oi < 7; oi++, i++)
+            check_1x1(i, chans[ci], chans[oi], 1 + i / 6 % 3, planes[i % 5][0], planes[i % 5][1],
+                      1 + i % 2, i / 2 % 3);
+    /* grad_w with several pixel chunks (23x23, N = 2: 46 rows of 23 pixels,
+     * 22 a chunk) and sets of more than 16 items (420 channels: 70 items) */
+    check_1x1(i, 420, 64, 2, 23, 23, 1, 1);
+}
+
 int main(void) {
     /* Winograd F(4x4, 3x3) where it pays (3x3, stride 1, C and O >= 16),
      * then the direct kernel everywhere */
@@ -709,6 +842,7 @@ int main(void) {
     mft_conv_set_winograd(true);
     RUN(test_row_tiles);
     RUN(test_first_layer);
+    RUN(test_1x1);
     RUN(test_blocked_weight_step);
     RUN(test_blocked_weight_errors);
     TEST_MAIN_END();
