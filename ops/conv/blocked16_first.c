@@ -1,6 +1,7 @@
 /* ops/conv/blocked16_first.c — the nChw16c forward convolution of a
- * network's first layer (blocked16.c hands it over): a plain F32 x with
- * few (tap, channel) pairs (C = 1, 3x3: 9), every tap of every output pixel
+ * network's first layer (blocked16.c hands it over): an F32 x with few
+ * (tap, channel) pairs (C = 1, 3x3: 9), plain at its strides or nChw16c of
+ * one channel block (its channel stride 1), every tap of every output pixel
  * inside x (the zero-bordered copy of Note [nChw16c padded input], or an
  * unpadded x), y packed nChw16c, the weight read through the forward
  * kernel's map (OIhw16i16o / Ohwi16o in place, else its reordered scratch).
