@@ -609,7 +609,8 @@ max_ring_row(float *gx, int64_t W, int64_t pos0, const int32_t *const *ix,
 /* The max backward of Note [nChw16c row rings] (rows as b16_max_bwd_rows';
  * W <= PM_TAB). A ring row: OW + 1 vectors of int32 indices (the last: the
  * dummy column, -1); grad_out is read in place, at the element's first
- * column for a dummy term (whose mask is empty). Each row runs its own
+ * column (or the row's last, for an element past every window) for a dummy
+ * term, whose mask is empty. Each row runs its own
  * number of output rows (no dummy rows). */
 static void b16_max_bwd_ring(void *ctx, int64_t begin, int64_t end) {
     const b16_rjob *rj = ctx;
@@ -632,7 +633,8 @@ static void b16_max_bwd_ring(void *ctx, int64_t begin, int64_t end) {
         ring_cols(tw0, tw1, W, OW, nw, coli);
         for (int64_t iw = 0; iw < W; iw++)
             for (int64_t b = 0; b < nw; b++)
-                colg[iw * nw + b] = coli[iw * nw + b] < OW ? coli[iw * nw + b] : (int32_t)tw0[iw];
+                colg[iw * nw + b] = coli[iw * nw + b] < OW ? coli[iw * nw + b]
+                                                          : (int32_t)(tw0[iw] < OW ? tw0[iw] : OW - 1);
     }
     for (int64_t r = begin; r < end; r++) {
         const int64_t q = r / H, ih = r % H;

@@ -246,6 +246,7 @@ static const win r_wins[] = {
     {6, 20, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false},
     {3, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false}, /* no whole window */
     {5, 37, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+    {9, 10, {3, 3}, {2, 2}, {0, 0}, {1, 1}, false}, /* a last row and column in no window */
 };
 static const int64_t r_cs[] = {1, 3, 15, 17, 33};
 
