@@ -213,7 +213,11 @@ static b16_job b16_job_of(const mft_kernel_args *a, bool fwd) {
  * output row adds are prefetched while the run goes (as in Note [nChw16c 2x2
  * max forward]). Values, indices and sums are those of the general loop:
  * the same taps in the same order, and max starts at its first tap (the
- * general loop's first step from -inf gives the same value and position). */
+ * general loop's first step from -inf gives the same value and position).
+ * Measured (8x64x56x56, 1 thread, a loaded machine; bench/README.md):
+ * NHWC time / nChw16c time went from 0.61 to 1.69 for the avg 3x3 / 1
+ * forward, 0.94 to 1.25 for the max 3x3 / 2 pad 1 forward, and 0.69 to
+ * 1.12 for the avg 2x2 / 2 forward on 32x64x28x28. */
 
 /* Outputs [*a, *b) along a dim whose window (start o*s - pad, span ext =
  * (k - 1) * dilation + 1) lies whole inside [0, in). */
@@ -535,8 +539,13 @@ static void b16_max_bwd_rows(void *ctx, int64_t begin, int64_t end) {
  * it alone too. 3x3 windows of stride 1 and 2 unroll their terms. The real
  * terms, their order and their rounding are the general loops' (a product
  * is the same whether formed once or per element), so the results are too.
- * Measured on 8x64x56x56, 1 thread, against the general loops: max 3x3 / 2
- * pad 1 and avg 3x3 / 1 backward (see bench/README.md). */
+ * Measured (8x64x56x56, 1 thread, a loaded machine; bench/README.md):
+ * NHWC time / nChw16c time went from 0.64 to 1.04 for the max 3x3 / 2 pad 1
+ * backward and from 0.46 to 1.38 for the avg 3x3 / 1 backward. Tried and
+ * dropped: four planes per work item sharing the term loop (as NHWC shares
+ * it over a pixel's channels; no gain, the avg slower), padding max's rows
+ * with dummy rows too (3x3 / 2: 4 terms per element where 2.25 are real),
+ * and prefetching the next output row's indices (no gain). */
 #define B16_RING 16 /* most ring rows (nh) */
 #define B16_COLS 8  /* most columns per element (nw) */
 
