@@ -230,6 +230,13 @@ static inline void whole_range(int64_t out, int64_t in, int64_t ext, int64_t s, 
     *b = hi;
 }
 
+/* The edge columns of an output row whose run of whole windows is
+ * [ra, rb) (empty: every column): the first, and the one after ow. */
+static inline int64_t edge_first(int64_t ra, int64_t rb) { return ra == 0 ? rb : 0; }
+static inline int64_t edge_next(int64_t ow, int64_t ra, int64_t rb) {
+    return ow + 1 == ra ? rb : ow + 1;
+}
+
 /* The rows [x + W*16*a, a < nr) of the next output row, at the columns of
  * one output's sw columns (a prefetch past the end of x does not fault). */
 static inline __attribute__((always_inline)) void run_prefetch(const float *x, int64_t W,
@@ -348,13 +355,9 @@ static void b16_max_rows(void *ctx, int64_t begin, int64_t end) {
         int64_t *ib = j->yi + r * OW * 16;
         int64_t h0, h1;
         max_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], dh, &h0, &h1);
-        const bool whole = oh >= ha && oh < hb && wa < wb;
-        for (int64_t ow = 0; ow < OW; ow++) {
-            if (whole && ow == wa) {
-                b16_max_whole(j, xb, h0, wa, wb, yb, ib, keep);
-                ow = wb - 1;
-                continue;
-            }
+        const int64_t ra = oh >= ha && oh < hb ? wa : 0, rb = oh >= ha && oh < hb ? wb : 0;
+        if (ra < rb) b16_max_whole(j, xb, h0, ra, rb, yb, ib, keep);
+        for (int64_t ow = edge_first(ra, rb); ow < OW; ow = edge_next(ow, ra, rb)) {
             int64_t w0, w1;
             max_window(ow, W, p->kernel[1], p->stride[1], p->padding[1], dw, &w0, &w1);
             b16_max_px(xb, W, h0, h1, dh, w0, w1, dw, j->relu, keep, yb + ow * 16, ib + ow * 16);
@@ -839,13 +842,9 @@ static void b16_avg_rows(void *ctx, int64_t begin, int64_t end) {
         float *yb = j->y + r * OW * 16;
         int64_t h0, h1, ph;
         avg_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
-        const bool whole = oh >= ha && oh < hb && wa < wb;
-        for (int64_t ow = 0; ow < OW; ow++) {
-            if (whole && ow == wa) {
-                b16_avg_whole(j, xb, h0, wa, wb, wdiv, yb, keep);
-                ow = wb - 1;
-                continue;
-            }
+        const int64_t ra = oh >= ha && oh < hb ? wa : 0, rb = oh >= ha && oh < hb ? wb : 0;
+        if (ra < rb) b16_avg_whole(j, xb, h0, ra, rb, wdiv, yb, keep);
+        for (int64_t ow = edge_first(ra, rb); ow < OW; ow = edge_next(ow, ra, rb)) {
             int64_t w0, w1, pw;
             avg_window(ow, W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
             const float div = (float)avg_divisor(p, h0, h1, ph, w0, w1, pw);
