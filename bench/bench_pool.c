@@ -29,8 +29,9 @@
  * Target: NHWC >= 80% of the STREAM copy bandwidth and no slower than
  * PyTorch.
  *
- * CLI: bench_pool [--threads 1,2] [--reps 15] [--json]. Exit 1 on an mft
- * error. */
+ * CLI: bench_pool [--threads 1,2] [--reps 15] [--json] [--blocked] [--only
+ * SUB1,SUB2] (--only: the cases whose key contains one of the strings).
+ * Exit 1 on an mft error. */
 #include "bench_util.h"
 #include "mft/cnn.h"
 #include "mft/mft.h"
@@ -122,9 +123,36 @@ static const char *kernel_of(int i, void *ctx) {
     return mft_dispatch_last()->kernel;
 }
 
+/* Whether key contains one of the comma-separated strings of only (NULL: all). */
+static bool selected(const char *key, const char *only) {
+    if (!only) return true;
+    for (const char *s = only; *s;) {
+        const char *e = strchr(s, ',');
+        const size_t len = e ? (size_t)(e - s) : strlen(s);
+        char sub[96];
+        if (len > 0 && len < sizeof sub) {
+            memcpy(sub, s, len);
+            sub[len] = '\0';
+            if (strstr(key, sub)) return true;
+        }
+        s += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
 int main(int argc, char **argv) {
     bench_cnn_args a;
-    if (bench_cnn_parse(argc, argv, "bench_pool", &a)) return 2;
+    /* --only is this bench's own: taken out before the shared parser */
+    const char *only = NULL;
+    char *rest[64];
+    int nrest = 0;
+    for (int i = 0; i < argc && nrest < 64; i++) {
+        if (i > 0 && !strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else
+            rest[nrest++] = argv[i];
+    }
+    if (bench_cnn_parse(nrest, rest, "bench_pool", &a)) return 2;
     bench_env_warnings("bench_pool", a.threads, a.nth);
     enum { NC = 2 * 3 * K_COUNT * 6 };
     static pl_case cs[NC];
@@ -175,10 +203,17 @@ int main(int argc, char **argv) {
             mft_tensor_release(x);
         }
     }
+    int nb = 0; /* the selected cases first */
     for (int i = 0; i < n; i++)
+        if (selected(cs[i].key, only)) {
+            const pl_case t = cs[nb];
+            cs[nb++] = cs[i];
+            cs[i] = t;
+        }
+    for (int i = 0; i < nb; i++)
         bc[i] = (bench_case){.key = cs[i].key, .desc = cs[i].key, .fn = run_case, .ctx = &cs[i],
                              .bytes = cs[i].bytes};
-    int rc = bench_cnn_run("pool", bc, NULL, n, &a, set_threads, kernel_of, cs);
+    int rc = bench_cnn_run("pool", bc, NULL, nb, &a, set_threads, kernel_of, cs);
     if (rc) fprintf(stderr, "bench_pool: %s\n", mft_last_error_message());
     for (int i = 0; i < n; i++) {
         mft_tensor_release(cs[i].x);

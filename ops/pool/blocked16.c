@@ -24,10 +24,14 @@
  * order times 1/divisor, within a few ulps of the plain kernels.
  *
  * Windows that tile the input take a shorter backward (the tiled backward
- * below: one term per element, the gather's bits).
+ * below: one term per element, the gather's bits). The forward runs the
+ * whole windows of a row unrolled (Note [nChw16c interior runs]); the
+ * gathered backward keeps the output rows it reads prepared in a ring
+ * (Note [nChw16c row rings]); edges and the cases those do not cover keep
+ * the general loops, with the same results.
  *
- * Work splits over rows (forward: (plane, oh); avg backward: (plane, ih)) or
- * planes (max backward scatters within its plane), so the results never
+ * Work splits over rows (forward: (plane, oh); gathered backward: (plane,
+ * ih)) or planes (max backward's scatter stays within its plane), so the results never
  * depend on the thread count. AVX-512 builds use __m512 / __mmask16; other
  * builds run the same code on 16-float structs (bv_* below). */
 #include "pool_internal.h"
@@ -57,6 +61,7 @@ static inline bi bi_set1(int64_t v) { return _mm512_set1_epi32((int32_t)v); }
 static inline bi bi_blend(bm k, bi a, int64_t v) {
     return _mm512_mask_blend_epi32(k, a, _mm512_set1_epi32((int32_t)v));
 }
+static inline bi bi_add1(bi a, int64_t v) { return _mm512_add_epi32(a, _mm512_set1_epi32((int32_t)v)); }
 static inline void bi_st(int64_t *p, bm keep, bi a) {
     const __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a));
     const __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a, 1));
@@ -137,6 +142,10 @@ static inline bi bi_blend(bm k, bi a, int64_t v) {
         if (k >> l & 1u) a.i[l] = v;
     return a;
 }
+static inline bi bi_add1(bi a, int64_t v) {
+    for (int l = 0; l < 16; l++) a.i[l] += v;
+    return a;
+}
 static inline void bi_st(int64_t *p, bm keep, bi a) {
     for (int l = 0; l < 16; l++) p[l] = keep >> l & 1u ? a.i[l] : 0;
 }
@@ -187,48 +196,171 @@ static b16_job b16_job_of(const mft_kernel_args *a, bool fwd) {
     return j;
 }
 
+/* ---------------------------------------------------------------- interior runs
+ * Note [nChw16c interior runs]: per output the general loops below work out
+ * the window (bounds, clipping, divisor) for one 16-channel vector, where
+ * the NHWC kernels do it once for all C (4 vectors at C = 64); on
+ * overlapping windows that left the nChw16c forward at 0.6-0.9x NHWC
+ * (8x64x56x56, 3x3 / stride 1 avg and 3x3 / stride 2 pad 1 max). An output
+ * row whose windows are whole along H (no padding or clipping) splits into
+ * its edge columns, which keep the general per-output path, and the run of
+ * columns whose windows are whole (whole_range), where every window has all
+ * kh x kw taps at fixed offsets: the taps are unrolled (2x2 / 2, 3x3 / 1 and
+ * 3x3 / 2 specialised, other windows in a loop without bounds), the tap
+ * offsets of max are constant vectors added to the run's position once per
+ * output, and avg's divisor is one constant (a power of two: a multiply by
+ * its exact reciprocal, the same bits as the division). The rows the next
+ * output row adds are prefetched while the run goes (as in Note [nChw16c 2x2
+ * max forward]). Values, indices and sums are those of the general loop:
+ * the same taps in the same order, and max starts at its first tap (the
+ * general loop's first step from -inf gives the same value and position).
+ * Measured (8x64x56x56, 1 thread, a loaded machine; bench/README.md):
+ * NHWC time / nChw16c time went from 0.61 to 1.69 for the avg 3x3 / 1
+ * forward, 0.94 to 1.25 for the max 3x3 / 2 pad 1 forward, and 0.69 to
+ * 1.12 for the avg 2x2 / 2 forward on 32x64x28x28. */
+
+/* Outputs [*a, *b) along a dim whose window (start o*s - pad, span ext =
+ * (k - 1) * dilation + 1) lies whole inside [0, in). */
+static inline void whole_range(int64_t out, int64_t in, int64_t ext, int64_t s, int64_t pad,
+                               int64_t *a, int64_t *b) {
+    const int64_t lo = (pad + s - 1) / s; /* o*s >= pad */
+    int64_t hi = in + pad - ext < 0 ? 0 : (in + pad - ext) / s + 1; /* o*s - pad + ext <= in */
+    if (hi > out) hi = out;
+    *a = lo < hi ? lo : hi;
+    *b = hi;
+}
+
+/* The edge columns of an output row whose run of whole windows is
+ * [ra, rb) (empty: every column): the first, and the one after ow. */
+static inline int64_t edge_first(int64_t ra, int64_t rb) { return ra == 0 ? rb : 0; }
+static inline int64_t edge_next(int64_t ow, int64_t ra, int64_t rb) {
+    return ow + 1 == ra ? rb : ow + 1;
+}
+
+/* The rows [x + W*16*a, a < nr) of the next output row, at the columns of
+ * one output's sw columns (a prefetch past the end of x does not fault). */
+static inline __attribute__((always_inline)) void run_prefetch(const float *x, int64_t W,
+                                                               int64_t nr, int64_t sw) {
+    for (int64_t a = 0; a < nr; a++)
+        for (int64_t c = 0; c < sw; c++) __builtin_prefetch(x + (a * W + c) * 16);
+}
+
+/* n max outputs of one row whose windows are whole: window t's first tap at
+ * x + t*sw*16, position pos + t*sw; taps kh x kw, dilation dh, dw; the nr
+ * rows below the windows (kh*dh rows down) prefetched. */
+static inline __attribute__((always_inline)) void
+b16_max_run(const float *x, int64_t W, int64_t pos, int64_t n, float *y, int64_t *yi, bm keep,
+            bool relu, int64_t kh, int64_t kw, int64_t sw, int64_t dh, int64_t dw, int64_t nr) {
+    for (int64_t t = 0; t < n; t++) {
+        const float *px = x + t * sw * 16;
+        run_prefetch(px + kh * dh * W * 16, W, nr, sw);
+        bv m = bv_ld(px);
+        bi off = bi_set1(0);
+        for (int64_t a = 0; a < kh; a++)
+            for (int64_t b = 0; b < kw; b++) {
+                if (a == 0 && b == 0) continue;
+                const int64_t o = a * dh * W + b * dw;
+                const bv v = bv_ld(px + o * 16);
+                const bm k = bv_newmax(v, m);
+                m = bv_blend(k, m, v);
+                off = bi_blend(k, off, o);
+            }
+        bi idx = bi_add1(off, pos + t * sw);
+        if (relu) { /* RELU_CLAMP per lane */
+            idx = bi_blend(bv_le0(m), idx, -1);
+            m = bv_keep((bm)~bv_lt0(m), m);
+        }
+        bv_st(y + t * 16, bv_keep(keep, m));
+        bi_st(yi + t * 16, keep, idx);
+    }
+}
+
+/* n avg outputs of one row whose windows are whole (kh x kw taps, window t
+ * at x + t*sw*16): the sum from 0 in window order, divided by div, or
+ * multiplied by inv when div is a power of two (inv = 1/div exactly). */
+static inline __attribute__((always_inline)) void
+b16_avg_run(const float *x, int64_t W, int64_t n, float *y, bm keep, float div, float inv,
+            int64_t kh, int64_t kw, int64_t sw, int64_t nr) {
+    const bv vd = bv_set1(div), vi = bv_set1(inv);
+    for (int64_t t = 0; t < n; t++) {
+        const float *px = x + t * sw * 16;
+        run_prefetch(px + kh * W * 16, W, nr, sw);
+        bv s = bv_set1(0.0f);
+        for (int64_t a = 0; a < kh; a++)
+            for (int64_t b = 0; b < kw; b++) s = bv_add(s, bv_ld(px + (a * W + b) * 16));
+        bv_st(y + t * 16, bv_keep(keep, inv != 0.0f ? bv_mul(s, vi) : bv_div(s, vd)));
+    }
+}
+
 /* ---------------------------------------------------------------- max forward */
+/* One max output by the general loop: rows [h0, h1) step dh, columns
+ * [w0, w1) step dw of plane xb. */
+static inline void b16_max_px(const float *xb, int64_t W, int64_t h0, int64_t h1, int64_t dh,
+                              int64_t w0, int64_t w1, int64_t dw, bool relu, bm keep, float *y,
+                              int64_t *yi) {
+    bv m = bv_set1(-INFINITY);
+    bi idx = bi_set1(h0 * W + w0);
+    for (int64_t ih = h0; ih < h1; ih += dh)
+        for (int64_t iw = w0; iw < w1; iw += dw) {
+            const bv v = bv_ld(xb + (ih * W + iw) * 16);
+            const bm k = bv_newmax(v, m);
+            m = bv_blend(k, m, v);
+            idx = bi_blend(k, idx, ih * W + iw);
+        }
+    if (relu) { /* RELU_CLAMP per lane */
+        idx = bi_blend(bv_le0(m), idx, -1);
+        m = bv_keep((bm)~bv_lt0(m), m);
+    }
+    bv_st(y, bv_keep(keep, m));
+    bi_st(yi, keep, idx);
+}
+
+/* The run of whole windows [wa, wb) of output row oh (window rows from h0). */
+static void b16_max_whole(const b16_job *j, const float *xb, int64_t h0, int64_t wa, int64_t wb,
+                          float *yb, int64_t *ib, bm keep) {
+    const mft_pool2d_params *p = j->p;
+    const int64_t W = j->W, kh = p->kernel[0], kw = p->kernel[1], sw = p->stride[1];
+    const int64_t dh = p->dilation[0], dw = p->dilation[1];
+    const int64_t w0 = wa * sw - p->padding[1], n = wb - wa;
+    /* the next output row's new rows (at most its stride, within its window) */
+    const int64_t nr = p->stride[0] < kh * dh ? p->stride[0] : kh * dh;
+    const float *x = xb + (h0 * W + w0) * 16;
+    const int64_t pos = h0 * W + w0;
+    float *y = yb + wa * 16;
+    int64_t *yi = ib + wa * 16;
+    if (dh == 1 && dw == 1) {
+        if (kh == 3 && kw == 3 && sw == 2)
+            { b16_max_run(x, W, pos, n, y, yi, keep, j->relu, 3, 3, 2, 1, 1, nr); return; }
+        if (kh == 3 && kw == 3 && sw == 1)
+            { b16_max_run(x, W, pos, n, y, yi, keep, j->relu, 3, 3, 1, 1, 1, nr); return; }
+        if (kh == 2 && kw == 2 && sw == 2)
+            { b16_max_run(x, W, pos, n, y, yi, keep, j->relu, 2, 2, 2, 1, 1, nr); return; }
+    }
+    b16_max_run(x, W, pos, n, y, yi, keep, j->relu, kh, kw, sw, dh, dw, nr);
+}
+
 static void b16_max_rows(void *ctx, int64_t begin, int64_t end) {
     const b16_job *j = ctx;
     const mft_pool2d_params *p = j->p;
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
     const int64_t dh = p->dilation[0], dw = p->dilation[1];
-    int64_t tw0[PM_TAB], tw1[PM_TAB];
+    int64_t ha, hb, wa, wb;
+    whole_range(OH, H, (p->kernel[0] - 1) * dh + 1, p->stride[0], p->padding[0], &ha, &hb);
+    whole_range(OW, W, (p->kernel[1] - 1) * dw + 1, p->stride[1], p->padding[1], &wa, &wb);
     for (int64_t r = begin; r < end; r++) {
-        const int64_t n = r / OH / j->C1, cb = r / OH % j->C1, oh = r % OH;
+        const int64_t q = r / OH, oh = r % OH;
+        const bm keep = blk_keep(j->C, q % j->C1);
+        const float *xb = j->x + q * H * W * 16;
+        float *yb = j->y + r * OW * 16;
+        int64_t *ib = j->yi + r * OW * 16;
         int64_t h0, h1;
         max_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], dh, &h0, &h1);
-        for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
-            const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
-            if (r == begin || OW > PM_TAB) /* the columns' windows: the same every row */
-                for (int64_t t = 0; t < nw; t++)
-                    max_window(c0 + t, W, p->kernel[1], p->stride[1], p->padding[1], dw, &tw0[t],
-                               &tw1[t]);
-            {
-                const int64_t q = n * j->C1 + cb;
-                const bm keep = blk_keep(j->C, cb);
-                const float *xb = j->x + q * H * W * 16;
-                float *yb = j->y + ((q * OH + oh) * OW + c0) * 16;
-                int64_t *ib = j->yi + ((q * OH + oh) * OW + c0) * 16;
-                for (int64_t t = 0; t < nw; t++) {
-                    const int64_t w0 = tw0[t], w1 = tw1[t];
-                    bv m = bv_set1(-INFINITY);
-                    bi idx = bi_set1(h0 * W + w0);
-                    for (int64_t ih = h0; ih < h1; ih += dh)
-                        for (int64_t iw = w0; iw < w1; iw += dw) {
-                            const bv v = bv_ld(xb + (ih * W + iw) * 16);
-                            const bm k = bv_newmax(v, m);
-                            m = bv_blend(k, m, v);
-                            idx = bi_blend(k, idx, ih * W + iw);
-                        }
-                    if (j->relu) { /* RELU_CLAMP per lane */
-                        idx = bi_blend(bv_le0(m), idx, -1);
-                        m = bv_keep((bm)~bv_lt0(m), m);
-                    }
-                    bv_st(yb + t * 16, bv_keep(keep, m));
-                    bi_st(ib + t * 16, keep, idx);
-                }
-            }
+        const int64_t ra = oh >= ha && oh < hb ? wa : 0, rb = oh >= ha && oh < hb ? wb : 0;
+        if (ra < rb) b16_max_whole(j, xb, h0, ra, rb, yb, ib, keep);
+        for (int64_t ow = edge_first(ra, rb); ow < OW; ow = edge_next(ow, ra, rb)) {
+            int64_t w0, w1;
+            max_window(ow, W, p->kernel[1], p->stride[1], p->padding[1], dw, &w0, &w1);
+            b16_max_px(xb, W, h0, h1, dh, w0, w1, dw, j->relu, keep, yb + ow * 16, ib + ow * 16);
         }
     }
 }
@@ -390,6 +522,169 @@ static void b16_max_bwd_rows(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* ---------------------------------------------------------------- row rings
+ * Note [nChw16c row rings]: the gathered backward passes (max, avg and
+ * adaptive avg over windows that overlap) give each grad_x element the
+ * terms of the outputs whose windows hold it, in ascending (oh, ow) order.
+ * Per term the general loops (b16_max_bwd_rows, b16_gather_rows) converted
+ * the index to compare from I64 (two loads, two compares) or formed
+ * grad_out * 1/divisor (a broadcast and a multiply) again for each element
+ * reading that output, and ran term loops of 1-3 trips per element. Here a
+ * ring of the output rows one input row reads (nring: their most over the
+ * rows) holds each row prepared once per plane: max its indices as
+ * saturated int32 (an index past INT32_MAX stays past every position; the
+ * caller checked H*W fits) next to a copy of its grad_out, avg the products
+ * grad_out * 1/divisor. Every element then runs the same nh x nw terms
+ * (the most rows and columns any element has), the missing ones pointing at
+ * a dummy column (past the row's end) or dummy row: max indices -1 there,
+ * which match no position, so the masked add leaves the sum alone; avg
+ * products +0, and a sum that starts at +0 is never -0, so adding +0 leaves
+ * it alone too. 3x3 windows of stride 1 and 2 unroll their terms. The real
+ * terms, their order and their rounding are the general loops' (a product
+ * is the same whether formed once or per element), so the results are too.
+ * Measured (8x64x56x56, 1 thread, a loaded machine; bench/README.md):
+ * NHWC time / nChw16c time went from 0.64 to 1.04 for the max 3x3 / 2 pad 1
+ * backward and from 0.46 to 1.38 for the avg 3x3 / 1 backward. Tried and
+ * dropped: four planes per work item sharing the term loop (as NHWC shares
+ * it over a pixel's channels; no gain, the avg slower), padding max's rows
+ * with dummy rows too (3x3 / 2: 4 terms per element where 2.25 are real),
+ * and prefetching the next output row's indices (no gain). */
+#define B16_RING 16 /* most ring rows (nh) */
+#define B16_COLS 8  /* most columns per element (nw) */
+
+typedef struct b16_ring {
+    char *buf;          /* n rows, then a dummy row */
+    size_t row_bytes;
+    int n;
+    int64_t tag[B16_RING]; /* the plane-wide output row (q*OH + oh) each slot holds */
+} b16_ring;
+
+static bool ring_init(b16_ring *g, int64_t n, size_t row_bytes) {
+    g->n = (int)n;
+    g->row_bytes = row_bytes;
+    for (int k = 0; k < B16_RING; k++) g->tag[k] = -1;
+    g->buf = n >= 1 && n <= B16_RING ? mft__alloc((size_t)(n + 1) * row_bytes, 64) : NULL;
+    return g->buf != NULL;
+}
+
+/* The slot of output row tag; *fill: whether the caller must (re)fill it.
+ * The rows one input row reads are consecutive and at most n, so they hold
+ * distinct slots. */
+static inline void *ring_row(b16_ring *g, int64_t tag, bool *fill) {
+    const int s = (int)(tag % g->n);
+    *fill = g->tag[s] != tag;
+    g->tag[s] = tag;
+    return g->buf + (size_t)s * g->row_bytes;
+}
+
+static inline void *ring_dummy(const b16_ring *g) { return g->buf + (size_t)g->n * g->row_bytes; }
+
+/* The columns of each element: cols[iw * nw + b] = tw0[iw] + b while below
+ * tw1[iw], else the dummy column OW. */
+static void ring_cols(const int64_t *tw0, const int64_t *tw1, int64_t W, int64_t OW, int64_t nw,
+                      int32_t *cols) {
+    for (int64_t iw = 0; iw < W; iw++)
+        for (int64_t b = 0; b < nw; b++)
+            cols[iw * nw + b] = (int32_t)(tw0[iw] + b < tw1[iw] ? tw0[iw] + b : OW);
+}
+
+typedef struct b16_rjob {
+    const b16_job *j;
+    bool adaptive;      /* avg: adaptive windows */
+    const float *inv;   /* avg: OH*OW factors */
+    int64_t nh, nw;     /* the terms per element: most rows, columns */
+} b16_rjob;
+
+#if POOL_HAVE_Z16
+/* One max grad_x row: element iw sums grad_out (rows gr, columns
+ * colg[iw*nw + b]) in the lanes whose index (rows ix, columns
+ * coli[iw*nw + b]) is its position, rows a < nh. */
+static inline __attribute__((always_inline)) void
+max_ring_row(float *gx, int64_t W, int64_t pos0, const int32_t *const *ix,
+             const float *const *gr, const int32_t *coli, const int32_t *colg, int64_t nh,
+             int64_t nw, bm keep) {
+    for (int64_t iw = 0; iw < W; iw++) {
+        const __m512i pos = _mm512_set1_epi32((int32_t)(pos0 + iw));
+        __m512 s = _mm512_setzero_ps();
+        for (int64_t a = 0; a < nh; a++)
+            for (int64_t b = 0; b < nw; b++) {
+                const __mmask16 m = _mm512_cmpeq_epi32_mask(
+                    _mm512_load_si512((const void *)(ix[a] + (int64_t)coli[iw * nw + b] * 16)),
+                    pos);
+                s = _mm512_mask_add_ps(s, m, s,
+                                       _mm512_loadu_ps(gr[a] + (int64_t)colg[iw * nw + b] * 16));
+            }
+        bv_st(gx + iw * 16, bv_keep(keep, s));
+    }
+}
+
+/* The max backward of Note [nChw16c row rings] (rows as b16_max_bwd_rows';
+ * W <= PM_TAB). A ring row: OW + 1 vectors of int32 indices (the last: the
+ * dummy column, -1); grad_out is read in place, at the element's first
+ * column (or the row's last, for an element past every window) for a dummy
+ * term, whose mask is empty. Each row runs its own
+ * number of output rows (no dummy rows). */
+static void b16_max_bwd_ring(void *ctx, int64_t begin, int64_t end) {
+    const b16_rjob *rj = ctx;
+    const b16_job *j = rj->j;
+    const mft_pool2d_params *p = j->p;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, nw = rj->nw;
+    b16_ring g = {NULL, 0, 0, {0}};
+    int32_t *coli = mft__alloc((size_t)(2 * W * nw) * sizeof(int32_t), 64);
+    if (!coli || !ring_init(&g, rj->nh, (size_t)((OW + 1) * 16) * sizeof(int32_t))) {
+        mft__free(coli);
+        b16_max_bwd_rows((void *)j, begin, end); /* out of memory: the same sums */
+        return;
+    }
+    int32_t *colg = coli + W * nw;
+    {
+        int64_t tw0[PM_TAB], tw1[PM_TAB];
+        for (int64_t iw = 0; iw < W; iw++)
+            max_span_inv(iw, OW, p->kernel[1], p->stride[1], p->padding[1], p->dilation[1],
+                         &tw0[iw], &tw1[iw]);
+        ring_cols(tw0, tw1, W, OW, nw, coli);
+        for (int64_t iw = 0; iw < W; iw++)
+            for (int64_t b = 0; b < nw; b++)
+                colg[iw * nw + b] = coli[iw * nw + b] < OW ? coli[iw * nw + b]
+                                                          : (int32_t)(tw0[iw] < OW ? tw0[iw] : OW - 1);
+    }
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t q = r / H, ih = r % H;
+        const bm keep = blk_keep(j->C, q % j->C1);
+        int64_t oh0, oh1;
+        max_span_inv(ih, OH, p->kernel[0], p->stride[0], p->padding[0], p->dilation[0], &oh0,
+                     &oh1);
+        const int32_t *ix[B16_RING];
+        const float *gr[B16_RING];
+        const int64_t rows = oh1 - oh0;
+        for (int64_t a = 0; a < rows; a++) {
+            const int64_t orow = q * OH + oh0 + a;
+            bool fill;
+            int32_t *d = ring_row(&g, orow, &fill);
+            if (fill) {
+                for (int64_t ow = 0; ow < OW; ow++)
+                    _mm512_store_si512((void *)(d + ow * 16),
+                                       pm_idx16(j->ind + (orow * OW + ow) * 16, 0xFFFF));
+                _mm512_store_si512((void *)(d + OW * 16), _mm512_set1_epi32(-1));
+            }
+            ix[a] = d;
+            gr[a] = j->x + orow * OW * 16;
+        }
+        float *gx = j->y + r * W * 16;
+        if (nw == 2 && rows == 1)
+            max_ring_row(gx, W, ih * W, ix, gr, coli, colg, 1, 2, keep);
+        else if (nw == 2 && rows == 2)
+            max_ring_row(gx, W, ih * W, ix, gr, coli, colg, 2, 2, keep);
+        else if (nw == 3 && rows == 3)
+            max_ring_row(gx, W, ih * W, ix, gr, coli, colg, 3, 3, keep);
+        else
+            max_ring_row(gx, W, ih * W, ix, gr, coli, colg, rows, nw, keep);
+    }
+    mft__free(g.buf);
+    mft__free(coli);
+}
+#endif
+
 /* every max window along both dims holds an input position */
 static bool max_windows_nonempty(const b16_job *j) {
     const mft_pool2d_params *p = j->p;
@@ -480,6 +775,25 @@ void mft__pool_max_backward_nchw16c(const mft_kernel_args *a) {
     if (j.p && max_windows_nonempty(&j)) {
         const int64_t terms = (j.p->kernel[0] * j.p->dilation[0] / j.p->stride[0] + 1) *
                               (j.p->kernel[1] * j.p->dilation[1] / j.p->stride[1] + 1);
+#if POOL_HAVE_Z16
+        /* Note [nChw16c row rings]: the most output rows / columns one input
+         * row / column reads */
+        b16_rjob rj = {&j, false, NULL, 0, 0};
+        for (int d = 0; d < 2; d++)
+            for (int64_t i = 0; i < (d ? j.W : j.H); i++) {
+                int64_t o0, o1;
+                max_span_inv(i, d ? j.OW : j.OH, j.p->kernel[d], j.p->stride[d], j.p->padding[d],
+                             j.p->dilation[d], &o0, &o1);
+                int64_t *most = d ? &rj.nw : &rj.nh;
+                if (o1 - o0 > *most) *most = o1 - o0;
+            }
+        if (rj.nh >= 1 && rj.nh <= B16_RING && rj.nw >= 1 && rj.nw <= B16_COLS &&
+            j.W <= PM_TAB && j.H * j.W < INT32_MAX) {
+            mft__parallel_for(0, j.N * j.C1 * j.H, pool_grain(j.W * terms * 16), b16_max_bwd_ring,
+                              &rj);
+            return;
+        }
+#endif
         mft__parallel_for(0, j.N * j.C1 * j.H, pool_grain(j.W * terms * 16), b16_max_bwd_rows,
                           &j);
         return;
@@ -489,38 +803,56 @@ void mft__pool_max_backward_nchw16c(const mft_kernel_args *a) {
 }
 
 /* ---------------------------------------------------------------- avg forward */
+/* The exact reciprocal of a divisor that is a power of two (its magnitude),
+ * else 0. */
+static inline float exact_inv(int64_t div) {
+    const int64_t m = div < 0 ? -div : div;
+    return m > 0 && (m & (m - 1)) == 0 && m <= ((int64_t)1 << 62) ? 1.0f / (float)div : 0.0f;
+}
+
+/* The run of whole windows [wa, wb) of output row oh (window rows from h0;
+ * divisor div). */
+static void b16_avg_whole(const b16_job *j, const float *xb, int64_t h0, int64_t wa, int64_t wb,
+                          int64_t div, float *yb, bm keep) {
+    const mft_pool2d_params *p = j->p;
+    const int64_t W = j->W, kh = p->kernel[0], kw = p->kernel[1], sw = p->stride[1];
+    const int64_t nr = p->stride[0] < kh ? p->stride[0] : kh, n = wb - wa;
+    const float *x = xb + (h0 * W + wa * sw - p->padding[1]) * 16;
+    float *y = yb + wa * 16;
+    const float fd = (float)div, inv = exact_inv(div);
+    if (kh == 2 && kw == 2 && sw == 2) { b16_avg_run(x, W, n, y, keep, fd, inv, 2, 2, 2, nr); return; }
+    if (kh == 3 && kw == 3 && sw == 1) { b16_avg_run(x, W, n, y, keep, fd, inv, 3, 3, 1, nr); return; }
+    if (kh == 3 && kw == 3 && sw == 2) { b16_avg_run(x, W, n, y, keep, fd, inv, 3, 3, 2, nr); return; }
+    b16_avg_run(x, W, n, y, keep, fd, inv, kh, kw, sw, nr);
+}
+
 static void b16_avg_rows(void *ctx, int64_t begin, int64_t end) {
     const b16_job *j = ctx;
     const mft_pool2d_params *p = j->p;
     const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
-    int64_t tw0[PM_TAB], tw1[PM_TAB];
-    float tdiv[PM_TAB];
+    int64_t ha, hb, wa, wb;
+    whole_range(OH, H, p->kernel[0], p->stride[0], p->padding[0], &ha, &hb);
+    whole_range(OW, W, p->kernel[1], p->stride[1], p->padding[1], &wa, &wb);
+    /* a whole window's divisor: its padded extent is the kernel */
+    const int64_t wdiv = p->divisor_override ? p->divisor_override : p->kernel[0] * p->kernel[1];
     for (int64_t r = begin; r < end; r++) {
-        const int64_t n = r / OH / j->C1, cb = r / OH % j->C1, oh = r % OH;
+        const int64_t q = r / OH, oh = r % OH;
+        const bm keep = blk_keep(j->C, q % j->C1);
+        const float *xb = j->x + q * H * W * 16;
+        float *yb = j->y + r * OW * 16;
         int64_t h0, h1, ph;
         avg_window(oh, H, p->kernel[0], p->stride[0], p->padding[0], &h0, &h1, &ph);
-        for (int64_t c0 = 0; c0 < OW; c0 += PM_TAB) {
-            const int64_t nw = OW - c0 < PM_TAB ? OW - c0 : PM_TAB;
-            for (int64_t t = 0; t < nw; t++) {
-                int64_t pw;
-                avg_window(c0 + t, W, p->kernel[1], p->stride[1], p->padding[1], &tw0[t],
-                           &tw1[t], &pw);
-                tdiv[t] = (float)avg_divisor(p, h0, h1, ph, tw0[t], tw1[t], pw);
-            }
-            {
-                const int64_t q = n * j->C1 + cb;
-                const bm keep = blk_keep(j->C, cb);
-                const float *xb = j->x + q * H * W * 16;
-                float *yb = j->y + ((q * OH + oh) * OW + c0) * 16;
-                for (int64_t t = 0; t < nw; t++) {
-                    bv s = bv_set1(0.0f);
-                    for (int64_t ih = h0; ih < h1; ih++)
-                        for (int64_t iw = tw0[t]; iw < tw1[t]; iw++)
-                            s = bv_add(s, bv_ld(xb + (ih * W + iw) * 16));
-                    bv_st(yb + t * 16, tdiv[t] != 0.0f ? bv_keep(keep, bv_div(s, bv_set1(tdiv[t])))
-                                                       : bv_set1(0.0f));
-                }
-            }
+        const int64_t ra = oh >= ha && oh < hb ? wa : 0, rb = oh >= ha && oh < hb ? wb : 0;
+        if (ra < rb) b16_avg_whole(j, xb, h0, ra, rb, wdiv, yb, keep);
+        for (int64_t ow = edge_first(ra, rb); ow < OW; ow = edge_next(ow, ra, rb)) {
+            int64_t w0, w1, pw;
+            avg_window(ow, W, p->kernel[1], p->stride[1], p->padding[1], &w0, &w1, &pw);
+            const float div = (float)avg_divisor(p, h0, h1, ph, w0, w1, pw);
+            bv s = bv_set1(0.0f);
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++) s = bv_add(s, bv_ld(xb + (ih * W + iw) * 16));
+            bv_st(yb + ow * 16,
+                  div != 0.0f ? bv_keep(keep, bv_div(s, bv_set1(div))) : bv_set1(0.0f));
         }
     }
 }
@@ -536,6 +868,7 @@ void mft__pool_avg_pool2d_nchw16c(const mft_kernel_args *a) {
  * whose windows hold (ih, iw), ascending, of grad_out * (1/divisor). The
  * 1/divisor of every output is tabled once per call (inv; NULL when out of
  * memory: computed per term). */
+
 typedef struct b16_gjob {
     b16_job j;
     bool adaptive;
@@ -626,6 +959,77 @@ static void b16_gather_rows(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* One avg grad_x row of Note [nChw16c row rings]: element iw sums the
+ * products of rows pr, terms a < nh, columns cols[iw*nw + b], from +0. */
+static inline __attribute__((always_inline)) void
+avg_ring_row(float *gx, int64_t W, const float *const *pr, const int32_t *cols, int64_t nh,
+             int64_t nw, bm keep) {
+    for (int64_t iw = 0; iw < W; iw++) {
+        bv s = bv_set1(0.0f);
+        for (int64_t a = 0; a < nh; a++)
+            for (int64_t b = 0; b < nw; b++)
+                s = bv_add(s, bv_ld(pr[a] + (int64_t)cols[iw * nw + b] * 16));
+        bv_st(gx + iw * 16, bv_keep(keep, s));
+    }
+}
+
+/* The avg / adaptive avg backward of Note [nChw16c row rings] (rows as
+ * b16_gather_rows'; W <= PM_TAB). A ring row: OW + 1 vectors of products,
+ * the last (the dummy column) +0; rows past an element's last output row
+ * are the dummy row (+0), so every row runs nh x nw terms. */
+static void b16_gather_ring(void *ctx, int64_t begin, int64_t end) {
+    const b16_rjob *rj = ctx;
+    const b16_job *j = rj->j;
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, nh = rj->nh, nw = rj->nw;
+    b16_ring g = {NULL, 0, 0, {0}};
+    int32_t *cols = mft__alloc((size_t)(W * nw) * sizeof(int32_t), 64);
+    if (!cols || !ring_init(&g, nh, (size_t)((OW + 1) * 16) * sizeof(float))) {
+        mft__free(cols);
+        b16_gjob gj = {*j, rj->adaptive, (float *)rj->inv}; /* out of memory: the same sums */
+        b16_gather_rows(&gj, begin, end);
+        return;
+    }
+    {
+        int64_t tw0[PM_TAB], tw1[PM_TAB];
+        for (int64_t iw = 0; iw < W; iw++) win_inv(j, rj->adaptive, 1, iw, &tw0[iw], &tw1[iw]);
+        ring_cols(tw0, tw1, W, OW, nw, cols);
+    }
+    float *dpr = ring_dummy(&g);
+    for (int64_t e = 0; e < (OW + 1) * 16; e++) dpr[e] = 0.0f;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t q = r / H, ih = r % H;
+        const bm keep = blk_keep(j->C, q % j->C1);
+        int64_t oh0, oh1;
+        win_inv(j, rj->adaptive, 0, ih, &oh0, &oh1);
+        const float *pr[B16_RING];
+        for (int64_t a = 0; a < nh; a++) {
+            const int64_t oh = oh0 + a, orow = q * OH + oh;
+            if (oh >= oh1) {
+                pr[a] = dpr;
+                continue;
+            }
+            bool fill;
+            float *d = ring_row(&g, orow, &fill);
+            if (fill) {
+                for (int64_t ow = 0; ow < OW; ow++)
+                    bv_st(d + ow * 16, bv_mul(bv_ld(j->x + (orow * OW + ow) * 16),
+                                              bv_set1(rj->inv[oh * OW + ow])));
+                bv_st(d + OW * 16, bv_set1(0.0f));
+            }
+            pr[a] = d;
+        }
+        float *gx = j->y + r * W * 16;
+        if (nh == 3 && nw == 3)
+            avg_ring_row(gx, W, pr, cols, 3, 3, keep);
+        else if (nh == 2 && nw == 2)
+            avg_ring_row(gx, W, pr, cols, 2, 2, keep);
+        else
+            avg_ring_row(gx, W, pr, cols, nh, nw, keep);
+    }
+    mft__free(g.buf);
+    mft__free(cols);
+}
+
 static void b16_gather(const mft_kernel_args *a, bool adaptive, int64_t terms) {
     b16_gjob g;
     g.j = b16_job_of(a, false);
@@ -637,8 +1041,23 @@ static void b16_gather(const mft_kernel_args *a, bool adaptive, int64_t terms) {
         mft__parallel_for(0, g.j.OH, pool_grain(g.j.OW * 8), b16_inv_rows, &g);
     }
     int64_t kh, kw;
+    /* Note [nChw16c row rings]: the most output rows / columns one input
+     * row / column reads */
+    b16_rjob rj = {&g.j, adaptive, inv, 0, 0};
+    for (int d = 0; inv && d < 2; d++)
+        for (int64_t i = 0; i < (d ? g.j.W : g.j.H); i++) {
+            int64_t o0, o1;
+            win_inv(&g.j, adaptive, d, i, &o0, &o1);
+            int64_t *most = d ? &rj.nw : &rj.nh;
+            if (o1 - o0 > *most) *most = o1 - o0;
+        }
+    const bool global = adaptive && g.j.OH == 1 && g.j.OW == 1;
     if (inv && b16_tiles(&g.j, adaptive, &kh, &kw))
         b16_tiled(&g.j, inv, kh, kw);
+    else if (inv && !global && rj.nh >= 1 && rj.nh <= B16_RING && rj.nw >= 1 &&
+             rj.nw <= B16_COLS && g.j.W <= PM_TAB)
+        mft__parallel_for(0, g.j.N * g.j.C1 * g.j.H, pool_grain(g.j.W * terms * 16),
+                          b16_gather_ring, &rj);
     else
         mft__parallel_for(0, g.j.N * g.j.C1 * g.j.H, pool_grain(g.j.W * terms * 16),
                           b16_gather_rows, &g);

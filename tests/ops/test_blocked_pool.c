@@ -11,6 +11,10 @@
  *     NaN, +-inf, +-0 and negative-only windows, relu or not, ceil_mode
  *     both ways: values and indices bit for bit the plain kernels', and
  *     1 and 2 threads alike;
+ *   - the interior runs and row rings (overlapping windows, edges,
+ *     ceil_mode, padding, dilation, C = 1, 3, 15, 17, 33) against the
+ *     naive kernels of ops/pool/reference.c: forward and max backward bit
+ *     for bit, avg backward within 1e-5; 1 and 2 threads alike;
  *   - autograd: the tape's backward of a blocked pool runs natively too;
  *   - 1 and 2 threads give the same bits;
  *   - nChw8c, F64 and plain indices still take the counted fallback;
@@ -19,6 +23,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include "harness.h"
+#include "ops_internal.h"
 #include "test_util.h"
 
 #define CT  MFT_CONTIGUOUS
@@ -210,6 +215,166 @@ static void test_max22_special(void) {
     }
 }
 
+/* ---------------------------------------------------------------- against reference.c
+ * The paths of Note [nChw16c interior runs] (whole windows of a row,
+ * specialised 2x2 / 2, 3x3 / 1, 3x3 / 2 and the loop for other windows,
+ * edges on the general path) and Note [nChw16c row rings] (max and avg
+ * backward over overlapping windows, dummy terms at the edges) against the
+ * naive kernels of ops/pool/reference.c: max and relu max forward values and
+ * indices, avg forward (both count_include_pad, divisor_override 0, 4, -3)
+ * bit for bit; max backward bit for bit (the reference adds grad_out in
+ * output order, rounding each sum to F32, as the gather does); avg backward
+ * within 1e-5 relative (the reference divides in double). Values on a
+ * quarter grid (ties) with NaN, +-inf and +-0 for max. Heights and widths
+ * whose interior runs have odd lengths, ceil_mode, padding, dilation,
+ * windows without an interior, C = 1, 3, 15, 17, 33; and every result the
+ * same bits at 1 and 2 threads. */
+mft_kernel_fn mft__pool_reference(mft__op_id op, mft_dtype dt);
+void mft__pool_max_backward_ref(const mft_kernel_args *a);
+void mft__pool_avg_pool2d_backward_ref(const mft_kernel_args *a);
+
+static const win r_wins[] = {
+    {11, 13, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false}, /* the ResNet stem pool */
+    {12, 17, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+    {9, 10, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false}, /* stride 1 */
+    {8, 19, {3, 3}, {1, 1}, {0, 0}, {1, 1}, true},
+    {10, 14, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+    {9, 11, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},
+    {13, 16, {3, 2}, {2, 1}, {1, 1}, {1, 1}, false}, /* the general run */
+    {12, 15, {5, 4}, {3, 2}, {2, 1}, {1, 1}, true},
+    {14, 13, {3, 3}, {2, 1}, {1, 1}, {2, 2}, false}, /* dilation (max) */
+    {6, 20, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false},
+    {3, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false}, /* no whole window */
+    {5, 37, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+    {9, 10, {3, 3}, {2, 2}, {0, 0}, {1, 1}, false}, /* a last row and column in no window */
+};
+static const int64_t r_cs[] = {1, 3, 15, 17, 33};
+
+/* quarter steps in [-3, 3], signed zeros; NaN, +-inf when specials */
+static void fill_grid(mft_tensor *t, uint64_t *rng, bool specials) {
+    float *v = mft_tensor_data(t);
+    for (int64_t i = 0; i < mft_tensor_numel(t); i++) {
+        float f = (float)tu_rng_int(rng, -12, 12) / 4.0f;
+        if (f == 0.0f && tu_rng_int(rng, 0, 1)) f = -0.0f;
+        const int64_t r = specials ? tu_rng_int(rng, 0, 30) : 30;
+        v[i] = r == 0 ? NAN : r == 1 ? -INFINITY : r == 2 ? INFINITY : f;
+    }
+}
+
+/* reference forward on contiguous x: values (and indices unless NULL) */
+static mft_tensor *ref_fwd(mft__op_id op, const mft_pool2d_params *p, const mft_tensor *x,
+                           const int64_t *os, mft_tensor **ind) {
+    mft_tensor *outs[2] = {mft_empty(4, os, MFT_F32, CT), NULL};
+    const int nout = op == MFT__OP_AVG_POOL2D ? 1 : 2;
+    if (nout == 2) outs[1] = mft_empty(4, os, MFT_I64, CT);
+    const mft_tensor *ins[1] = {x};
+    mft_kernel_args args = {1, nout, ins, outs, p};
+    mft__pool_reference(op, MFT_F32)(&args);
+    if (ind) *ind = outs[1];
+    else mft_tensor_release(outs[1]);
+    return outs[0];
+}
+
+/* reference backward: grad_out (and indices for max) -> grad_x of x's sizes */
+static mft_tensor *ref_bwd(const mft_pool2d_params *p, const mft_tensor *go, const mft_tensor *ind,
+                           const mft_tensor *x) {
+    mft_tensor *outs[1] = {mft_empty(4, mft_tensor_sizes(x), MFT_F32, CT)};
+    const mft_tensor *ins[2] = {go, ind};
+    mft_kernel_args args = {ind ? 2 : 1, 1, ins, outs, p};
+    if (ind) mft__pool_max_backward_ref(&args);
+    else mft__pool_avg_pool2d_backward_ref(&args);
+    return outs[0];
+}
+
+/* The blocked results of one window at the current thread count: max
+ * values, indices, relu max values, indices, max backward, then per avg
+ * variant forward and backward. */
+enum { R_AVG = 4, R_NAVG = 4, R_N = 5 + 2 * R_NAVG };
+static const struct {
+    bool cip;
+    int64_t div;
+} r_avg[R_NAVG] = {{true, 0}, {false, 0}, {false, 4}, {true, -3}};
+
+static void blocked_all(const mft_tensor *xb, const mft_tensor *xab, const mft_tensor *gob,
+                        const win *w, mft_tensor **r) {
+    r[0] = mft_max_pool2d_with_indices(xb, w->k, w->s, w->p, w->d, w->ceil, &r[1]);
+    r[2] = mft_relu_max_pool2d_with_indices(xb, w->k, w->s, w->p, w->d, w->ceil, &r[3]);
+    r[4] = mft_max_pool2d_backward_windows(gob, xb, r[1], w->k, w->s, w->p, w->d, w->ceil);
+    const bool avg = w->d[0] == 1 && w->d[1] == 1;
+    for (int v = 0; v < R_NAVG; v++) {
+        r[5 + 2 * v] = avg ? mft_avg_pool2d(xab, w->k, w->s, w->p, w->ceil, r_avg[v].cip, r_avg[v].div)
+                           : NULL;
+        r[6 + 2 * v] = avg ? mft_avg_pool2d_backward(gob, xab, w->k, w->s, w->p, w->ceil,
+                                                     r_avg[v].cip, r_avg[v].div)
+                           : NULL;
+    }
+}
+
+static void test_against_reference(void) {
+    uint64_t rng = 0x5eed;
+    const int before = mft_num_threads();
+    for (size_t ci = 0; ci < sizeof r_cs / sizeof *r_cs; ci++)
+        for (size_t wi = 0; wi < sizeof r_wins / sizeof *r_wins; wi++) {
+            const win *w = &r_wins[wi];
+            const int64_t xs[4] = {2, r_cs[ci], w->H, w->W};
+            mft_tensor *x = mft_empty(4, xs, MFT_F32, CT), *xa = mft_empty(4, xs, MFT_F32, CT);
+            fill_grid(x, &rng, true);
+            fill_grid(xa, &rng, false);
+            mft_tensor *xb = mft_to_format(x, B16), *xab = mft_to_format(xa, B16);
+            mft_pool2d_params p = {{w->k[0], w->k[1]}, {w->s[0], w->s[1]}, {w->p[0], w->p[1]},
+                                   {w->d[0], w->d[1]}, w->ceil, true, 0};
+            mft_tensor *ind = NULL, *rind = NULL;
+            /* the output sizes from the public call */
+            mft_tensor *ys = mft_max_pool2d(x, w->k, w->s, w->p, w->d, w->ceil);
+            CHECK(ys != NULL);
+            if (!ys) continue;
+            const int64_t *os = mft_tensor_sizes(ys);
+            mft_tensor *go = mft_empty(4, os, MFT_F32, CT);
+            fill_grid(go, &rng, false);
+            mft_tensor *gob = mft_to_format(go, B16);
+            mft_tensor *r[2][R_N];
+            for (int t = 0; t < 2; t++) {
+                mft_set_num_threads(t + 1);
+                blocked_all(xb, xab, gob, w, r[t]);
+            }
+            mft_set_num_threads(before);
+            for (int i = 0; i < R_N; i++)
+                CHECK_MSG(!r[0][i] == !r[1][i] &&
+                              (!r[0][i] || mft_tensor_hash(r[0][i]) == mft_tensor_hash(r[1][i])),
+                          "C %lld window %zu result %d: 1 and 2 threads differ",
+                          (long long)r_cs[ci], wi, i);
+            /* max, relu max: values and indices; max backward */
+            mft_tensor *my = ref_fwd(MFT__OP_MAX_POOL2D, &p, x, os, &ind);
+            mft_tensor *ry = ref_fwd(MFT__OP_RELU_MAX_POOL2D, &p, x, os, &rind);
+            mft_tensor *mg = ref_bwd(&p, go, ind, x);
+            CHECK_MSG(is_b16(r[0][0]) && close_to(r[0][0], my, -1) && close_to(r[0][1], ind, -1),
+                      "C %lld window %zu: max forward", (long long)r_cs[ci], wi);
+            CHECK_MSG(is_b16(r[0][2]) && close_to(r[0][2], ry, -1) && close_to(r[0][3], rind, -1),
+                      "C %lld window %zu: relu max forward", (long long)r_cs[ci], wi);
+            CHECK_MSG(is_b16(r[0][4]) && close_to(r[0][4], mg, -1),
+                      "C %lld window %zu: max backward", (long long)r_cs[ci], wi);
+            mft_tensor *tmp[] = {my, ry, mg, ind, rind};
+            for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) mft_tensor_release(tmp[i]);
+            for (int v = 0; v < R_NAVG && r[0][5]; v++) {
+                mft_pool2d_params pa = p;
+                pa.count_include_pad = r_avg[v].cip;
+                pa.divisor_override = r_avg[v].div;
+                mft_tensor *ay = ref_fwd(MFT__OP_AVG_POOL2D, &pa, xa, os, NULL);
+                mft_tensor *ag = ref_bwd(&pa, go, NULL, xa);
+                CHECK_MSG(is_b16(r[0][5 + 2 * v]) && close_to(r[0][5 + 2 * v], ay, -1),
+                          "C %lld window %zu avg %d: forward", (long long)r_cs[ci], wi, v);
+                CHECK_MSG(is_b16(r[0][6 + 2 * v]) && close_to(r[0][6 + 2 * v], ag, 1e-5),
+                          "C %lld window %zu avg %d: backward", (long long)r_cs[ci], wi, v);
+                mft_tensor_release(ay);
+                mft_tensor_release(ag);
+            }
+            for (int t = 0; t < 2; t++)
+                for (int i = 0; i < R_N; i++) mft_tensor_release(r[t][i]);
+            mft_tensor *all[] = {x, xa, xb, xab, ys, go, gob};
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++) mft_tensor_release(all[i]);
+        }
+}
+
 /* the tape's backward of blocked pools runs natively, gradient like x */
 static void test_autograd(void) {
     const int64_t xs[4] = {2, 17, 8, 8}, k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
@@ -342,6 +507,7 @@ static void test_user_kernels(void) {
 int main(void) {
     RUN(test_against_plain);
     RUN(test_max22_special);
+    RUN(test_against_reference);
     RUN(test_autograd);
     RUN(test_threads);
     RUN(test_fallback_kept);
