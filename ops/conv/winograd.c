@@ -427,16 +427,21 @@ static void wg_gemm6x32(int64_t n, const float *a, int64_t ars, int64_t ass, con
 #endif
 }
 
+/* A work item's scratch of n floats, or NULL having recorded the failure
+ * for the caller (Note [Kernel scratch]). */
+static float *wg_scratch(const wg_job *j, size_t n) {
+    float *p = mft__alloc(n * sizeof(float), 64);
+    if (!p) mft__scratch_fail(j->nomem, n * sizeof(float));
+    return p;
+}
+
 static void wg_range(void *ctx, int64_t begin, int64_t end) {
     const wg_job *j = ctx;
     const mft__wino_geom *g = j->g;
     const int64_t C = g->C, T = j->T;
     const size_t vn = (size_t)(WG_X * T * C), mn = (size_t)(WG_X * T * WG_NB);
-    float *V = mft__alloc((vn + mn) * sizeof(float), 64);
-    if (!V) { /* Note [Kernel scratch] */
-        mft__scratch_fail(j->nomem, (vn + mn) * sizeof(float));
-        return;
-    }
+    float *V = wg_scratch(j, vn + mn);
+    if (!V) return;
     float *M = V + vn;
     for (int64_t b = begin; b < end; b++) {
         const int64_t t0 = b * T, nt = j->ntiles - t0 < T ? j->ntiles - t0 : T;
@@ -531,11 +536,8 @@ static void wg_few_range(void *ctx, int64_t begin, int64_t end) {
     const mft__wino_geom *g = j->g;
     const int64_t C = g->C, T = j->T, cc0 = C < WG_FEW_CC ? C : WG_FEW_CC;
     const size_t un = (size_t)(WG_X * cc0 * WG_NB), mn = (size_t)(WG_X * T * WG_NB);
-    float *U = mft__alloc((un + mn) * sizeof(float), 64);
-    if (!U) { /* Note [Kernel scratch] */
-        mft__scratch_fail(j->nomem, (un + mn) * sizeof(float));
-        return;
-    }
+    float *U = wg_scratch(j, un + mn);
+    if (!U) return;
     float *M = U + un;
     const float *V = j->u;
     for (int64_t kb = begin; kb < end; kb++) {
