@@ -235,6 +235,9 @@ bool mft__conv_wino_backward_weight(const mft__wino_geom *g, const float *gy, co
                                     float *gw, const int64_t *gws);
 /* For tests: 0 the size heuristic, 1 wherever legal, 2 never. */
 void mft__conv_wino_set_mode(int mode);
+/* For tests: the forward's schedule (Note [Winograd on few tiles]): 0 its
+ * choice, 1 tile blocks, 2 few tiles. */
+void mft__conv_wino_set_schedule(int schedule);
 
 /* ---------------------------------------------------------------- ops/conv/blocked16_weights.c
  * Note [Conv weight maps]: where weight element (o, i, kh, kw) lives, for a

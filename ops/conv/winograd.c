@@ -2,7 +2,8 @@
  * the algorithm the fast conv2d kernels (ops/conv/chains.c) choose for 3x3,
  * stride 1, dilation 1, groups 1 forward and backward_input (Note
  * [Winograd F(4x4, 3x3)]), its weight transform, tile transforms, the
- * batched 6x32 GEMM micro-kernel, the choice of when it pays, and the
+ * batched 6x32 GEMM micro-kernel, its two schedules (tile blocks, few
+ * tiles), the choice of when it pays and which schedule runs, and the
  * switch (mft_conv_set_winograd, MFT_CONV_WINOGRAD=0) that turns it off.
  *
  * Note [Winograd F(4x4, 3x3)]
@@ -18,6 +19,8 @@
  * transforms (adds and a few scalings per element, memory-bound).
  * - U = G g G^T for every (k, c), once per call, packed [xi][k block of 32]
  *   [c][32] (zeros past K) so the micro-kernel loads two 16-wide vectors.
+ *   That is the tile-block schedule; shapes with few tiles and a big
+ *   weight take the few-tile one instead (Note [Winograd on few tiles]).
  * - Output tiles (n, ty, tx) are numbered in order and cut into fixed
  *   blocks of T tiles (T from C and K: a block's V and M stay in the L2
  *   cache; wg_block_tiles). A block is a work item: the input transform
@@ -60,7 +63,7 @@
 #define WG_NB 32 /* output channels per packed weight block */
 #define WG_L  16 /* channels per vector */
 #define WG_MR 6  /* tiles per micro-kernel call */
-#define WG_MIN_TILES_BLOCKED 64 /* Note [Winograd on few tiles] */
+#define WG_MIN_TILES_BLOCKED 12 /* Note [Winograd on few tiles] */
 
 /* ---------------------------------------------------------------- switch */
 static int wg_mode = 0;      /* tests: 0 heuristic, 1 wherever legal, 2 never */
@@ -185,21 +188,18 @@ static inline void wg_a(const wv *e, wv *w) {
     w[5] = e[3];
 }
 
-/* Filter, u = G g (on nl lanes, stride ls between the six results):
+/* Filter, u = G g (on 16 lanes, into u[0 .. 5]):
  *   u0 = g0 / 4                    u3 = g0 / 24 + g1 / 12 + g2 / 6
  *   u1 = -(g0 + g1 + g2) / 6       u4 = g0 / 24 - g1 / 12 + g2 / 6
  *   u2 = -(g0 - g1 + g2) / 6       u5 = g2                             */
-static void wg_g(const float *g0, const float *g1, const float *g2, float *u, int ls) {
-    for (int l = 0; l < WG_NB; l++) {
-        const float a = g0[l], b = g1[l], c = g2[l];
-        const float e = a + c, q = a * (1.0f / 24.0f) + c * (1.0f / 6.0f);
-        u[l] = a * 0.25f;
-        u[ls + l] = -(e + b) * (1.0f / 6.0f);
-        u[2 * ls + l] = -(e - b) * (1.0f / 6.0f);
-        u[3 * ls + l] = q + b * (1.0f / 12.0f);
-        u[4 * ls + l] = q - b * (1.0f / 12.0f);
-        u[5 * ls + l] = c;
-    }
+static inline void wg_g(wv g0, wv g1, wv g2, wv *u) {
+    const wv e = wv_add(g0, g2), q = wv_fma(1.0f / 24.0f, g0, wv_mul(1.0f / 6.0f, g2));
+    u[0] = wv_mul(0.25f, g0);
+    u[1] = wv_mul(-1.0f / 6.0f, wv_add(e, g1));
+    u[2] = wv_mul(-1.0f / 6.0f, wv_sub(e, g1));
+    u[3] = wv_fma(1.0f / 12.0f, g1, q);
+    u[4] = wv_fma(-1.0f / 12.0f, g1, q);
+    u[5] = g2;
 }
 
 /* ---------------------------------------------------------------- job */
@@ -207,7 +207,9 @@ typedef struct wg_job {
     const mft__wino_geom *g;
     const float *x;
     float *y;
-    float *u;       /* packed transformed weights [36][nkb][C][32] */
+    float *u;       /* forward: the packed transformed weight [36][nkb][C][32]
+                       (tile blocks), or the transformed input V [36][T][C]
+                       (few tiles) */
     float *bpad;    /* the bias, zero past K: nkb * 32 */
     int64_t nkb;    /* output channel blocks of 32 */
     int64_t TH, TW; /* tiles per image along H and W */
@@ -222,11 +224,6 @@ typedef struct wg_job {
     _Atomic long long *nomem; /* Note [Kernel scratch]: a worker's failed allocation */
 } wg_job;
 
-static inline float wg_w(const mft__wino_geom *g, int64_t k, int64_t c, int a, int b) {
-    if (g->wmap) return g->w[mft__wmap_at(g->wmap, k, c, a, b)];
-    return g->w[k * g->ws[0] + c * g->ws[1] + a * g->ws[2] + b * g->ws[3]];
-}
-
 /* The fields every job has: the geometry and the tile grid. */
 static void wg_job_init(wg_job *j, const mft__wino_geom *g) {
     memset(j, 0, sizeof *j);
@@ -236,25 +233,66 @@ static void wg_job_init(wg_job *j, const mft__wino_geom *g) {
     j->ntiles = g->N * j->TH * j->TW;
 }
 
-/* Weight transform of (k block kb, input channel c) for each item. */
+/* 16 lanes l < nk (zeros past) of the weight at w + l * s. */
+static __attribute__((noinline)) wv wg_wload_slow(const float *w, int64_t s, int nk) {
+    float t[WG_L] = {0};
+    for (int l = 0; l < nk; l++) t[l] = w[l * s];
+    return wv_load(t, WG_L);
+}
+static inline wv wg_wload(const float *w, int64_t s, int nk) {
+    if (s == 1) return wv_load(w, nk);
+#if WG_AVX512
+    if (s > -(1 << 26) && s < (1 << 26)) {
+        const __m512i idx = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32((int)s));
+        return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), wv_mask(nk), idx, w, 4);
+    }
+#endif
+    return wg_wload_slow(w, s, nk);
+}
+
+/* Offset of weight element (k, c, a, b): off + a * st[0] + b * st[1], lane
+ * k + l (k a multiple of 16, l < 16) l * st[2] further. */
+static inline int64_t wg_woff(const mft__wino_geom *g, int64_t k, int64_t c, int64_t st[3]) {
+    const mft__conv_wmap *m = g->wmap;
+    st[0] = m ? m->kh : g->ws[2];
+    st[1] = m ? m->kw : g->ws[3];
+    st[2] = m ? m->o0 : g->ws[0];
+    return m ? mft__wmap_at(m, k, c, 0, 0) : k * g->ws[0] + c * g->ws[1];
+}
+
+/* Weight transform of (k block kb, input channel c): u[xi] (32 output
+ * channels, zeros past K) at dst + xi * xs. */
+static void wg_pack_one(const mft__wino_geom *g, int64_t kb, int64_t c, float *dst, int64_t xs) {
+    for (int h = 0; h < WG_NB / WG_L; h++) {
+        const int64_t k0 = kb * WG_NB + h * WG_L;
+        if (k0 >= g->K) { /* a block past K: zeros */
+            for (int xi = 0; xi < WG_X; xi++) wv_store(dst + xi * xs + h * WG_L, wv_zero(), WG_L);
+            continue;
+        }
+        const int nk = g->K - k0 < WG_L ? (int)(g->K - k0) : WG_L;
+        int64_t st[3];
+        const float *w = g->w + wg_woff(g, k0, c, st);
+        wv t[6][3], u[6];
+        for (int b = 0; b < 3; b++) { /* t[.][b] = G g[.][b] (columns) */
+            wg_g(wg_wload(w + b * st[1], st[2], nk), wg_wload(w + st[0] + b * st[1], st[2], nk),
+                 wg_wload(w + 2 * st[0] + b * st[1], st[2], nk), u);
+            for (int i = 0; i < 6; i++) t[i][b] = u[i];
+        }
+        for (int i = 0; i < 6; i++) { /* u[i][.] = G t[i][.]^T (rows) */
+            wg_g(t[i][0], t[i][1], t[i][2], u);
+            for (int q = 0; q < 6; q++) wv_store(dst + (6 * i + q) * xs + h * WG_L, u[q], WG_L);
+        }
+    }
+}
+
+/* The whole weight, items (k block kb, input channel c), into j->u. */
 static void wg_pack_range(void *ctx, int64_t begin, int64_t end) {
     const wg_job *j = ctx;
-    const mft__wino_geom *g = j->g;
-    const int64_t C = g->C;
-    for (int64_t it = begin; it < end; it++) {
-        const int64_t kb = it / C, c = it % C;
-        float w9[9][WG_NB], t[6][3][WG_NB], u[WG_X][WG_NB];
-        for (int l = 0; l < WG_NB; l++) {
-            const int64_t k = kb * WG_NB + l;
-            for (int ab = 0; ab < 9; ab++) w9[ab][l] = k < g->K ? wg_w(g, k, c, ab / 3, ab % 3) : 0;
-        }
-        for (int b = 0; b < 3; b++) /* t[.][b] = G g[.][b] (columns) */
-            wg_g(w9[b], w9[3 + b], w9[6 + b], &t[0][b][0], 3 * WG_NB);
-        for (int i = 0; i < 6; i++) /* u[i][.] = G t[i][.]^T (rows) */
-            wg_g(t[i][0], t[i][1], t[i][2], u[6 * i], WG_NB);
-        for (int xi = 0; xi < WG_X; xi++)
-            memcpy(j->u + ((xi * j->nkb + kb) * C + c) * WG_NB, u[xi], sizeof u[xi]);
-    }
+    const int64_t C = j->g->C;
+    for (int64_t it = begin; it < end; it++)
+        wg_pack_one(j->g, it / C, it % C, j->u + (it / C * C + it % C) * WG_NB, j->nkb * C * WG_NB);
 }
 
 /* Into row r of D [36][T][ld] (columns width .. ld - 1 zeroed): the 6 x 6
@@ -389,16 +427,21 @@ static void wg_gemm6x32(int64_t n, const float *a, int64_t ars, int64_t ass, con
 #endif
 }
 
+/* A work item's scratch of n floats, or NULL having recorded the failure
+ * for the caller (Note [Kernel scratch]). */
+static float *wg_scratch(const wg_job *j, size_t n) {
+    float *p = mft__alloc(n * sizeof(float), 64);
+    if (!p) mft__scratch_fail(j->nomem, n * sizeof(float));
+    return p;
+}
+
 static void wg_range(void *ctx, int64_t begin, int64_t end) {
     const wg_job *j = ctx;
     const mft__wino_geom *g = j->g;
     const int64_t C = g->C, T = j->T;
     const size_t vn = (size_t)(WG_X * T * C), mn = (size_t)(WG_X * T * WG_NB);
-    float *V = mft__alloc((vn + mn) * sizeof(float), 64);
-    if (!V) { /* Note [Kernel scratch] */
-        mft__scratch_fail(j->nomem, (vn + mn) * sizeof(float));
-        return;
-    }
+    float *V = wg_scratch(j, vn + mn);
+    if (!V) return;
     float *M = V + vn;
     for (int64_t b = begin; b < end; b++) {
         const int64_t t0 = b * T, nt = j->ntiles - t0 < T ? j->ntiles - t0 : T;
@@ -432,6 +475,100 @@ static int64_t wg_block_tiles(const mft__wino_geom *g) {
     return T;
 }
 
+/* ---------------------------------------------------------------- few tiles
+ * Note [Winograd on few tiles]
+ * The tile-block schedule above transforms the whole weight into U (36 C K
+ * floats, 4x the weight) and every block of tiles reads all of it: with
+ * few tiles that traffic is most of the work, and few blocks leave threads
+ * idle (8x512x7x7: 32 tiles, 3 blocks). The few-tile schedule turns the
+ * loops around:
+ * - every tile's input transform once, in parallel over tiles, into V
+ *   [36][T][C] (T: the tiles rounded up to 6, the extra rows zeros);
+ * - a work item is a block of 32 output channels: per chunk of WG_FEW_CC
+ *   input channels it transforms its own weight slice into a per-thread
+ *   U [cc][36][32] (288 KB, in L2; (c, xi) rows, so the transform's stores
+ *   are contiguous) and runs the 36 GEMMs of the chunk over all tiles,
+ *   accumulating M [36][T][32]; then the output transform of its channels
+ *   for every tile.
+ * Each weight element is read once per call and U is never whole. The
+ * micro-kernel carries a row's sum across chunks (it loads M and goes on
+ * adding), so an output element's arithmetic is the same sequence of
+ * operations as in the tile-block schedule: both schedules give the same
+ * bits, at any thread count (the tests check it).
+ * Choice, measured on nChw16c forward with an OIhw16i16o weight, 1 thread,
+ * ms, the best of 3 x 7 runs alternating, 2-vCPU AVX-512 KVM Xeon shared
+ * with other builds (load 4-5), 2026-11-28 (tile blocks / few tiles /
+ * direct):
+ *     8x512x7x7    k512   12.0 /  7.9 / 11.4    U 37.7 MB,  32 tiles
+ *     8x256x14x14  k256    7.9 /  6.6 / 11.1    U  9.4 MB, 128 tiles
+ *     2x512x28x28  k512   30.8 / 23.6 / 47.2    U 37.7 MB,  98 tiles
+ *     8x128x28x28  k128    5.2 /  5.8 / 11.9    U  2.4 MB, 392 tiles
+ *     8x64x28x28   k256    5.1 /  5.2 / 11.8    U  2.4 MB, 392 tiles
+ *     8x96x28x28   k96     2.5 /  3.4 /  6.5    U  1.3 MB, 392 tiles
+ *     8x64x56x56   k64     4.4 /  5.5 / 14.1    U  0.6 MB, 1568 tiles
+ *     4x256x56x56  k256   66.5 / 68.2 / 128     U  9.4 MB, 784 tiles
+ *     8x128x56x56  k128   24.3 / 37.5 / 55.4    U  2.4 MB, 1568 tiles
+ * Where U stays in the caches the tile blocks win; with many tiles M (per
+ * item, [36][T][32]) leaves L2 and is reread per chunk. So wg_few_tiles
+ * takes the few-tile schedule when U would pass 8 MB and M fits in 2 MB
+ * (up to 455 tiles); earlier runs of the same build put 8x256x28x28 k256
+ * (392 tiles) at 27.4 / 24.4 and 8x512x28x28 k512 at 189 / 154.
+ * Against the direct kernels the transforms are a cost per call that few
+ * tiles do not repay (same conditions, few tiles / direct, nChw16c):
+ * 1x512x7x7 (4 tiles) 2.03 / 1.40, 2x512x7x7 (8) 3.01 / 2.76, 2x256x7x7
+ * (8) 0.70 / 0.70, 4x512x7x7 (16) 4.13 / 5.79, 1x256x14x14 (16) 0.89 /
+ * 1.37: nChw16c takes Winograd from 12 tiles (WG_MIN_TILES_BLOCKED). The
+ * NHWC direct kernel is slower (1x512x7x7 3.18, 2x512x7x7 4.51, NHWC few
+ * tiles 2.16 / 3.08): NHWC keeps the size test alone. */
+#define WG_FEW_CC 64 /* input channels per weight slice chunk: U 288 KB */
+
+/* Tile items: the input transform into V. */
+static void wg_few_in(void *ctx, int64_t begin, int64_t end) {
+    const wg_job *j = ctx;
+    const mft__wino_geom *g = j->g;
+    for (int64_t t = begin; t < end; t++)
+        wg_tile_in(j, t, j->x, g->H, g->W, g->C, g->ph, g->pw, 6, j->u, j->T, t, g->C);
+}
+
+/* Output channel block items (j->u is V [36][T][C]). */
+static void wg_few_range(void *ctx, int64_t begin, int64_t end) {
+    const wg_job *j = ctx;
+    const mft__wino_geom *g = j->g;
+    const int64_t C = g->C, T = j->T, cc0 = C < WG_FEW_CC ? C : WG_FEW_CC;
+    const size_t un = (size_t)(WG_X * cc0 * WG_NB), mn = (size_t)(WG_X * T * WG_NB);
+    float *U = wg_scratch(j, un + mn);
+    if (!U) return;
+    float *M = U + un;
+    const float *V = j->u;
+    for (int64_t kb = begin; kb < end; kb++) {
+        for (int64_t c0 = 0; c0 < C; c0 += WG_FEW_CC) {
+            const int64_t cc = C - c0 < WG_FEW_CC ? C - c0 : WG_FEW_CC;
+            for (int64_t c = 0; c < cc; c++)
+                wg_pack_one(g, kb, c0 + c, U + c * WG_X * WG_NB, WG_NB);
+            for (int xi = 0; xi < WG_X; xi++)
+                for (int64_t r = 0; r < T; r += WG_MR)
+                    wg_gemm6x32(cc, V + (xi * T + r) * C + c0, C, 1, U + xi * WG_NB, WG_X * WG_NB,
+                                M + (xi * T + r) * WG_NB, WG_NB, c0 > 0);
+        }
+        for (int64_t r = 0; r < j->ntiles; r++) wg_output_tile(j, r, M, T, r, kb * WG_NB);
+    }
+    mft__free(U);
+}
+
+static int wg_sched = 0; /* tests: 0 the choice, 1 tile blocks, 2 few tiles */
+
+void mft__conv_wino_set_schedule(int schedule) { wg_sched = schedule; }
+
+/* The few-tile schedule pays for g (Note [Winograd on few tiles]): the
+ * whole transformed weight past 8 MB and M [36][T][32] within 2 MB. */
+static bool wg_few_tiles(const mft__wino_geom *g, int64_t ntiles) {
+    if (wg_sched) return wg_sched == 2;
+    const int64_t nkb = (g->K + WG_NB - 1) / WG_NB, T = (ntiles + WG_MR - 1) / WG_MR * WG_MR;
+    const int64_t ubytes = (int64_t)WG_X * g->C * nkb * WG_NB * (int64_t)sizeof(float);
+    const int64_t mbytes = (int64_t)WG_X * T * WG_NB * (int64_t)sizeof(float);
+    return ubytes >= ((int64_t)8 << 20) && mbytes <= ((int64_t)2 << 20);
+}
+
 bool mft__conv_wino_applies(const mft__wino_geom *g) {
     if (wg_mode == 2 || !mft_conv_winograd()) return false;
     if (g->N < 1 || g->C < 1 || g->K < 1 || g->OH < 1 || g->OW < 1) return false;
@@ -439,13 +576,7 @@ bool mft__conv_wino_applies(const mft__wino_geom *g) {
     if (!WG_AVX512 || g->C < 16 || g->K < 16) return false;
     /* 4x fewer multiplications, less the outputs computed past the edges */
     const int64_t th = (g->OH + 3) / 4, tw = (g->OW + 3) / 4;
-    /* Note [Winograd on few tiles]: the weight is transformed per call (36 C
-     * K floats written, then read once per block of tiles); with few tiles
-     * that traffic is most of the work. nChw16c against its direct kernel
-     * (one thread, noisy shared machine, 2026-11-28): 8x512x7x7 (32 tiles)
-     * 63 ms against 22-45, 8x256x14x14 (128 tiles) 47 against 51,
-     * 8x128x28x28 (392) 16 against 33. The NHWC path was not measured
-     * here and keeps the size test alone. */
+    /* Note [Winograd on few tiles]: the weight transform is a cost per call */
     if (g->blocked && g->N * th * tw < WG_MIN_TILES_BLOCKED) return false;
     return 2 * g->OH * g->OW >= th * tw * 16;
 }
@@ -456,9 +587,12 @@ bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y) {
     j.x = x;
     j.y = y;
     j.nkb = (g->K + WG_NB - 1) / WG_NB;
-    j.T = wg_block_tiles(g);
+    const bool few = wg_few_tiles(g, j.ntiles);
+    /* j.u: the transformed weight U [36][nkb][C][32] (tile blocks), or the
+     * transformed input V [36][T][C] (few tiles); then the padded bias */
+    j.T = few ? (j.ntiles + WG_MR - 1) / WG_MR * WG_MR : wg_block_tiles(g);
     j.nblocks = (j.ntiles + j.T - 1) / j.T;
-    const size_t un = (size_t)(WG_X * j.nkb * g->C * WG_NB);
+    const size_t un = (size_t)(few ? WG_X * j.T * g->C : WG_X * j.nkb * g->C * WG_NB);
     j.u = mft__alloc((un + (size_t)(j.nkb * WG_NB)) * sizeof(float), 64);
     if (!j.u) { /* Note [Kernel scratch] */
         mft__kernel_nomem((un + (size_t)(j.nkb * WG_NB)) * sizeof(float));
@@ -469,8 +603,17 @@ bool mft__conv_wino_forward(const mft__wino_geom *g, const float *x, float *y) {
     j.bpad = j.u + un;
     for (int64_t k = 0; k < j.nkb * WG_NB; k++)
         j.bpad[k] = g->bias && k < g->K ? g->bias[k * g->bstride] : 0.0f;
-    mft__parallel_for(0, j.nkb * g->C, 16, wg_pack_range, &j);
-    mft__parallel_for_dynamic(0, j.nblocks, 1, wg_range, &j);
+    if (few) {
+        /* rows past the last tile: zeros, never stored */
+        for (int xi = 0; xi < WG_X; xi++)
+            memset(j.u + (xi * j.T + j.ntiles) * g->C, 0,
+                   (size_t)((j.T - j.ntiles) * g->C) * sizeof(float));
+        mft__parallel_for(0, j.ntiles, 1, wg_few_in, &j);
+        mft__parallel_for_dynamic(0, j.nkb, 1, wg_few_range, &j);
+    } else {
+        mft__parallel_for(0, j.nkb * g->C, 16, wg_pack_range, &j);
+        mft__parallel_for_dynamic(0, j.nblocks, 1, wg_range, &j);
+    }
     mft__free(j.u);
     if (atomic_load(&nomem)) {
         mft__kernel_nomem((size_t)atomic_load(&nomem));

@@ -42,7 +42,11 @@
  *     1 and 2, plain / OIhw16i16o / Ohwi16o weights, bias or not): forward,
  *     grad_x (stride 1), grad_w (also of a plain x) and grad_b bit-identical
  *     to naive loops in the kernels' order, layouts with zero pads, no
- *     conversion, 1 and 2 threads bit-identical. */
+ *     conversion, 1 and 2 threads bit-identical;
+ *   - Winograd's two forward schedules (Note [Winograd on few tiles]),
+ *     forced on few-tile shapes: forward and grad_x with an OIhw16i16o
+ *     weight close to the naive loop, 1 and 2 threads and the two
+ *     schedules bit-identical; the nChw16c gate at 8 and 12 tiles. */
 #include <math.h>
 #include <stdlib.h>
 #include "harness.h"
@@ -822,6 +826,90 @@ static void test_1x1(void) {
     check_1x1(i, 420, 64, 2, 23, 23, 1, 1);
 }
 
+/* ---------------------------------------------------------------- Winograd schedules
+ * Both forward schedules of Winograd F(4x4, 3x3) (Note [Winograd on few
+ * tiles]), forced (mft__conv_wino_set_mode(1), then tile blocks and few
+ * tiles), on few-tile shapes with an OIhw16i16o weight: C and O odd (17,
+ * 33), past one 64-channel weight chunk (80, 130), padding 0 and 1. The
+ * forward and grad_x are Winograd's (the kernel name), nChw16c with zero
+ * pad lanes, within 1e-5 of the scale of the naive loop (exact_conv; grad_x
+ * as the conv of grad_y with the flipped, transposed weight and padding
+ * 2 - p), 1 and 2 threads bit-identical, and the two schedules
+ * bit-identical to each other. Then the size test's gate on nChw16c: 12
+ * output tiles take Winograd, 8 do not. */
+void mft__conv_wino_set_mode(int mode);
+void mft__conv_wino_set_schedule(int schedule);
+
+static const rcase g_wcases[] = {
+    {2, 17, 33, 7, 7, 0, 1}, {2, 17, 33, 7, 7, 1, 1},  {1, 33, 17, 14, 14, 1, 1},
+    {3, 80, 40, 7, 5, 1, 1}, {1, 130, 33, 6, 9, 0, 1}, {1, 33, 130, 5, 5, 1, 1},
+};
+
+static void test_wino_schedules(void) {
+    mft__conv_wino_set_mode(1);
+    for (int i = 0; i < (int)(sizeof g_wcases / sizeof g_wcases[0]); i++) {
+        const rcase *c = &g_wcases[i];
+        const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, 3, 3};
+        const int64_t st[2] = {1, 1}, pd[2] = {c->p, c->p}, dl[2] = {1, 1};
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 1300 + (uint64_t)i);
+        mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 1400 + (uint64_t)i);
+        mft_tensor *b = mft_randn(1, &c->O, MFT_F32, CT, 1500 + (uint64_t)i);
+        mft_tensor *ref = x && w && b ? exact_conv(x, w, b, 1, c->p, 1) : NULL;
+        mft_tensor *go = ref ? mft_randn(4, mft_tensor_sizes(ref), MFT_F32, CT, 1600 + (uint64_t)i)
+                             : NULL;
+        mft_tensor *wft = w ? flip_transpose(w) : NULL;
+        mft_tensor *gref = go && wft ? exact_conv(go, wft, NULL, 1, 2 - c->p, 1) : NULL;
+        mft_tensor *xb = x ? mft_to_format(x, B16) : NULL, *gob = go ? mft_to_format(go, B16) : NULL;
+        mft_tensor *wb = w ? to_wtag(w, "OIhw16i16o") : NULL;
+        mft_tensor *ys[2][2] = {{NULL, NULL}, {NULL, NULL}}, *gs[2][2] = {{NULL, NULL}, {NULL, NULL}};
+        CHECK(gref && xb && gob && wb);
+        for (int sc = 0; sc < 2 && gref && xb && gob && wb; sc++) {
+            mft__conv_wino_set_schedule(sc + 1);
+            for (int t = 0; t < 2; t++) {
+                mft_set_num_threads(t + 1);
+                ys[sc][t] = mft_conv2d(xb, wb, b, st, pd, dl, 1);
+                const mft_dispatch_info *di = mft_dispatch_last();
+                CHECK_MSG(di && strstr(di->kernel, "conv2d.nchw16c.f32.winograd_f4x3"),
+                          "case %d schedule %d: forward ran %s", i, sc + 1, di ? di->kernel : "?");
+                TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, &gs[sc][t], NULL, NULL));
+                di = mft_dispatch_last();
+                CHECK_MSG(di && strstr(di->kernel, "backward_input.nchw16c.f32.winograd_f4x3"),
+                          "case %d schedule %d: grad_x ran %s", i, sc + 1, di ? di->kernel : "?");
+            }
+            CHECK_MSG(in_format(ys[sc][0], B16) && close_to(ys[sc][0], ref, 1e-5),
+                      "case %d schedule %d: forward differs", i, sc + 1);
+            CHECK_MSG(in_format(gs[sc][0], B16) && close_to(gs[sc][0], gref, 1e-5),
+                      "case %d schedule %d: grad_x differs", i, sc + 1);
+            CHECK_MSG(same(ys[sc][0], ys[sc][1]) && same(gs[sc][0], gs[sc][1]),
+                      "case %d schedule %d: thread counts differ", i, sc + 1);
+        }
+        CHECK_MSG(same(ys[0][0], ys[1][0]) && same(gs[0][0], gs[1][0]),
+                  "case %d: schedules differ", i);
+        mft_tensor *ts[] = {x,  w,   b,  ref, go, wft, gref, xb, gob, wb, ys[0][0], ys[0][1],
+                            ys[1][0], ys[1][1], gs[0][0], gs[0][1], gs[1][0], gs[1][1]};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    }
+    mft__conv_wino_set_schedule(0);
+    mft__conv_wino_set_mode(0);
+    mft_set_num_threads(0);
+    /* the gate (AVX-512 builds; elsewhere Winograd never pays) */
+    for (int64_t n = 2; n <= 3; n++) {
+        const int64_t xs[4] = {n, 32, 7, 7}, ws[4] = {32, 32, 3, 3}, one[2] = {1, 1};
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, B16, 1700), *w = mft_randn(4, ws, MFT_F32, CT, 1701);
+        mft_tensor *y = mft_conv2d(x, w, NULL, one, one, one, 1);
+        const mft_dispatch_info *di = mft_dispatch_last();
+        const bool wino = y && di && strstr(di->kernel, "winograd") != NULL;
+#if defined(__AVX512F__)
+        CHECK_MSG(wino == (n == 3), "N = %d (%d tiles): winograd %d", (int)n, (int)(4 * n), wino);
+#else
+        CHECK(!wino);
+#endif
+        mft_tensor_release(x);
+        mft_tensor_release(w);
+        mft_tensor_release(y);
+    }
+}
+
 int main(void) {
     /* Winograd F(4x4, 3x3) where it pays (3x3, stride 1, C and O >= 16),
      * then the direct kernel everywhere */
@@ -841,6 +929,7 @@ int main(void) {
     RUN(test_blocked_weight_backward);
     mft_conv_set_winograd(true);
     RUN(test_row_tiles);
+    RUN(test_wino_schedules);
     RUN(test_first_layer);
     RUN(test_1x1);
     RUN(test_blocked_weight_step);

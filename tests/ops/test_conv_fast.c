@@ -7,7 +7,8 @@
  * C_in/C_out = 1, odd channel counts, N = 1, 1x1 outputs, 3-D cases, in
  * NCHW and NHWC, with contiguous and channels-last weights. Also: results
  * bitwise identical at 1 and 2 threads, the portable micro-kernels and the
- * direct-loop fallback (forced, and through a failing allocator hook). */
+ * direct-loop fallback (forced, and through a failing allocator hook), and
+ * Winograd's two forward schedules (forced) agreeing bit for bit. */
 #include <string.h>
 #include "mft/conv.h"
 #include "conv/conv_internal.h"
@@ -552,6 +553,63 @@ static void test_winograd(void) {
     mft__conv_wino_set_mode(0);
 }
 
+/* Both forward schedules of Winograd (Note [Winograd on few tiles]), forced
+ * (tile blocks, then few tiles), on few-tile shapes: C and K odd (17, 33),
+ * past one 64-channel weight chunk (80, 130, with a partial last chunk),
+ * tile counts not a multiple of 6, padding 0 and 1, with and without bias,
+ * NHWC and NCHW: run_case under each (forward, backward_input and
+ * backward_weight against the naive loop with the Winograd tolerance, 1
+ * and 2 threads bitwise), and forward and backward_input bitwise the same
+ * under the two schedules. */
+static void schedules_agree(const ccase *c, mft_format fmt, mft_format wfmt) {
+    int64_t xs[4] = {c->N, c->Cin, c->in[1], c->in[2]}, ws[4] = {c->Cout, c->Cin, 3, 3};
+    int64_t ys[4] = {c->N, c->Cout, osz(c, 1), osz(c, 2)}, bs[1] = {c->Cout};
+    mft_tensor *x = rand_tensor(4, xs, fmt), *w = rand_tensor(4, ws, wfmt);
+    mft_tensor *gy = rand_tensor(4, ys, fmt), *b = rand_tensor(1, bs, MFT_CONTIGUOUS);
+    const mft__op_id ops[2] = {MFT__OP_CONV2D, MFT__OP_CONV2D_BACKWARD_INPUT};
+    for (int op = 0; op < 2; op++) {
+        const mft__kernel_def *k = find_kernel(ops[op], fmt, MFT_F32);
+        mft_conv_params p = params_of(c, op == 0 && c->bias ? b : NULL);
+        mft_tensor *out[2];
+        for (int sc = 0; sc < 2; sc++) {
+            mft__conv_wino_set_schedule(sc + 1);
+            out[sc] = mft_empty(4, op == 0 ? ys : xs, MFT_F32, fmt);
+            if (k && out[sc]) run_kernel(k, op == 0 ? x : gy, w, out[sc], &p);
+        }
+        CHECK_MSG(k && same_bits(out[0], out[1]), "op %d %dx%dx%dx%d k%d: schedules differ", op,
+                  (int)c->N, (int)c->Cin, (int)c->in[1], (int)c->in[2], (int)c->Cout);
+        mft_tensor_release(out[0]);
+        mft_tensor_release(out[1]);
+    }
+    mft__conv_wino_set_schedule(0);
+    mft_tensor_release(x);
+    mft_tensor_release(w);
+    mft_tensor_release(gy);
+    mft_tensor_release(b);
+}
+
+static void test_winograd_schedules(void) {
+    mft__conv_wino_set_mode(1);
+    worst_ratio = 0.0;
+    const ccase cs[] = {
+        mk2(2, 17, 33, 1, 7, 7, 3, 1, 0, 1, true),   mk2(2, 17, 33, 1, 7, 7, 3, 1, 1, 1, false),
+        mk2(1, 33, 17, 1, 14, 14, 3, 1, 1, 1, true), mk2(3, 80, 40, 1, 7, 5, 3, 1, 1, 1, true),
+        mk2(1, 130, 33, 1, 6, 9, 3, 1, 0, 1, false), mk2(1, 33, 130, 1, 5, 5, 3, 1, 1, 1, true),
+    };
+    const mft_format fmts[2] = {MFT_CHANNELS_LAST, MFT_CONTIGUOUS};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int f = 0; f < 2; f++) {
+            for (int sc = 1; sc <= 2; sc++) {
+                mft__conv_wino_set_schedule(sc);
+                run_case(&cs[i], fmts[f], fmts[(i + (size_t)f) % 2], true);
+            }
+            schedules_agree(&cs[i], fmts[f], fmts[(i + (size_t)f) % 2]);
+        }
+    printf("  winograd schedules: worst error %.3f of the tolerance\n", worst_ratio);
+    mft__conv_wino_set_schedule(0);
+    mft__conv_wino_set_mode(0);
+}
+
 /* The public ops report the algorithm (the kernel name ends in
  * winograd_f4x3) where the size heuristic picks it, and
  * mft_conv_set_winograd(false) restores the direct kernels. */
@@ -616,6 +674,7 @@ static void test_winograd_alloc_failure(void) {
 int main(void) {
     RUN(test_table);
     RUN(test_winograd);
+    RUN(test_winograd_schedules);
     RUN(test_winograd_dispatch);
     RUN(test_winograd_alloc_failure);
     RUN(test_sweep);
