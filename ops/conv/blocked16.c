@@ -60,13 +60,15 @@
  * weight transposed (I <-> O) and flipped, padding d*(K-1) - p (callers
  * route stride > 1, or a padding above d*(K-1), through the fallback).
  *
- * backward_weight: work items are (output block, input block, kh, kw);
- * each accumulates its 16x16 tile (16 zmm, one per input channel, lanes
- * the output channels) over every image and output pixel in a fixed order
- * (deterministic, thread-count independent), broadcasting the input scalar
- * and loading the grad_y vector; the tile is written to grad_w through its
- * weight map (plain strides, or OIhw16i16o / Ohwi16o blocks whose pad lanes,
- * zeroed at allocation, are never written). */
+ * backward_weight: work items are (output block, input block, kh, kw), or
+ * (output block, input block) with all its taps into a plain grad_w (Note
+ * [nChw16c weight-gradient items]); each accumulates its 16x16 tiles (16
+ * zmm, one per input channel, lanes the output channels) over every image
+ * and output pixel in a fixed order (deterministic, thread-count
+ * independent), broadcasting the input scalar and loading the grad_y
+ * vector; a tile is written to grad_w through its weight map (plain
+ * strides, or OIhw16i16o / Ohwi16o blocks whose pad lanes, zeroed at
+ * allocation, are never written). */
 #include <math.h>
 #include "blocked16_1x1.h"
 
@@ -695,7 +697,10 @@ typedef struct bww_ctx {
     const float *gy, *x;
     float *gw;
     mft__conv_wmap gm; /* grad_w's map (Note [Conv weight maps]) */
+    bool pairs; /* an item is a block pair, all its taps (Note [nChw16c weight-gradient items]) */
 } bww_ctx;
+
+#define BWW_PAIR_TAPS 9 /* taps of a pair item, at most (3x3) */
 
 /* Block pair (ob, ib) with nic < 16 real input channels (C = 1 or 3 in a
  * first layer) and at most BWW_SMALL (tap, channel) accumulators: every tap
@@ -839,65 +844,91 @@ static bool b16_bww_first_layer(const b16g *g0, const float *gy, const float *x,
     return true;
 }
 
-static void bww_range(void *vctx, int64_t lo, int64_t hi) {
-    const bww_ctx *c = vctx;
+/* The 16x16 tile [ic][oc] of block pair (ob, ib) at tap (kh, kw): the sum
+ * over (n, oh, ow) in order of x * grad_y. */
+static void bww_tile(const bww_ctx *c, int64_t ob, int64_t ib, int64_t kh, int64_t kw, int64_t nic,
+                     float tile[16][16]) {
     const b16g *g = c->g;
-    const int64_t T = g->KH * g->KW;
     const int64_t sH = g->xH, sC1 = g->xC1, sN = g->xN, xc = g->xc;
     const int64_t xs = g->sw * g->xW;
     const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
+    /* output pixels whose tap (kh, kw) is inside x */
+    int64_t ohlo, ohhi, owlo, owhi;
+    valid_range(g->OH, g->H, g->sh, kh * g->dh - g->ph, &ohlo, &ohhi);
+    valid_range(g->OW, g->W, g->sw, kw * g->dw - g->pw, &owlo, &owhi);
+#if CF_AVX512
+    __m512 acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+#else
+    memset(tile, 0, 16 * 16 * sizeof(float));
+#endif
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t oh = ohlo; oh < ohhi; oh++) {
+            const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH + owlo * 16;
+            const float *xp = c->x + n * sN + ib * sC1 + (oh * g->sh - g->ph + kh * g->dh) * sH +
+                              (owlo * g->sw - g->pw + kw * g->dw) * g->xW;
+#if CF_AVX512
+            if (g->xblk) /* 16 lanes, the pad lanes zeros */
+                for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
+                    const __m512 v = _mm512_loadu_ps(gp);
+                    for (int i = 0; i < 16; i++)
+                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v, acc[i]);
+                }
+            else /* plain x: its real channels only, at their stride */
+                for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
+                    const __m512 v = _mm512_loadu_ps(gp);
+                    for (int i = 0; i < nic; i++)
+                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i * xc]), v, acc[i]);
+                }
+#else
+            const int64_t ni = g->xblk ? 16 : nic;
+            for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs)
+                for (int64_t i = 0; i < ni; i++)
+                    for (int l = 0; l < 16; l++) tile[i][l] += xp[i * xc] * gp[l];
+#endif
+        }
+#if CF_AVX512
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(tile[i], acc[i]);
+#endif
+}
+
+/* Note [nChw16c weight-gradient items]: a work item is one (ob, ib, tap)
+ * tile, the tap fastest, so consecutive items reuse their x and grad_y
+ * blocks; its 256 results land in grad_w through the map. Into a blocked
+ * grad_w (OIhw16i16o, Ohwi16o) a tile is one contiguous run; into a plain
+ * OIHW one its 256 elements are KH*KW floats apart, a cache line each, and
+ * the next tap's item writes the neighbours in the same lines, on the other
+ * thread as often as not. On 8,512,7,7->512 (9.4 MB of grad_w) that made
+ * the kernel memory-bound at 2 threads: 14.5-14.8 ms against 16.7 at 1
+ * (bench_conv --split, 2026-11-28). So with a plain grad_w and at most
+ * BWW_PAIR_TAPS taps an item is a block pair with all its taps (c->pairs):
+ * the tiles are kept and written (o, i, tap) in order, whole lines. The
+ * sums are the same either way. */
+static void bww_range(void *vctx, int64_t lo, int64_t hi) {
+    const bww_ctx *c = vctx;
+    const b16g *g = c->g;
+    const int64_t T = g->KH * g->KW, P = c->pairs ? 1 : T;
     for (int64_t it = lo; it < hi; it++) {
-        const int64_t t = it % T, r = it / T, ib = r % g->I1, ob = r / g->I1;
-        const int64_t kh = t / g->KW, kw = t % g->KW;
+        const int64_t t0 = c->pairs ? 0 : it % P, r = it / P, ib = r % g->I1, ob = r / g->I1;
         const int64_t nic = g->I - ib * 16 < 16 ? g->I - ib * 16 : 16;
         const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
         if (nic < 16 && T * nic <= BWW_SMALL) { /* the whole pair in its tap-0 item */
-            if (t == 0) bww_small(c, ob, ib, nic);
+            if (t0 == 0) bww_small(c, ob, ib, nic);
             continue;
         }
-        /* output pixels whose tap (kh, kw) is inside x */
-        int64_t ohlo, ohhi, owlo, owhi;
-        valid_range(g->OH, g->H, g->sh, kh * g->dh - g->ph, &ohlo, &ohhi);
-        valid_range(g->OW, g->W, g->sw, kw * g->dw - g->pw, &owlo, &owhi);
-        float tile[16][16]; /* [ic][oc] */
-#if CF_AVX512
-        __m512 acc[16];
-        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-#else
-        memset(tile, 0, sizeof tile);
-#endif
-        for (int64_t n = 0; n < g->N; n++)
-            for (int64_t oh = ohlo; oh < ohhi; oh++) {
-                const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH + owlo * 16;
-                const float *xp = c->x + n * sN + ib * sC1 +
-                                  (oh * g->sh - g->ph + kh * g->dh) * sH +
-                                  (owlo * g->sw - g->pw + kw * g->dw) * g->xW;
-#if CF_AVX512
-                if (g->xblk) /* 16 lanes, the pad lanes zeros */
-                    for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
-                        const __m512 v = _mm512_loadu_ps(gp);
-                        for (int i = 0; i < 16; i++)
-                            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v, acc[i]);
-                    }
-                else /* plain x: its real channels only, at their stride */
-                    for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
-                        const __m512 v = _mm512_loadu_ps(gp);
-                        for (int i = 0; i < nic; i++)
-                            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i * xc]), v, acc[i]);
-                    }
-#else
-                const int64_t ni = g->xblk ? 16 : nic;
-                for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs)
-                    for (int64_t i = 0; i < ni; i++)
-                        for (int l = 0; l < 16; l++) tile[i][l] += xp[i * xc] * gp[l];
-#endif
-            }
-#if CF_AVX512
-        for (int i = 0; i < 16; i++) _mm512_storeu_ps(tile[i], acc[i]);
-#endif
+        float tiles[BWW_PAIR_TAPS][16][16]; /* [tap][ic][oc] */
+        int64_t toff[BWW_PAIR_TAPS];        /* grad_w offset of each tap */
+        const int64_t nt = c->pairs ? T : 1;
+        for (int64_t k = 0; k < nt; k++) {
+            const int64_t kh = (t0 + k) / g->KW, kw = (t0 + k) % g->KW;
+            bww_tile(c, ob, ib, kh, kw, nic, tiles[k]);
+            toff[k] = kh * c->gm.kh + kw * c->gm.kw;
+        }
         for (int64_t oc = 0; oc < noc; oc++)
-            for (int64_t ic = 0; ic < nic; ic++)
-                c->gw[mft__wmap_at(&c->gm, ob * 16 + oc, ib * 16 + ic, kh, kw)] = tile[ic][oc];
+            for (int64_t ic = 0; ic < nic; ic++) {
+                float *dst = c->gw + mft__wmap_at(&c->gm, ob * 16 + oc, ib * 16 + ic, 0, 0);
+                for (int64_t k = 0; k < nt; k++) dst[toff[k]] = tiles[k][ic][oc];
+            }
     }
 }
 
@@ -1043,7 +1074,10 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
         mft__conv_b16_1x1_backward_weight(&b);
         return;
     }
-    const int64_t items = g.O1 * g.I1 * g.KH * g.KW;
+    /* a plain grad_w (its output lanes not innermost), few taps, pairs
+     * enough for both threads: Note [nChw16c weight-gradient items] */
+    c.pairs = c.gm.o0 != 1 && g.KH * g.KW <= BWW_PAIR_TAPS && g.O1 * g.I1 >= 16;
+    const int64_t items = g.O1 * g.I1 * (c.pairs ? 1 : g.KH * g.KW);
     mft__parallel_for_dynamic(0, items, 1, bww_range, &c);
 }
 

@@ -109,6 +109,10 @@ static const ccase g_cases[] = {
     /* wide rows: border pixels at most 1/16 of a row run as one-pixel tiles
      * without the padded copy (Note [nChw16c padded input]) */
     {1, 17, 20, 4, 40, 3, 3, 1, 1, 1, true},   {1, 3, 16, 5, 70, 5, 5, 1, 2, 1, false},
+    /* at least 16 block pairs with a plain grad_w: backward_weight items are
+     * pairs with all their taps (Note [nChw16c weight-gradient items]),
+     * partial blocks on both sides, stride 1 and 2 */
+    {2, 65, 50, 6, 7, 3, 3, 1, 1, 1, true},    {1, 48, 90, 9, 9, 3, 3, 2, 1, 1, false},
 };
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 
