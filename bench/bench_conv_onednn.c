@@ -16,6 +16,8 @@
  *               layer) the src is plain nchw, oneDNN's own first-layer
  *               configuration (its nChw16c src runs a reference kernel there);
  *   dnnl f+b    forward, backward_data and backward_weights primitives.
+ * --passes times the two backward passes alone instead, each against its
+ * oneDNN primitive (mft with the blocked weight: grad_x only, grad_w only).
  * Each primitive is created once outside the timing. Threads: mft_set_num_
  * threads(T) for mft, omp_set_num_threads(T) for oneDNN (OpenMP runtime).
  * Ratios printed are oneDNN time / mft time (> 1: mft faster).
@@ -136,6 +138,24 @@ static int dn_fwd(dnnl_conv *d) {
                : 1;
 }
 
+static int dn_bd(dnnl_conv *d) {
+    dnnl_exec_arg_t b[3] = {{DNNL_ARG_DIFF_DST, d->ddst}, {DNNL_ARG_WEIGHTS, d->wei},
+                            {DNNL_ARG_DIFF_SRC, d->dsrc}};
+    return dnnl_primitive_execute(d->p[1], d->st, 3, b) == dnnl_success &&
+                   dnnl_stream_wait(d->st) == dnnl_success
+               ? 0
+               : 1;
+}
+
+static int dn_bw(dnnl_conv *d) {
+    dnnl_exec_arg_t w[3] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_DIFF_DST, d->ddst},
+                            {DNNL_ARG_DIFF_WEIGHTS, d->dwei}};
+    return dnnl_primitive_execute(d->p[2], d->st, 3, w) == dnnl_success &&
+                   dnnl_stream_wait(d->st) == dnnl_success
+               ? 0
+               : 1;
+}
+
 static int dn_fb(dnnl_conv *d) {
     if (dn_fwd(d)) return 1;
     dnnl_exec_arg_t b[3] = {{DNNL_ARG_DIFF_DST, d->ddst}, {DNNL_ARG_WEIGHTS, d->wei},
@@ -184,9 +204,22 @@ static int mft_fb(void *vc) {
     return st == MFT_OK ? 0 : 1;
 }
 
+/* one backward pass alone: grad_x (gw == false) or grad_w */
+static int mft_bpass(mft_conv *c, bool gw) {
+    mft_tensor *g = NULL;
+    const mft_status st = mft_conv2d_backward(c->g, c->x, c->w, c->stride, c->pad, c->dil,
+                                              c->groups, gw ? NULL : &g, gw ? &g : NULL, NULL);
+    mft_tensor_release(g);
+    return st == MFT_OK ? 0 : 1;
+}
+static int mft_bd(void *vc) { return mft_bpass(vc, false); }
+static int mft_bw(void *vc) { return mft_bpass(vc, true); }
+
 #ifdef MFT_BENCH_HAVE_DNNL
 static int dn_fwd_case(void *d) { return dn_fwd(d); }
 static int dn_fb_case(void *d) { return dn_fb(d); }
+static int dn_bd_case(void *d) { return dn_bd(d); }
+static int dn_bw_case(void *d) { return dn_bw(d); }
 #endif
 
 int main(int argc, char **argv) {
@@ -197,12 +230,14 @@ int main(int argc, char **argv) {
                                           {8, 64, 56, 56, 64, 3, 2, 64},
                                           {8, 128, 28, 28, 128, 3, 1, 128},
                                           {8, 256, 14, 14, 256, 3, 1, 256}};
-    int nshapes = 6, threads[MAX_THREADS] = {1, 2}, nth = 2, reps = 7, custom = 0;
+    int nshapes = 6, threads[MAX_THREADS] = {1, 2}, nth = 2, reps = 7, custom = 0, passes = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             nth = bench_parse_int_list(argv[++i], threads, MAX_THREADS);
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--passes")) {
+            passes = 1;
         } else if (!strcmp(argv[i], "--depthwise") && !custom) {
             nshapes = 4, custom = 1;
             memcpy(shapes, mobilenet_dw, sizeof mobilenet_dw);
@@ -217,7 +252,7 @@ int main(int argc, char **argv) {
             shapes[nshapes++] = (shape){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
         } else {
             fprintf(stderr,
-                    "usage: %s [--threads 1,2] [--reps 7] [--depthwise]\n"
+                    "usage: %s [--threads 1,2] [--reps 7] [--depthwise] [--passes]\n"
                     "          [--shape N,C,H,W,K,k,stride[,groups]]...\n",
                     argv[0]);
             return 2;
@@ -268,6 +303,35 @@ int main(int argc, char **argv) {
                 printf("# oneDNN implementations: forward %s, backward data %s, backward weights "
                        "%s\n",
                        impl[0], impl[1], impl[2]);
+            }
+            if (passes) { /* the two backward passes alone, blocked weight */
+                double ps[4][64];
+                bench_case pc[4] = {
+                    {"mft_bd", "mft backward data", mft_bd, &mb, 0, ps[0], {0}},
+                    {"mft_bw", "mft backward weights", mft_bw, &mb, 0, ps[1], {0}},
+                    {"dnnl_bd", "oneDNN backward data", have_dnnl ? dn_bd_case : NULL, &dc, 0,
+                     ps[2], {0}},
+                    {"dnnl_bw", "oneDNN backward weights", have_dnnl ? dn_bw_case : NULL, &dc, 0,
+                     ps[3], {0}},
+                };
+                bench_opts o = bench_default_opts();
+                o.reps = reps > 64 ? 64 : reps;
+                o.warmup = 2;
+                const int failed = bench_run(pc, have_dnnl ? 4 : 2, &o) != 0;
+                dn_free(&dc);
+                if (failed || !have_dnnl) {
+                    fprintf(stderr, "bench_conv_onednn: --passes: %s\n",
+                            failed ? mft_last_error_message() : "needs oneDNN");
+                    break;
+                }
+                const double v[4] = {pc[0].stats.median * 1e3, pc[1].stats.median * 1e3,
+                                     pc[2].stats.median * 1e3, pc[3].stats.median * 1e3};
+                printf("%lld,%lld,%lld,%lld->%lld %lldx%lld/%lld T=%d  bwd data: mft %.3fms dnnl "
+                       "%.3fms ratio %.2f   bwd weights: mft %.3fms dnnl %.3fms ratio %.2f\n",
+                       (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w,
+                       (long long)s->k, (long long)s->r, (long long)s->r, (long long)s->s, T, v[0],
+                       v[2], v[2] / v[0], v[1], v[3], v[3] / v[1]);
+                continue;
             }
             double samples[6][64];
             bench_case cases[6] = {

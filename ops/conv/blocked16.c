@@ -60,8 +60,11 @@
  * weight transposed (I <-> O) and flipped, padding d*(K-1) - p (callers
  * route stride > 1, or a padding above d*(K-1), through the fallback).
  *
- * backward_weight: work items are (output block, input block, kh, kw), or
- * (output block, input block) with all its taps into a plain grad_w (Note
+ * backward_weight: kernels 3 wide with stride and dilation 1 along W on a
+ * packed nChw16c x run blocked16_bww3.c (Note [nChw16c 3-wide weight
+ * gradient]: three taps of a kernel row per walk, the same sums). Otherwise
+ * work items are (output block, input block) with all its taps, or (output
+ * block, input block, kh, kw) when there are few pairs or many taps (Note
  * [nChw16c weight-gradient items]); each accumulates its 16x16 tiles (16
  * zmm, one per input channel, lanes the output channels) over every image
  * and output pixel in a fixed order (deterministic, thread-count
@@ -71,6 +74,7 @@
  * allocation, are never written). */
 #include <math.h>
 #include "blocked16_1x1.h"
+#include "blocked16_bww3.h"
 
 /* ---------------------------------------------------------------- geometry */
 typedef struct b16g {
@@ -900,10 +904,15 @@ static void bww_tile(const bww_ctx *c, int64_t ob, int64_t ib, int64_t kh, int64
  * the next tap's item writes the neighbours in the same lines, on the other
  * thread as often as not. On 8,512,7,7->512 (9.4 MB of grad_w) that made
  * the kernel memory-bound at 2 threads: 14.5-14.8 ms against 16.7 at 1
- * (bench_conv --split, 2026-11-28). So with a plain grad_w and at most
- * BWW_PAIR_TAPS taps an item is a block pair with all its taps (c->pairs):
- * the tiles are kept and written (o, i, tap) in order, whole lines. The
- * sums are the same either way. */
+ * (bench_conv --split, 2026-11-28). So with at most BWW_PAIR_TAPS taps
+ * and at least 16 pairs (enough for both threads) an item is a block pair
+ * with all its taps (c->pairs): the tiles are kept and written (o, i, tap)
+ * in order, whole lines, or, into a blocked grad_w, as vectors of output
+ * lanes. Pair items on a blocked grad_w too were 6% faster at 1 thread in
+ * three of four alternating runs of 8,512,7,7->512 and equal at 2. The sums
+ * are the same either way. Kernels 3 wide with stride 1 along W on a
+ * packed nChw16c x take blocked16_bww3.c instead (Note [nChw16c 3-wide
+ * weight gradient]), with the same items and sums. */
 static void bww_range(void *vctx, int64_t lo, int64_t hi) {
     const bww_ctx *c = vctx;
     const b16g *g = c->g;
@@ -924,6 +933,17 @@ static void bww_range(void *vctx, int64_t lo, int64_t hi) {
             bww_tile(c, ob, ib, kh, kw, nic, tiles[k]);
             toff[k] = kh * c->gm.kh + kw * c->gm.kw;
         }
+#if CF_AVX512
+        if (c->gm.o0 == 1) { /* output lanes contiguous: a tile row is a vector */
+            const __mmask16 m = (__mmask16)((1u << noc) - 1);
+            for (int64_t ic = 0; ic < nic; ic++) {
+                float *dst = c->gw + mft__wmap_at(&c->gm, ob * 16, ib * 16 + ic, 0, 0);
+                for (int64_t k = 0; k < nt; k++)
+                    _mm512_mask_storeu_ps(dst + toff[k], m, _mm512_loadu_ps(tiles[k][ic]));
+            }
+            continue;
+        }
+#endif
         for (int64_t oc = 0; oc < noc; oc++)
             for (int64_t ic = 0; ic < nic; ic++) {
                 float *dst = c->gw + mft__wmap_at(&c->gm, ob * 16 + oc, ib * 16 + ic, 0, 0);
@@ -1074,9 +1094,17 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
         mft__conv_b16_1x1_backward_weight(&b);
         return;
     }
+    if (mft__conv_b16_bww3_available() && cf_mode() == 0 && g.xblk && g.KW == 3 && g.sw == 1 &&
+        g.dw == 1 && g.KH <= MFT_B16_BWW3_MAX_KH) { /* Note [nChw16c 3-wide weight gradient] */
+        const mft__b16_bww3 b = {g.N,  g.H,  g.W,  g.OH,  g.OW,  g.KH, g.I,  g.O,  g.I1,
+                                 g.O1, g.sh, g.ph, g.dh,  g.pw,  c.gy, c.x,  g.xN, g.xC1,
+                                 g.xH, c.gw, &c.gm};
+        mft__conv_b16_bww3(&b);
+        return;
+    }
     /* a plain grad_w (its output lanes not innermost), few taps, pairs
      * enough for both threads: Note [nChw16c weight-gradient items] */
-    c.pairs = c.gm.o0 != 1 && g.KH * g.KW <= BWW_PAIR_TAPS && g.O1 * g.I1 >= 16;
+    c.pairs = g.KH * g.KW <= BWW_PAIR_TAPS && g.O1 * g.I1 >= 16;
     const int64_t items = g.O1 * g.I1 * (c.pairs ? 1 : g.KH * g.KW);
     mft__parallel_for_dynamic(0, items, 1, bww_range, &c);
 }

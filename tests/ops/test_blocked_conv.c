@@ -914,6 +914,100 @@ static void test_wino_schedules(void) {
     }
 }
 
+/* ---------------------------------------------------------------- 3-wide grad_w */
+/* grad_w (O, C, KH, KW) of a convolution with strides (sh, sw), paddings
+ * (ph, pw), dilations (dh, dw), in the kernels' order (Note [nChw16c
+ * 3-wide weight gradient], Note [nChw16c weight-gradient items]): each
+ * element starts at 0 and adds x * grad_y (EXACT_MADD) over (n, oh, ow),
+ * taps outside x skipped. */
+static mft_tensor *exact_gw(const mft_tensor *xt, const mft_tensor *gt, int64_t KH, int64_t KW,
+                            const int64_t st[2], const int64_t pd[2], const int64_t dl[2]) {
+    const int64_t *xs = mft_tensor_sizes(xt), *gs = mft_tensor_sizes(gt);
+    const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = gs[1], OH = gs[2], OW = gs[3];
+    const int64_t ws[4] = {O, C, KH, KW};
+    mft_tensor *r = mft_empty(4, ws, MFT_F32, CT);
+    if (!r) return NULL;
+    const float *x = mft_tensor_data(xt), *g = mft_tensor_data(gt);
+    float *w = mft_tensor_data(r);
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t kh = 0; kh < KH; kh++)
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    float acc = 0.0f;
+                    for (int64_t n = 0; n < N; n++)
+                        for (int64_t oh = 0; oh < OH; oh++)
+                            for (int64_t ow = 0; ow < OW; ow++) {
+                                const int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
+                                const int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                acc = EXACT_MADD(x[((n * C + c) * H + ih) * W + iw],
+                                                 g[((n * O + o) * OH + oh) * OW + ow], acc);
+                            }
+                    w[((o * C + c) * KH + kh) * KW + kw] = acc;
+                }
+    return r;
+}
+
+/* kernels 3 wide with stride and dilation 1 along W (Note [nChw16c 3-wide
+ * weight gradient]): rows of 1 to 13 output pixels, paddings 0..2 on either
+ * axis, KH 1..3, stride and dilation 1 and 2 along H, C and O around the
+ * 8-channel walks and the 16-lane blocks, fewer and more than 16 block
+ * pairs (items of one kernel row or of a whole pair). */
+typedef struct w3case {
+    int64_t N, C, O, H, W, KH, sh, ph, pw, dh;
+} w3case;
+static const w3case g_w3cases[] = {
+    {1, 16, 16, 7, 7, 3, 1, 1, 1, 1},  {2, 17, 33, 6, 5, 3, 1, 1, 1, 1},
+    {1, 3, 16, 5, 3, 3, 1, 1, 1, 1},   {3, 9, 17, 4, 1, 3, 1, 1, 1, 1},
+    {1, 33, 15, 8, 2, 2, 2, 0, 2, 1},  {2, 15, 8, 9, 13, 1, 1, 0, 0, 1},
+    {1, 8, 40, 7, 4, 3, 2, 2, 0, 2},   {1, 64, 64, 7, 7, 3, 1, 1, 1, 1},
+    {2, 65, 50, 5, 6, 3, 1, 1, 2, 1},  {1, 1, 1, 3, 3, 3, 1, 1, 1, 1},
+    {3, 24, 31, 6, 9, 3, 2, 1, 1, 2},  {1, 17, 17, 3, 2, 3, 1, 2, 2, 1},
+};
+
+static void test_bww3(void) {
+    mft_conv_set_winograd(false);
+    for (int i = 0; i < (int)(sizeof g_w3cases / sizeof g_w3cases[0]); i++) {
+        const w3case *c = &g_w3cases[i];
+        const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->KH, 3};
+        const int64_t st[2] = {c->sh, 1}, pd[2] = {c->ph, c->pw}, dl[2] = {c->dh, 1};
+        mft_tensor *x = mft_randn(4, xs, MFT_F32, CT, 4000 + (uint64_t)i);
+        mft_tensor *w = mft_randn(4, ws, MFT_F32, CT, 4100 + (uint64_t)i);
+        /* one x element +inf on the left border: a tap that multiplied it
+         * by a grad_y outside the row would make NaN; grad_y positive, so
+         * the valid products are +inf, never inf - inf */
+        if (x && i % 2 == 0) ((float *)mft_tensor_data(x))[c->W * (c->H / 2)] = INFINITY;
+        mft_tensor *y = mft_conv2d(x, w, NULL, st, pd, dl, 1);
+        mft_tensor *go = y ? mft_rand(4, mft_tensor_sizes(y), MFT_F32, CT, 4200 + (uint64_t)i)
+                           : NULL;
+        mft_tensor *xb = x ? mft_to_format(x, B16) : NULL;
+        mft_tensor *gob = go ? mft_to_format(go, B16) : NULL;
+        mft_tensor *ref = go ? exact_gw(x, go, c->KH, 3, st, pd, dl) : NULL;
+        CHECK_MSG(ref && xb && gob, "bww3 case %d: set-up", i);
+        for (int wt = 0; wt < 3 && ref && xb && gob; wt++) {
+            mft_tensor *wl = wt ? to_wtag(w, g_wtags[wt - 1]) : mft_clone(w, CT);
+            mft_tensor *r[2] = {NULL, NULL};
+            for (int t = 0; t < 2 && wl; t++) {
+                mft_set_num_threads(t + 1);
+                mft_conversion_counts_reset();
+                TU_OK_S(mft_conv2d_backward(gob, xb, wl, st, pd, dl, 1, NULL, &r[t], NULL));
+                CHECK_MSG(conversions() == 0, "bww3 case %d weight %d: %lld conversions", i, wt,
+                          (long long)conversions());
+            }
+            CHECK_MSG(wt ? in_wtag(r[0], g_wtags[wt - 1]) : in_format(r[0], CT),
+                      "bww3 case %d weight %d: grad_w layout", i, wt);
+            CHECK_MSG(same_values(r[0], ref), "bww3 case %d weight %d: grad_w not exact", i, wt);
+            CHECK_MSG(same(r[0], r[1]), "bww3 case %d weight %d: thread counts differ", i, wt);
+            mft_tensor *ts[3] = {wl, r[0], r[1]};
+            for (int k = 0; k < 3; k++) mft_tensor_release(ts[k]);
+        }
+        mft_tensor *ts[] = {x, w, y, go, xb, gob, ref};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) mft_tensor_release(ts[k]);
+    }
+    mft_set_num_threads(0);
+    mft_conv_set_winograd(true);
+}
+
 int main(void) {
     /* Winograd F(4x4, 3x3) where it pays (3x3, stride 1, C and O >= 16),
      * then the direct kernel everywhere */
@@ -936,6 +1030,7 @@ int main(void) {
     RUN(test_wino_schedules);
     RUN(test_first_layer);
     RUN(test_1x1);
+    RUN(test_bww3);
     RUN(test_blocked_weight_step);
     RUN(test_blocked_weight_errors);
     TEST_MAIN_END();
