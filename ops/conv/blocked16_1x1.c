@@ -71,6 +71,10 @@ typedef struct f1_args {
     uint32_t m[4];
 } f1_args;
 
+/* the accumulators of output block o (a constant after unrolling): four
+ * arrays, not one [4][F1_NBMAX], which the compiler kept on the stack */
+#define F1_ACC(o) ((o) == 0 ? acc0 : (o) == 1 ? acc1 : (o) == 2 ? acc2 : acc3)
+
 /* one input channel: the OCB weight vectors at wp times x at xp of NB pixels */
 #define F1_STEP(xp, wp)                                                                            \
     do {                                                                                           \
@@ -79,32 +83,35 @@ typedef struct f1_args {
         for (int o = 0; o < OCB; o++) v[o] = _mm512_loadu_ps(ws_ + o * a->wsO1);                   \
         for (int j = 0; j < NB; j++) {                                                             \
             const __m512 bx = _mm512_set1_ps(xs_[j * 16]);                                         \
-            for (int o = 0; o < OCB; o++) acc[o][j] = _mm512_fmadd_ps(bx, v[o], acc[o][j]);        \
+            for (int o = 0; o < OCB; o++) F1_ACC(o)[j] = _mm512_fmadd_ps(bx, v[o], F1_ACC(o)[j]);  \
         }                                                                                          \
     } while (0)
 
 static inline __attribute__((always_inline)) void f1_tile(const int NB, const int OCB,
                                                           const f1_args *a) {
-    __m512 acc[4][F1_NBMAX];
+    __m512 acc0[F1_NBMAX], acc1[F1_NBMAX], acc2[F1_NBMAX], acc3[F1_NBMAX];
     if (a->b16)
         for (int o = 0; o < OCB; o++) {
             const __m512 bz = _mm512_loadu_ps(a->b16 + o * 16);
-            for (int j = 0; j < NB; j++) acc[o][j] = bz;
+            for (int j = 0; j < NB; j++) F1_ACC(o)[j] = bz;
         }
     else
         for (int o = 0; o < OCB; o++)
-            for (int j = 0; j < NB; j++) acc[o][j] = _mm512_loadu_ps(a->y + o * a->ysO1 + j * 16);
+            for (int j = 0; j < NB; j++)
+                F1_ACC(o)[j] = _mm512_loadu_ps(a->y + o * a->ysO1 + j * 16);
     for (int64_t ib = 0; ib < a->nib; ib++) {
         const int64_t nic = ib == a->nib - 1 ? a->lastic : 16;
         const float *xp = a->x + ib * a->xC1;
         const float *wp = a->w + ib * a->wsI1;
         for (int64_t ic = 0; ic < nic; ic++) F1_STEP(xp + ic, wp + ic * 16);
     }
+    /* one masked move per vector, all lanes kept before the final chunk: a
+     * branch per store made the compiler copy the accumulators to the stack */
     for (int o = 0; o < OCB; o++) {
         float *yo = a->y + o * a->ysO1;
-        const __mmask16 k = (__mmask16)a->m[o];
+        const __mmask16 k = (__mmask16)(a->last ? a->m[o] : 0xffffu);
         for (int j = 0; j < NB; j++)
-            _mm512_storeu_ps(yo + j * 16, a->last ? _mm512_maskz_mov_ps(k, acc[o][j]) : acc[o][j]);
+            _mm512_storeu_ps(yo + j * 16, _mm512_maskz_mov_ps(k, F1_ACC(o)[j]));
     }
 }
 
