@@ -65,7 +65,8 @@
  * gradient]: three taps of a kernel row per walk, the same sums). Otherwise
  * work items are (output block, input block) with all its taps, or (output
  * block, input block, kh, kw) when there are few pairs or many taps (Note
- * [nChw16c weight-gradient items]); each accumulates its 16x16 tiles (16
+ * [nChw16c weight-gradient items], blocked16_bww.c, with the first-layer
+ * kernel of a plain x); each accumulates its 16x16 tiles (16
  * zmm, one per input channel, lanes the output channels) over every image
  * and output pixel in a fixed order (deterministic, thread-count
  * independent), broadcasting the input scalar and loading the grad_y
@@ -75,17 +76,9 @@
 #include <math.h>
 #include "blocked16_1x1.h"
 #include "blocked16_bww3.h"
+#include "blocked16_internal.h"
 
-/* ---------------------------------------------------------------- geometry */
-typedef struct b16g {
-    int64_t N, I, O, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
-    int64_t I1, O1;
-    /* x(n, c, h, w) = x[n*xN + (c/16)*xC1 + (c%16)*xc + h*xH + w*xW]:
-     * nChw16c packed (xc 1, xW 16) or plain at its strides (xC1 16 xc) */
-    int64_t xN, xC1, xc, xH, xW;
-    bool xblk; /* x packed nChw16c: its pad lanes are zeros to read */
-} b16g;
-
+/* ---------------------------------------------------------------- weights (b16g: blocked16_internal.h) */
 /* w(o, i, kh, kw) = w0[mft__wmap_at(&m, o, i, kh, kw)] (Note [Conv weight
  * maps]); kh / kw strides may be negative (backward_input's flip). */
 typedef struct b16w {
@@ -288,16 +281,6 @@ typedef struct fwd_ctx {
     int64_t rows; /* output rows per tile (Note [nChw16c row tiles]) */
 } fwd_ctx;
 
-/* kernel index range [lo, hi) whose input i*d + base lies in [0, n) */
-static void tap_range(int64_t base, int64_t d, int64_t K, int64_t n, int64_t *lo, int64_t *hi) {
-    int64_t l = base >= 0 ? 0 : (-base + d - 1) / d;
-    int64_t h = n - 1 - base < 0 ? 0 : (n - 1 - base) / d + 1;
-    if (h > K) h = K;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
-}
-
 /* the fields of a tile of output blocks (ob, ob + 1) that do not depend on
  * its pixels; returns the number of blocks (1 or 2) */
 static int tile_setup(const fwd_ctx *c, int64_t ob, tile_args *a) {
@@ -494,9 +477,8 @@ static void pad_range(void *vctx, int64_t lo, int64_t hi) {
     }
 }
 
-/* *gp = g0 on the zero-bordered copy of x made into *xpad (freed by the
- * caller); false when its allocation failed (mft__kernel_nomem called). */
-static bool b16_pad_copy(const b16g *g0, const float *x, b16g *gpo, float **xpad) {
+/* declared in blocked16_internal.h */
+bool mft__conv_b16_pad_copy(const b16g *g0, const float *x, b16g *gpo, float **xpad) {
     b16g gp = *g0;
     gp.H = g0->H + 2 * g0->ph;
     gp.W = g0->W + 2 * g0->pw;
@@ -635,7 +617,7 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
     const bool first = (!g0->xblk || g0->I1 == 1) &&
                        mft__conv_b16_first_applies(g0->I * g0->KH * g0->KW);
     if (first ? g0->ph || g0->pw : b16_pad_pays(g0)) { /* Note [nChw16c padded input] */
-        if (!b16_pad_copy(g0, x, &gp, &xpad)) return false;
+        if (!mft__conv_b16_pad_copy(g0, x, &gp, &xpad)) return false;
         x = xpad;
         g = &gp;
     }
@@ -693,263 +675,6 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
     mft__free(wt);
     mft__free(xpad);
     return true;
-}
-
-/* ---------------------------------------------------------------- backward_weight */
-typedef struct bww_ctx {
-    const b16g *g;
-    const float *gy, *x;
-    float *gw;
-    mft__conv_wmap gm; /* grad_w's map (Note [Conv weight maps]) */
-    bool pairs; /* an item is a block pair, all its taps (Note [nChw16c weight-gradient items]) */
-} bww_ctx;
-
-#define BWW_PAIR_TAPS 9 /* taps of a pair item, at most (3x3) */
-
-/* Block pair (ob, ib) with nic < 16 real input channels (C = 1 or 3 in a
- * first layer) and at most BWW_SMALL (tap, channel) accumulators: every tap
- * in one walk over grad_y and x, the channels that are pad lanes skipped.
- * Each element sums over (n, oh, ow) in order, as bww_range does. */
-#define BWW_SMALL 64
-static void bww_small(const bww_ctx *c, int64_t ob, int64_t ib, int64_t nic) {
-    const b16g *g = c->g;
-    const int64_t sH = g->xH, sC1 = g->xC1, sN = g->xN, xc = g->xc, xW = g->xW;
-    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
-    const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
-    float acc[BWW_SMALL][16];
-    memset(acc, 0, sizeof acc);
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t oh = 0; oh < g->OH; oh++) {
-            const int64_t ih0 = oh * g->sh - g->ph;
-            int64_t khlo, khhi;
-            tap_range(ih0, g->dh, g->KH, g->H, &khlo, &khhi);
-            const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH;
-            const float *xn = c->x + n * sN + ib * sC1;
-            for (int64_t ow = 0; ow < g->OW; ow++, gp += 16) {
-                const int64_t iw0 = ow * g->sw - g->pw;
-                int64_t kwlo, kwhi;
-                tap_range(iw0, g->dw, g->KW, g->W, &kwlo, &kwhi);
-#if CF_AVX512
-                const __m512 v = _mm512_loadu_ps(gp);
-#endif
-                for (int64_t kh = khlo; kh < khhi; kh++)
-                    for (int64_t kw = kwlo; kw < kwhi; kw++) {
-                        const float *xp = xn + (ih0 + kh * g->dh) * sH + (iw0 + kw * g->dw) * xW;
-                        float(*a)[16] = acc + (kh * g->KW + kw) * nic;
-                        for (int64_t i = 0; i < nic; i++) {
-#if CF_AVX512
-                            _mm512_storeu_ps(a[i], _mm512_fmadd_ps(_mm512_set1_ps(xp[i * xc]), v,
-                                                                   _mm512_loadu_ps(a[i])));
-#else
-                            for (int l = 0; l < 16; l++) a[i][l] += xp[i * xc] * gp[l];
-#endif
-                        }
-                    }
-            }
-        }
-    for (int64_t t = 0; t < g->KH * g->KW; t++)
-        for (int64_t oc = 0; oc < noc; oc++)
-            for (int64_t ic = 0; ic < nic; ic++)
-                c->gw[mft__wmap_at(&c->gm, ob * 16 + oc, ib * 16 + ic, t / g->KW, t % g->KW)] =
-                    acc[t * nic + ic][oc];
-}
-
-/* Note [First-layer weight gradient]: a plain x with few channels (C = 1
- * or 3, 3x3: T*C = 9 or 27 (tap, channel) pairs) had every pair's
- * accumulator in memory (bww_small: a load, an FMA and a store per pair
- * and pixel; 11% of a Fashion-MNIST nChw16c step for conv1, twice its
- * forward). Over the zero-bordered copy of x (Note [nChw16c padded
- * input]) every pair is valid at every pixel, so the pairs are a fixed
- * list of offsets and their accumulators stay in registers (at most
- * BWR_MAX); the taps over the border add 0 * grad_y. Work items: the output
- * blocks; each element sums over (n, oh, ow) in order, as bww_small. */
-#define BWR_MAX 28
-typedef struct bwr_ctx {
-    const b16g *g; /* of the padded x */
-    const float *gy, *x;
-    float *gw;
-    mft__conv_wmap gm;
-    int na; /* KH*KW*I pairs */
-    int64_t off[BWR_MAX]; /* x offset of pair (kh*KW + kw)*I + i */
-} bwr_ctx;
-
-static inline __attribute__((always_inline)) void bwr_body(const int NA, const bwr_ctx *c,
-                                                           int64_t ob) {
-    const b16g *g = c->g;
-    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
-    const int64_t xs = g->sw * g->xW;
-    const int na = c->na;
-    float tile[BWR_MAX][16];
-#if CF_AVX512
-    __m512 acc[NA];
-    for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
-#else
-    (void)NA;
-    memset(tile, 0, sizeof tile);
-#endif
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t oh = 0; oh < g->OH; oh++) {
-            const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH;
-            const float *xp = c->x + n * g->xN + oh * g->sh * g->xH;
-            for (int64_t ow = 0; ow < g->OW; ow++, gp += 16, xp += xs) {
-#if CF_AVX512
-                const __m512 v = _mm512_loadu_ps(gp);
-                for (int t = 0; t < NA; t++)
-                    if (t < na) acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(xp[c->off[t]]), v, acc[t]);
-#else
-                for (int t = 0; t < na; t++)
-                    for (int l = 0; l < 16; l++) tile[t][l] += xp[c->off[t]] * gp[l];
-#endif
-            }
-        }
-#if CF_AVX512
-    for (int t = 0; t < NA; t++) _mm512_storeu_ps(tile[t], acc[t]);
-#endif
-    const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
-    for (int t = 0; t < na; t++) {
-        const int64_t tap = t / g->I, i = t % g->I;
-        for (int64_t oc = 0; oc < noc; oc++)
-            c->gw[mft__wmap_at(&c->gm, ob * 16 + oc, i, tap / g->KW, tap % g->KW)] = tile[t][oc];
-    }
-}
-
-static void bwr_range(void *vctx, int64_t lo, int64_t hi) {
-    const bwr_ctx *c = vctx;
-    for (int64_t ob = lo; ob < hi; ob++) {
-        if (c->na <= 12)
-            bwr_body(12, c, ob);
-        else
-            bwr_body(BWR_MAX, c, ob);
-    }
-}
-
-/* backward_weight of a plain first-layer x (Note [First-layer weight
- * gradient]): true when it applied (ran, or failed for scratch:
- * mft__kernel_failed); false, nothing written, otherwise. */
-static bool b16_bww_first_layer(const b16g *g0, const float *gy, const float *x, float *gw,
-                                const mft__conv_wmap *gm) {
-    if (g0->xblk || g0->I * g0->KH * g0->KW > BWR_MAX) return false;
-    b16g gp = *g0;
-    float *xpad = NULL;
-    if ((g0->ph || g0->pw) && !b16_pad_copy(g0, x, &gp, &xpad)) return true;
-    bwr_ctx c;
-    c.g = &gp;
-    c.gy = gy;
-    c.x = xpad ? xpad : x;
-    c.gw = gw;
-    c.gm = *gm;
-    c.na = (int)(g0->I * g0->KH * g0->KW);
-    for (int t = 0; t < c.na; t++) {
-        const int64_t tap = t / g0->I, i = t % g0->I;
-        c.off[t] = tap / g0->KW * g0->dh * gp.xH + tap % g0->KW * g0->dw * gp.xW + i * gp.xc;
-    }
-    mft__parallel_for_dynamic(0, g0->O1, 1, bwr_range, &c);
-    mft__free(xpad);
-    return true;
-}
-
-/* The 16x16 tile [ic][oc] of block pair (ob, ib) at tap (kh, kw): the sum
- * over (n, oh, ow) in order of x * grad_y. */
-static void bww_tile(const bww_ctx *c, int64_t ob, int64_t ib, int64_t kh, int64_t kw, int64_t nic,
-                     float tile[16][16]) {
-    const b16g *g = c->g;
-    const int64_t sH = g->xH, sC1 = g->xC1, sN = g->xN, xc = g->xc;
-    const int64_t xs = g->sw * g->xW;
-    const int64_t ysH = g->OW * 16, ysO1 = g->OH * ysH, ysN = g->O1 * ysO1;
-    /* output pixels whose tap (kh, kw) is inside x */
-    int64_t ohlo, ohhi, owlo, owhi;
-    valid_range(g->OH, g->H, g->sh, kh * g->dh - g->ph, &ohlo, &ohhi);
-    valid_range(g->OW, g->W, g->sw, kw * g->dw - g->pw, &owlo, &owhi);
-#if CF_AVX512
-    __m512 acc[16];
-    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-#else
-    memset(tile, 0, 16 * 16 * sizeof(float));
-#endif
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t oh = ohlo; oh < ohhi; oh++) {
-            const float *gp = c->gy + n * ysN + ob * ysO1 + oh * ysH + owlo * 16;
-            const float *xp = c->x + n * sN + ib * sC1 + (oh * g->sh - g->ph + kh * g->dh) * sH +
-                              (owlo * g->sw - g->pw + kw * g->dw) * g->xW;
-#if CF_AVX512
-            if (g->xblk) /* 16 lanes, the pad lanes zeros */
-                for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
-                    const __m512 v = _mm512_loadu_ps(gp);
-                    for (int i = 0; i < 16; i++)
-                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i]), v, acc[i]);
-                }
-            else /* plain x: its real channels only, at their stride */
-                for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs) {
-                    const __m512 v = _mm512_loadu_ps(gp);
-                    for (int i = 0; i < nic; i++)
-                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xp[i * xc]), v, acc[i]);
-                }
-#else
-            const int64_t ni = g->xblk ? 16 : nic;
-            for (int64_t ow = owlo; ow < owhi; ow++, gp += 16, xp += xs)
-                for (int64_t i = 0; i < ni; i++)
-                    for (int l = 0; l < 16; l++) tile[i][l] += xp[i * xc] * gp[l];
-#endif
-        }
-#if CF_AVX512
-    for (int i = 0; i < 16; i++) _mm512_storeu_ps(tile[i], acc[i]);
-#endif
-}
-
-/* Note [nChw16c weight-gradient items]: a work item is one (ob, ib, tap)
- * tile, the tap fastest, so consecutive items reuse their x and grad_y
- * blocks; its 256 results land in grad_w through the map. Into a blocked
- * grad_w (OIhw16i16o, Ohwi16o) a tile is one contiguous run; into a plain
- * OIHW one its 256 elements are KH*KW floats apart, a cache line each, and
- * the next tap's item writes the neighbours in the same lines, on the other
- * thread as often as not. On 8,512,7,7->512 (9.4 MB of grad_w) that made
- * the kernel memory-bound at 2 threads: 14.5-14.8 ms against 16.7 at 1
- * (bench_conv --split, 2026-11-28). So with at most BWW_PAIR_TAPS taps
- * and at least 16 pairs (enough for both threads) an item is a block pair
- * with all its taps (c->pairs): the tiles are kept and written (o, i, tap)
- * in order, whole lines, or, into a blocked grad_w, as vectors of output
- * lanes. Pair items on a blocked grad_w too were 6% faster at 1 thread in
- * three of four alternating runs of 8,512,7,7->512 and equal at 2. The sums
- * are the same either way. Kernels 3 wide with stride 1 along W on a
- * packed nChw16c x take blocked16_bww3.c instead (Note [nChw16c 3-wide
- * weight gradient]), with the same items and sums. */
-static void bww_range(void *vctx, int64_t lo, int64_t hi) {
-    const bww_ctx *c = vctx;
-    const b16g *g = c->g;
-    const int64_t T = g->KH * g->KW, P = c->pairs ? 1 : T;
-    for (int64_t it = lo; it < hi; it++) {
-        const int64_t t0 = c->pairs ? 0 : it % P, r = it / P, ib = r % g->I1, ob = r / g->I1;
-        const int64_t nic = g->I - ib * 16 < 16 ? g->I - ib * 16 : 16;
-        const int64_t noc = g->O - ob * 16 < 16 ? g->O - ob * 16 : 16;
-        if (nic < 16 && T * nic <= BWW_SMALL) { /* the whole pair in its tap-0 item */
-            if (t0 == 0) bww_small(c, ob, ib, nic);
-            continue;
-        }
-        float tiles[BWW_PAIR_TAPS][16][16]; /* [tap][ic][oc] */
-        int64_t toff[BWW_PAIR_TAPS];        /* grad_w offset of each tap */
-        const int64_t nt = c->pairs ? T : 1;
-        for (int64_t k = 0; k < nt; k++) {
-            const int64_t kh = (t0 + k) / g->KW, kw = (t0 + k) % g->KW;
-            bww_tile(c, ob, ib, kh, kw, nic, tiles[k]);
-            toff[k] = kh * c->gm.kh + kw * c->gm.kw;
-        }
-#if CF_AVX512
-        if (c->gm.o0 == 1) { /* output lanes contiguous: a tile row is a vector */
-            const __mmask16 m = (__mmask16)((1u << noc) - 1);
-            for (int64_t ic = 0; ic < nic; ic++) {
-                float *dst = c->gw + mft__wmap_at(&c->gm, ob * 16, ib * 16 + ic, 0, 0);
-                for (int64_t k = 0; k < nt; k++)
-                    _mm512_mask_storeu_ps(dst + toff[k], m, _mm512_loadu_ps(tiles[k][ic]));
-            }
-            continue;
-        }
-#endif
-        for (int64_t oc = 0; oc < noc; oc++)
-            for (int64_t ic = 0; ic < nic; ic++) {
-                float *dst = c->gw + mft__wmap_at(&c->gm, ob * 16 + oc, ib * 16 + ic, 0, 0);
-                for (int64_t k = 0; k < nt; k++) dst[toff[k]] = tiles[k][ic][oc];
-            }
-    }
 }
 
 /* ---------------------------------------------------------------- kernel entries */
@@ -1066,47 +791,38 @@ void mft__conv_b16_bwd_in(const mft_kernel_args *a) {
 }
 
 void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
-    const mft_tensor *gy = a->inputs[0], *x = a->inputs[1], *gw = a->outputs[0];
-    const b16g g = geom_b16(a, x, gy, gw);
-    bww_ctx c;
-    c.g = &g;
-    c.gy = B16PTR(gy);
-    c.x = B16PTR(x);
-    c.gw = B16PTR(gw);
-    if (!mft__conv_wmap_of(gw, &c.gm)) memset(&c.gm, 0, sizeof c.gm);
+    const mft_tensor *gy = a->inputs[0], *x = a->inputs[1], *gwt = a->outputs[0];
+    const b16g g = geom_b16(a, x, gy, gwt);
+    const float *gyp = B16PTR(gy), *xp = B16PTR(x);
+    float *gw = B16PTR(gwt);
+    mft__conv_wmap gm;
+    if (!mft__conv_wmap_of(gwt, &gm)) memset(&gm, 0, sizeof gm);
     if (b16_wino_geom_ok(&g)) {
         const mft__wino_geom wg = {g.N,  g.H, g.W,  g.I, g.O,  g.OH,  g.OW, g.ph,
-                                   g.pw, NULL, {0}, NULL, 0,  true, &c.gm};
+                                   g.pw, NULL, {0}, NULL, 0,  true, &gm};
         const int64_t gws[5] = {0, 0, 0, 0, 0}; /* unused: wg.wmap addresses grad_w */
-        if (mft__conv_wino_applies(&wg) &&
-            mft__conv_wino_backward_weight(&wg, c.gy, c.x, c.gw, gws)) {
+        if (mft__conv_wino_applies(&wg) && mft__conv_wino_backward_weight(&wg, gyp, xp, gw, gws)) {
             mft__dispatch_report_as("conv2d_backward_weight.nchw16c.f32.winograd_f4x3");
             return;
         }
         if (mft__kernel_failed()) return;
     }
-    if (b16_bww_first_layer(&g, c.gy, c.x, c.gw, &c.gm)) return;
+    if (mft__conv_b16_bww_first_layer(&g, gyp, xp, gw, &gm)) return;
     if (mft__conv_b16_1x1_available() && g.KH == 1 && g.KW == 1 && g.ph == 0 && g.pw == 0) {
         /* Note [nChw16c 1x1 convolution] */
-        const mft__b16_1x1_bww b = {g.N,  g.OH, g.OW, g.I,  g.O,           g.I1,          g.O1,
-                                    c.gy, c.x,  g.xN, g.xC1, g.xc, g.sh * g.xH, g.sw * g.xW,
-                                    c.gw, &c.gm};
+        const mft__b16_1x1_bww b = {g.N, g.OH, g.OW, g.I,  g.O,  g.I1,        g.O1,        gyp,
+                                    xp,  g.xN, g.xC1, g.xc, g.sh * g.xH, g.sw * g.xW, gw, &gm};
         mft__conv_b16_1x1_backward_weight(&b);
         return;
     }
     if (mft__conv_b16_bww3_available() && cf_mode() == 0 && g.xblk && g.KW == 3 && g.sw == 1 &&
         g.dw == 1 && g.KH <= MFT_B16_BWW3_MAX_KH) { /* Note [nChw16c 3-wide weight gradient] */
-        const mft__b16_bww3 b = {g.N,  g.H,  g.W,  g.OH,  g.OW,  g.KH, g.I,  g.O,  g.I1,
-                                 g.O1, g.sh, g.ph, g.dh,  g.pw,  c.gy, c.x,  g.xN, g.xC1,
-                                 g.xH, c.gw, &c.gm};
+        const mft__b16_bww3 b = {g.N,  g.H,  g.W,  g.OH, g.OW, g.KH, g.I,  g.O,   g.I1, g.O1,
+                                 g.sh, g.ph, g.dh, g.pw, gyp,  xp,   g.xN, g.xC1, g.xH, gw, &gm};
         mft__conv_b16_bww3(&b);
         return;
     }
-    /* a plain grad_w (its output lanes not innermost), few taps, pairs
-     * enough for both threads: Note [nChw16c weight-gradient items] */
-    c.pairs = g.KH * g.KW <= BWW_PAIR_TAPS && g.O1 * g.I1 >= 16;
-    const int64_t items = g.O1 * g.I1 * (c.pairs ? 1 : g.KH * g.KW);
-    mft__parallel_for_dynamic(0, items, 1, bww_range, &c);
+    mft__conv_b16_bww_tiles(&g, gyp, xp, gw, &gm); /* Note [nChw16c weight-gradient items] */
 }
 
 /* grad_b (O) = the sum of grad_y over images and pixels, per block in the

@@ -1,0 +1,49 @@
+/* ops/conv/blocked16_internal.h — what the nChw16c convolution files share:
+ * the geometry of a forward convolution over nChw16c (or plain) x, the tap
+ * range of an output position, the zero-bordered copy of x (blocked16.c,
+ * Note [nChw16c padded input]) and the backward_weight kernels of
+ * blocked16_bww.c. */
+#ifndef MFT_OPS_CONV_BLOCKED16_INTERNAL_H
+#define MFT_OPS_CONV_BLOCKED16_INTERNAL_H
+
+#include "conv_internal.h"
+
+/* geometry of the forward convolution x (N, I, H, W) -> y (N, O, OH, OW) */
+typedef struct b16g {
+    int64_t N, I, O, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+    int64_t I1, O1;
+    /* x(n, c, h, w) = x[n*xN + (c/16)*xC1 + (c%16)*xc + h*xH + w*xW]:
+     * nChw16c packed (xc 1, xW 16) or plain at its strides (xC1 16 xc) */
+    int64_t xN, xC1, xc, xH, xW;
+    bool xblk; /* x packed nChw16c: its pad lanes are zeros to read */
+} b16g;
+
+/* kernel index range [lo, hi) whose input i*d + base lies in [0, n) */
+static inline void tap_range(int64_t base, int64_t d, int64_t K, int64_t n, int64_t *lo,
+                             int64_t *hi) {
+    int64_t l = base >= 0 ? 0 : (-base + d - 1) / d;
+    int64_t h = n - 1 - base < 0 ? 0 : (n - 1 - base) / d + 1;
+    if (h > K) h = K;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* *gpo = g0 on the zero-bordered copy of x made into *xpad (freed by the
+ * caller; Note [nChw16c padded input]); false when its allocation failed
+ * (mft__kernel_nomem called). */
+bool mft__conv_b16_pad_copy(const b16g *g0, const float *x, b16g *gpo, float **xpad);
+
+/* backward_weight of a plain first-layer x (Note [First-layer weight
+ * gradient], blocked16_bww.c): true when it applied (ran, or failed for
+ * scratch: mft__kernel_failed); false, nothing written, otherwise. */
+bool mft__conv_b16_bww_first_layer(const b16g *g0, const float *gy, const float *x, float *gw,
+                                   const mft__conv_wmap *gm);
+
+/* backward_weight by 16x16 tiles (Note [nChw16c weight-gradient items],
+ * blocked16_bww.c): grad_w of g from grad_y (packed nChw16c) and x, into
+ * gw through its map gm; any kernel size, stride and dilation. */
+void mft__conv_b16_bww_tiles(const b16g *g, const float *gy, const float *x, float *gw,
+                             const mft__conv_wmap *gm);
+
+#endif
