@@ -1,6 +1,6 @@
 /* bench/bench_pool.c — pooling forward and backward through the public API
  * on F32 NHWC (channels_last), NCHW and nChw16c (MFT_NCHW16C, the native
- * blocked kernels of ops/pool/blocked16.c) inputs, against a STREAM copy and
+ * blocked kernels of ops/pool/blocked16_*.c) inputs, against a STREAM copy and
  * the FMA peak measured in the same process at the same thread count.
  *
  * Cases (keys shared with bench/peer_pool.py for nhwc / nchw), fmt = nhwc |

@@ -5,9 +5,10 @@
  * kernels are the rank-generic ones with adaptive windows (pm_geom kind
  * PM_ADAPT): max_nchw.c, max_nhwc.c (forward; the backward is max pooling's),
  * avg_nchw.c (with the global pooling paths), avg_nhwc.c, reference.c;
- * blocked16.c runs adaptive avg pooling (2-D, forward and backward) and the
- * max backward on rank-4 F32 operands packed in NCHW16C without conversion;
- * other blocked operands take the counted fallback. */
+ * blocked16_avg.c and blocked16_avg_backward.c run adaptive avg pooling
+ * (2-D, forward and backward) and blocked16_max_backward.c the max backward
+ * on rank-4 F32 operands packed in NCHW16C without conversion; other
+ * blocked operands take the counted fallback. */
 #include "pool_internal.h"
 #include "blocked_outputs.h"
 

@@ -5,7 +5,7 @@
  * per (op, format, dtype): CONTIGUOUS F32 = the fast NCHW kernel
  * (max_nchw.c, avg_nchw.c), CHANNELS_LAST F32 = the fast NHWC kernel (NDHWC at
  * rank 5; max_nhwc.c, avg_nhwc.c), CONTIGUOUS F64 = the reference
- * (reference.c); NCHW16C F32 = the native nChw16c kernels (blocked16.c) of
+ * (reference.c); NCHW16C F32 = the native nChw16c kernels (blocked16_*.c) of
  * the 2-D max, relu max, avg and adaptive avg pools and their backward. The F32 reference kernels are not in the tables (the fast
  * NCHW kernel holds the CONTIGUOUS F32 key); the tests reach them through
  * mft__pool_reference and mft__pool_more_reference. */

@@ -27,7 +27,7 @@
  * runs mft_max_pool2d_backward_windows / mft_avg_pool2d_backward (below).
  *
  * Blocked operands: rank-4 F32 inputs packed in NCHW16C run the native
- * kernels of blocked16.c (results, indices and gradients packed NCHW16C, no
+ * kernels of blocked16_*.c (results, indices and gradients packed NCHW16C, no
  * conversion; the backward needs grad_out, x and the indices packed so);
  * every other blocked case takes the counted fallback (Note [Blocked
  * fallback]). */

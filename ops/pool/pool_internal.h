@@ -11,7 +11,9 @@
  * (checks, the dispatch / record helper); the fast F32 kernels are one file
  * per reduction and layout, forward and backward together: max_nchw.c,
  * max_nhwc.c, avg_nchw.c, avg_nhwc.c (kernels_avx512.h: their AVX-512
- * pieces); reference.c the naive kernels; kernel_table.c the tables.
+ * pieces); the native nChw16c kernels one file per algorithm,
+ * blocked16_*.c (blocked16_internal.h: what they share); reference.c the
+ * naive kernels; kernel_table.c the tables.
  *
  * Names: pool_ and POOL_ are the 2-D forward kernels' (mft_pool2d_params,
  * pool_job) and the family's; pm_ and PM_ the rank-generic machinery, which
@@ -553,16 +555,20 @@ void mft__pool_adaptive_avg_nhwc(const mft_kernel_args *a);
 void mft__pool_avg_pool2d_backward_nhwc(const mft_kernel_args *a);
 void mft__pool_avg_pool3d_backward_nhwc(const mft_kernel_args *a);
 void mft__pool_adaptive_avg_backward_nhwc(const mft_kernel_args *a);
-/* blocked16.c: NCHW16C F32 (nChw16c; max indices I64 nChw16c too) */
+/* blocked16_*.c: NCHW16C F32 (nChw16c; max indices I64 nChw16c too) */
+/* blocked16_max.c */
 void mft__pool_max_pool2d_nchw16c(const mft_kernel_args *a);
 void mft__pool_relu_max_pool2d_nchw16c(const mft_kernel_args *a);
+/* blocked16_max_backward.c */
 void mft__pool_max_backward_nchw16c(const mft_kernel_args *a);
+/* blocked16_avg.c */
 void mft__pool_avg_pool2d_nchw16c(const mft_kernel_args *a);
-void mft__pool_avg_pool2d_backward_nchw16c(const mft_kernel_args *a);
 void mft__pool_adaptive_avg_nchw16c(const mft_kernel_args *a);
+/* blocked16_avg_backward.c */
+void mft__pool_avg_pool2d_backward_nchw16c(const mft_kernel_args *a);
 void mft__pool_adaptive_avg_backward_nchw16c(const mft_kernel_args *a);
 /* True when x is a rank-4 F32 tensor packed in NCHW16C: the blocked operand
- * the kernels of blocked16.c take without conversion (others go through the
+ * the kernels of blocked16_*.c take without conversion (others go through the
  * blocked fallback). indices (NULL: not checked) must be I64 packed NCHW16C. */
 bool mft__pool_native16(const mft_tensor *x, const mft_tensor *indices);
 /* Allocates an output packed in fmt: NCHW16C outputs are left unset when

@@ -1,5 +1,5 @@
 /* tests/ops/test_blocked_pool.c — the native nChw16c F32 pooling kernels
- * (ops/pool/blocked16.c) against the same ops on the plain contiguous input:
+ * (ops/pool/blocked16_*.c) against the same ops on the plain contiguous input:
  *   - max_pool2d / relu_max_pool2d (with indices), avg_pool2d
  *     (count_include_pad both ways, ceil_mode, divisor_override) and
  *     adaptive_avg_pool2d (global 1x1 included), forward and backward, for
