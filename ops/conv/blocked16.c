@@ -547,55 +547,16 @@ static bool b16_1x1_applies(const b16g *g) {
            g->pw == 0;
 }
 
-typedef struct sub_ctx {
-    const b16g *g;
-    const float *x;
-    float *xs; /* (N, I1, OH*OW, 16) */
-} sub_ctx;
-
-/* items n*I1 + ib: the pixels (oh*sh, ow*sw) of one block plane, compact */
-static void sub_range(void *vctx, int64_t lo, int64_t hi) {
-    const sub_ctx *c = vctx;
-    const b16g *g = c->g;
-    for (int64_t it = lo; it < hi; it++) {
-        const float *src = c->x + (it / g->I1) * g->xN + (it % g->I1) * g->xC1;
-        float *d = c->xs + it * g->OH * g->OW * 16;
-        for (int64_t oh = 0; oh < g->OH; oh++)
-            for (int64_t ow = 0; ow < g->OW; ow++, d += 16)
-                memcpy(d, src + oh * g->sh * g->xH + ow * g->sw * g->xW, 16 * sizeof(float));
-    }
-}
-
-/* the forward of b16_1x1_applies(g); c holds the weight's OIhw16i16o
- * strides. Pixels contiguous across rows (stride 1, packed rows) are read
- * in place, any others first copied compact. False when the copy's
- * allocation failed (mft__kernel_nomem called). */
-static bool b16_1x1_forward(const b16g *g, const fwd_ctx *c, const float *x, const float *b16,
+/* the forward of b16_1x1_applies(g) at stride 1 (mft__conv_b16_fwd hands
+ * a larger stride over as the stride-1 convolution of the sampled pixels);
+ * c holds the weight's OIhw16i16o strides. The pixels of a packed nChw16c
+ * plane are contiguous across rows: read in place. */
+static void b16_1x1_forward(const b16g *g, const fwd_ctx *c, const float *x, const float *b16,
                             float *y) {
-    mft__b16_1x1 f = {.N = g->N, .S = g->OH * g->OW, .I = g->I, .O = g->O, .I1 = g->I1,
-                      .O1 = g->O1, .w = c->wt, .wsO1 = c->wsO1, .wsI1 = c->wsI1, .b16 = b16,
-                      .y = y};
-    float *xs = NULL;
-    if (g->sh == 1 && g->sw == 1 && g->xW == 16 && g->xH == g->W * 16) {
-        f.x = x;
-        f.xN = g->xN;
-        f.xC1 = g->xC1;
-    } else {
-        const size_t bytes = (size_t)(g->N * g->I1 * f.S * 16) * sizeof(float);
-        xs = mft__alloc(bytes, 64);
-        if (!xs) {
-            mft__kernel_nomem(bytes);
-            return false;
-        }
-        sub_ctx sc = {g, x, xs};
-        mft__parallel_for(0, g->N * g->I1, 1, sub_range, &sc);
-        f.x = xs;
-        f.xC1 = f.S * 16;
-        f.xN = g->I1 * f.xC1;
-    }
+    const mft__b16_1x1 f = {.N = g->N, .S = g->OH * g->OW, .I = g->I, .O = g->O, .I1 = g->I1,
+                            .O1 = g->O1, .x = x, .xN = g->xN, .xC1 = g->xC1, .w = c->wt,
+                            .wsO1 = c->wsO1, .wsI1 = c->wsI1, .b16 = b16, .y = y};
     mft__conv_b16_1x1_forward(&f);
-    mft__free(xs);
-    return true;
 }
 
 /* y = conv(x, w) + bias on nChw16c y (x packed nChw16c or plain); false
@@ -649,11 +610,11 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
         c.wskh = g->KW * 256;
         c.wskw = 256;
     }
-    if (b16_1x1_applies(g)) {
-        const bool ok = b16_1x1_forward(g, &c, x, b16, y);
+    if (b16_1x1_applies(g) && g->sh == 1 && g->sw == 1) {
+        b16_1x1_forward(g, &c, x, b16, y);
         mft__free(wt);
         mft__free(xpad);
-        return ok;
+        return true;
     }
     if (first) {
         b16_first_forward(g, &c, x, b16, y);
@@ -741,16 +702,47 @@ static bool b16_wino(const b16g *g, const b16w *w, const float *bias, int64_t bs
     return true;
 }
 
+/* The pixels (oh*sh, ow*sw) of x, a packed nChw16c copy (pad lanes zero)
+ * made by the tensor layer's copy between layouts (not counted: a
+ * kernel's scratch); NULL when an allocation failed (mft__kernel_nomem
+ * called). */
+static mft_tensor *b16_sampled(const mft_tensor *x, const b16g *g) {
+    const char *fn = "conv2d";
+    mft__view_note note;
+    mft_tensor *vh = mft__view_slice(fn, x, 2, 0, (g->OH - 1) * g->sh + 1, g->sh, &note);
+    mft_tensor *v = vh ? mft__view_slice(fn, vh, 3, 0, (g->OW - 1) * g->sw + 1, g->sw, &note)
+                       : NULL;
+    mft_tensor_release(vh);
+    /* zeroed only where there are pad lanes (the copy writes every element) */
+    mft_tensor *xs = !v             ? NULL
+                     : g->I % 16 ? mft__tensor_alloc(fn, 4, v->sizes, MFT_F32, MFT_NCHW16C)
+                                 : mft__tensor_alloc_unzeroed(fn, 4, v->sizes, MFT_F32, MFT_NCHW16C);
+    if (xs) mft__copy_kernel(xs, v);
+    mft_tensor_release(v);
+    if (!xs) mft__kernel_nomem((size_t)(g->N * g->I1 * g->OH * g->OW * 16) * sizeof(float));
+    return xs;
+}
+
 void mft__conv_b16_fwd(const mft_kernel_args *a) {
     const mft_tensor *x = a->inputs[0], *w = a->inputs[1], *y = a->outputs[0];
     const mft_conv_params *p = a->params;
-    const b16g g = geom_b16(a, x, y, w);
+    b16g g = geom_b16(a, x, y, w);
     const b16w ww = weight_b16(w);
     const float *bias = p->bias ? (const float *)(const void *)mft__tensor_ptr(p->bias) : NULL;
     const int64_t bs = p->bias ? p->bias->strides[0] : 0;
     if (b16_wino(&g, &ww, bias, bs, B16PTR(x), B16PTR(y), "conv2d.nchw16c.f32.winograd_f4x3"))
         return;
+    mft_tensor *xs = NULL;
+    if (b16_1x1_applies(&g) && (g.sh > 1 || g.sw > 1)) {
+        /* a strided 1x1 conv is the stride-1 conv of the sampled pixels
+         * (Note [nChw16c 1x1 convolution]) */
+        if (!(xs = b16_sampled(x, &g))) return;
+        g = geom_b16(a, xs, y, w);
+        g.sh = g.sw = 1;
+        x = xs;
+    }
     b16_forward(&g, &ww, bias, bs, B16PTR(x), B16PTR(y));
+    mft_tensor_release(xs);
 }
 
 /* grad_x = the stride-1 forward convolution of grad_y with the transposed,
