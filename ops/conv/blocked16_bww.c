@@ -74,8 +74,11 @@ static void bww_small(const bww_ctx *c, int64_t ob, int64_t ib, int64_t nic) {
  * forward). Over the zero-bordered copy of x (Note [nChw16c padded
  * input]) every pair is valid at every pixel, so the pairs are a fixed
  * list of offsets and their accumulators stay in registers (at most
- * BWR_MAX); the taps over the border add 0 * grad_y. Work items: the output
- * blocks; each element sums over (n, oh, ow) in order, as bww_small. */
+ * BWR_MAX); the taps over the border add 0 * grad_y. An nChw16c x of one
+ * block (C = 1 kept in nChw16c) runs it too when its pairs are few
+ * (BWR_BLOCKED): its offsets are x's strides either way. Work items: the
+ * output blocks; each element sums over (n, oh, ow) in order, as
+ * bww_small. */
 #define BWR_MAX 28
 typedef struct bwr_ctx {
     const b16g *g; /* of the padded x */
@@ -136,12 +139,22 @@ static void bwr_range(void *vctx, int64_t lo, int64_t hi) {
     }
 }
 
-/* backward_weight of a plain first-layer x (Note [First-layer weight
- * gradient]): true when it applied (ran, or failed for scratch:
+/* Pairs at most for an nChw16c x of one block (C = 1 kept in nChw16c):
+ * 64,1,28,28->32 3x3 at 1 thread took 1.46-1.52 ms here against 1.75 in
+ * the 3-wide kernel (blocked16_bww3.c: 8 channels a walk, 7 of them pad
+ * lanes, x and grad_y read once per kernel row); with C = 3 (27 pairs) the
+ * 3-wide kernel was faster, 2.07 against 2.51 ms (bench_conv --split,
+ * 2026-11-28). */
+#define BWR_BLOCKED 12
+
+/* backward_weight of a first-layer x (Note [First-layer weight
+ * gradient]): plain, or nChw16c of one block with at most BWR_BLOCKED
+ * pairs. True when it applied (ran, or failed for scratch:
  * mft__kernel_failed); false, nothing written, otherwise. */
 bool mft__conv_b16_bww_first_layer(const b16g *g0, const float *gy, const float *x, float *gw,
                                    const mft__conv_wmap *gm) {
-    if (g0->xblk || g0->I * g0->KH * g0->KW > BWR_MAX) return false;
+    const int64_t na = g0->I * g0->KH * g0->KW;
+    if (na > (g0->xblk ? (g0->I1 == 1 ? BWR_BLOCKED : 0) : BWR_MAX)) return false;
     b16g gp = *g0;
     float *xpad = NULL;
     if ((g0->ph || g0->pw) && !mft__conv_b16_pad_copy(g0, x, &gp, &xpad)) return true;
