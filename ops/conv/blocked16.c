@@ -812,6 +812,7 @@ void mft__conv_b16_bwd_w(const mft_kernel_args *a) {
         const mft__b16_bww3 b = {g.N,  g.H,  g.W,  g.OH, g.OW, g.KH, g.I,  g.O,   g.I1, g.O1,
                                  g.sh, g.ph, g.dh, g.pw, gyp,  xp,   g.xN, g.xC1, g.xH, gw, &gm};
         mft__conv_b16_bww3(&b);
+        mft__dispatch_report_as("conv2d_backward_weight.nchw16c.f32.direct_kw3");
         return;
     }
     mft__conv_b16_bww_tiles(&g, gyp, xp, gw, &gm); /* Note [nChw16c weight-gradient items] */

@@ -993,6 +993,15 @@ static void test_bww3(void) {
                 TU_OK_S(mft_conv2d_backward(gob, xb, wl, st, pd, dl, 1, NULL, &r[t], NULL));
                 CHECK_MSG(conversions() == 0, "bww3 case %d weight %d: %lld conversions", i, wt,
                           (long long)conversions());
+                /* the first-layer kernel takes C * KH * 3 <= 12 (one block) */
+                const mft_dispatch_info *di = mft_dispatch_last();
+                const bool kw3 = di && strstr(di->kernel, "nchw16c.f32.direct_kw3");
+#if defined(__AVX512F__)
+                CHECK_MSG(kw3 == (c->C * c->KH * 3 > 12), "bww3 case %d: kernel %s", i,
+                          di ? di->kernel : "?");
+#else
+                CHECK(!kw3);
+#endif
             }
             CHECK_MSG(wt ? in_wtag(r[0], g_wtags[wt - 1]) : in_format(r[0], CT),
                       "bww3 case %d weight %d: grad_w layout", i, wt);
