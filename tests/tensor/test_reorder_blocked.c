@@ -17,7 +17,7 @@
  * stores directly to aligned rows and stages misaligned ones). Blocked
  * layouts: packed, and with unaligned gaps after each block and each image.
  * C, S, N, B sweep the tails: C in {1,3,8,15,16,17,33}, S in
- * {1,5,32,49,130}, N in {1,2}, B in {8,16}. Larger shapes cross the
+ * {1,5,32,49,130,196,257}, N in {1,2}, B in {8,16}. Larger shapes cross the
  * parallel grain and the pixel-chunk boundaries and are run at 1 and 2
  * threads (CTest also runs the whole file under MFT_NUM_THREADS 1 and 2). */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
@@ -207,7 +207,7 @@ static void run_case(int64_t N, int64_t C, int64_t S, int B, int pkind, int gapp
 
 /* ------------------------------------------------------------------ tests */
 static void test_sweep(void) {
-    static const int64_t Cs[] = {1, 3, 8, 15, 16, 17, 33}, Ss[] = {1, 5, 32, 49, 130};
+    static const int64_t Cs[] = {1, 3, 8, 15, 16, 17, 33}, Ss[] = {1, 5, 32, 49, 130, 196, 257};
     static const int64_t Ns[] = {1, 2};
     static const int Bs[] = {8, 16};
     int cases = 0;
@@ -220,7 +220,7 @@ static void test_sweep(void) {
                             run_case(Ns[ni], Cs[ci], Ss[si], Bs[bi], pk, g);
                             cases++;
                         }
-    CHECK_EQ_I(cases, 7 * 5 * 2 * 2 * PL_COUNT * 2);
+    CHECK_EQ_I(cases, 7 * 7 * 2 * 2 * PL_COUNT * 2);
     CHECK_EQ_I(case_failures, 0);
 }
 
