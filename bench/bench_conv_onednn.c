@@ -129,45 +129,28 @@ static int dn_init(dnnl_conv *d, const shape *s) {
            dn_mem(d, d->pd[1], dnnl_query_diff_dst_md, &d->ddst);
 }
 
+/* primitive i of d on its three arguments, then a wait (0 on success) */
+static int dn_exec(dnnl_conv *d, int i, int k0, dnnl_memory_t m0, int k1, dnnl_memory_t m1, int k2,
+                   dnnl_memory_t m2) {
+    dnnl_exec_arg_t a[3] = {{k0, m0}, {k1, m1}, {k2, m2}};
+    return dnnl_primitive_execute(d->p[i], d->st, 3, a) == dnnl_success &&
+                   dnnl_stream_wait(d->st) == dnnl_success
+               ? 0
+               : 1;
+}
+
 static int dn_fwd(dnnl_conv *d) {
-    dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei},
-                            {DNNL_ARG_DST, d->dst}};
-    return dnnl_primitive_execute(d->p[0], d->st, 3, a) == dnnl_success &&
-                   dnnl_stream_wait(d->st) == dnnl_success
-               ? 0
-               : 1;
+    return dn_exec(d, 0, DNNL_ARG_SRC, d->src, DNNL_ARG_WEIGHTS, d->wei, DNNL_ARG_DST, d->dst);
 }
-
 static int dn_bd(dnnl_conv *d) {
-    dnnl_exec_arg_t b[3] = {{DNNL_ARG_DIFF_DST, d->ddst}, {DNNL_ARG_WEIGHTS, d->wei},
-                            {DNNL_ARG_DIFF_SRC, d->dsrc}};
-    return dnnl_primitive_execute(d->p[1], d->st, 3, b) == dnnl_success &&
-                   dnnl_stream_wait(d->st) == dnnl_success
-               ? 0
-               : 1;
+    return dn_exec(d, 1, DNNL_ARG_DIFF_DST, d->ddst, DNNL_ARG_WEIGHTS, d->wei, DNNL_ARG_DIFF_SRC,
+                   d->dsrc);
 }
-
 static int dn_bw(dnnl_conv *d) {
-    dnnl_exec_arg_t w[3] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_DIFF_DST, d->ddst},
-                            {DNNL_ARG_DIFF_WEIGHTS, d->dwei}};
-    return dnnl_primitive_execute(d->p[2], d->st, 3, w) == dnnl_success &&
-                   dnnl_stream_wait(d->st) == dnnl_success
-               ? 0
-               : 1;
+    return dn_exec(d, 2, DNNL_ARG_SRC, d->src, DNNL_ARG_DIFF_DST, d->ddst, DNNL_ARG_DIFF_WEIGHTS,
+                   d->dwei);
 }
-
-static int dn_fb(dnnl_conv *d) {
-    if (dn_fwd(d)) return 1;
-    dnnl_exec_arg_t b[3] = {{DNNL_ARG_DIFF_DST, d->ddst}, {DNNL_ARG_WEIGHTS, d->wei},
-                            {DNNL_ARG_DIFF_SRC, d->dsrc}};
-    dnnl_exec_arg_t w[3] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_DIFF_DST, d->ddst},
-                            {DNNL_ARG_DIFF_WEIGHTS, d->dwei}};
-    return dnnl_primitive_execute(d->p[1], d->st, 3, b) == dnnl_success &&
-                   dnnl_primitive_execute(d->p[2], d->st, 3, w) == dnnl_success &&
-                   dnnl_stream_wait(d->st) == dnnl_success
-               ? 0
-               : 1;
-}
+static int dn_fb(dnnl_conv *d) { return dn_fwd(d) || dn_bd(d) || dn_bw(d) ? 1 : 0; }
 #endif
 
 typedef struct mft_conv {
