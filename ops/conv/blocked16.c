@@ -478,12 +478,15 @@ static void pad_range(void *vctx, int64_t lo, int64_t hi) {
 }
 
 /* declared in blocked16_internal.h */
-bool mft__conv_b16_pad_copy(const b16g *g0, const float *x, b16g *gpo, float **xpad) {
+bool mft__conv_b16_pad_copy(const b16g *g0, const float *x, bool plain, b16g *gpo,
+                            float **xpad) {
     b16g gp = *g0;
     gp.H = g0->H + 2 * g0->ph;
     gp.W = g0->W + 2 * g0->pw;
     gp.ph = gp.pw = 0;
-    if (g0->xblk) {
+    const bool blk = g0->xblk && !plain;
+    gp.xblk = blk;
+    if (blk) {
         gp.xW = 16;
         gp.xH = gp.W * 16;
         gp.xC1 = gp.H * gp.xH;
@@ -502,7 +505,7 @@ bool mft__conv_b16_pad_copy(const b16g *g0, const float *x, b16g *gpo, float **x
         return false;
     }
     pad_ctx pc = {g0, &gp, x, *xpad};
-    if (g0->xblk)
+    if (blk)
         mft__parallel_for(0, g0->N * g0->I1, 1, pad_range, &pc);
     else
         mft__parallel_for(0, g0->N * g0->I, 1, pad_plain_range, &pc);
@@ -570,15 +573,13 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
      * forward], over the zero-bordered copy whenever x is padded. An
      * nChw16c x with one block and as few pairs (C = 1 kept in nChw16c)
      * runs it too: its offsets are x's strides either way, its order the
-     * direct kernel's for one block. On 64,1,28,28->32 3x3 with a plain
-     * weight the forward went from 0.71 to 0.66 ms (1 thread, minimum of
-     * 60 calls, 2026-11-28); the rest is mostly the copy of the 16-lane x
-     * into its bordered scratch (a third of the time), not the reorder of
-     * the 288-float weight. */
+     * direct kernel's for one block. Its zero-bordered copy is plain NCHW,
+     * the real channels only (a 16-lane copy of a 1-channel x was a third
+     * of the forward's time on 64,1,28,28->32 3x3). */
     const bool first = (!g0->xblk || g0->I1 == 1) &&
                        mft__conv_b16_first_applies(g0->I * g0->KH * g0->KW);
     if (first ? g0->ph || g0->pw : b16_pad_pays(g0)) { /* Note [nChw16c padded input] */
-        if (!mft__conv_b16_pad_copy(g0, x, &gp, &xpad)) return false;
+        if (!mft__conv_b16_pad_copy(g0, x, first, &gp, &xpad)) return false;
         x = xpad;
         g = &gp;
     }

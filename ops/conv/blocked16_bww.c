@@ -157,7 +157,7 @@ bool mft__conv_b16_bww_first_layer(const b16g *g0, const float *gy, const float 
     if (na > (g0->xblk ? (g0->I1 == 1 ? BWR_BLOCKED : 0) : BWR_MAX)) return false;
     b16g gp = *g0;
     float *xpad = NULL;
-    if ((g0->ph || g0->pw) && !mft__conv_b16_pad_copy(g0, x, &gp, &xpad)) return true;
+    if ((g0->ph || g0->pw) && !mft__conv_b16_pad_copy(g0, x, true, &gp, &xpad)) return true;
     bwr_ctx c;
     c.g = &gp;
     c.gy = gy;

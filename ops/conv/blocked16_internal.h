@@ -30,9 +30,12 @@ static inline void tap_range(int64_t base, int64_t d, int64_t K, int64_t n, int6
 }
 
 /* *gpo = g0 on the zero-bordered copy of x made into *xpad (freed by the
- * caller; Note [nChw16c padded input]); false when its allocation failed
- * (mft__kernel_nomem called). */
-bool mft__conv_b16_pad_copy(const b16g *g0, const float *x, b16g *gpo, float **xpad);
+ * caller; Note [nChw16c padded input]): nChw16c for an nChw16c x, plain
+ * NCHW of the real channels for a plain x or when plain (an nChw16c x of
+ * one block only); false when its allocation failed (mft__kernel_nomem
+ * called). */
+bool mft__conv_b16_pad_copy(const b16g *g0, const float *x, bool plain, b16g *gpo,
+                            float **xpad);
 
 /* backward_weight of a plain first-layer x (Note [First-layer weight
  * gradient], blocked16_bww.c): true when it applied (ran, or failed for
