@@ -78,7 +78,7 @@
 #include "blocked16_bww3.h"
 #include "blocked16_internal.h"
 
-/* ---------------------------------------------------------------- weights (b16g: blocked16_internal.h) */
+/* ------------------------------------------------- weights (b16g: blocked16_internal.h) */
 /* w(o, i, kh, kw) = w0[mft__wmap_at(&m, o, i, kh, kw)] (Note [Conv weight
  * maps]); kh / kw strides may be negative (backward_input's flip). */
 typedef struct b16w {
@@ -715,9 +715,10 @@ static mft_tensor *b16_sampled(const mft_tensor *x, const b16g *g) {
                        : NULL;
     mft_tensor_release(vh);
     /* zeroed only where there are pad lanes (the copy writes every element) */
-    mft_tensor *xs = !v             ? NULL
-                     : g->I % 16 ? mft__tensor_alloc(fn, 4, v->sizes, MFT_F32, MFT_NCHW16C)
-                                 : mft__tensor_alloc_unzeroed(fn, 4, v->sizes, MFT_F32, MFT_NCHW16C);
+    mft_tensor *xs = NULL;
+    if (v)
+        xs = g->I % 16 ? mft__tensor_alloc(fn, 4, v->sizes, MFT_F32, MFT_NCHW16C)
+                       : mft__tensor_alloc_unzeroed(fn, 4, v->sizes, MFT_F32, MFT_NCHW16C);
     if (xs) mft__copy_kernel(xs, v);
     mft_tensor_release(v);
     if (!xs) mft__kernel_nomem((size_t)(g->N * g->I1 * g->OH * g->OW * 16) * sizeof(float));
@@ -752,6 +753,17 @@ void mft__conv_b16_fwd(const mft_kernel_args *a) {
 void mft__conv_b16_bwd_in(const mft_kernel_args *a) {
     const mft_tensor *gy = a->inputs[0], *w = a->inputs[1], *gx = a->outputs[0];
     const b16g f = geom_b16(a, gx, gy, w);
+    const b16w f0 = weight_b16(w);
+    if (f.I1 == 1 && cf_mode() == 0 && mft__conv_b16_lanes_applies(f.I, f.KH, f.KW)) {
+        /* few channels of x: Note [nChw16c backward_input by lanes] */
+        const mft__b16_lanes b = {f.N,  f.I,  f.O,  f.O1,        f.H,        f.W,
+                                  f.OH, f.OW, f.KH, f.KW,        f.ph,       f.pw,
+                                  f.dh, f.dw, B16PTR(gy), gy->strides[0], B16PTR(gx),
+                                  gx->strides[0], gx->strides[2], f0.w0, &f0.m};
+        if (mft__conv_b16_lanes_bwd_in(&b))
+            mft__dispatch_report_as("conv2d_backward_input.nchw16c.f32.lanes");
+        return;
+    }
     b16g g = f;
     g.I = f.O;
     g.O = f.I;
@@ -772,7 +784,6 @@ void mft__conv_b16_bwd_in(const mft_kernel_args *a) {
     g.xW = gy->strides[3];
     /* the weight transposed (I <-> O) and flipped: w'(o, i, kh, kw) =
      * w(i, o, KH-1-kh, KW-1-kw) */
-    const b16w f0 = weight_b16(w);
     b16w ww;
     ww.w0 = f0.w0 + (f.KH - 1) * f0.m.kh + (f.KW - 1) * f0.m.kw;
     ww.m = (mft__conv_wmap){f0.m.i1, f0.m.i0, f0.m.o1, f0.m.o0, -f0.m.kh, -f0.m.kw};

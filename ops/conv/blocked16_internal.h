@@ -49,4 +49,27 @@ bool mft__conv_b16_bww_first_layer(const b16g *g0, const float *gy, const float 
 void mft__conv_b16_bww_tiles(const b16g *g, const float *gy, const float *x, float *gw,
                              const mft__conv_wmap *gm);
 
+/* backward_input by lanes (Note [nChw16c backward_input by lanes],
+ * blocked16_bwd_lanes.c): grad_x (N, I, H, W) packed nChw16c, one block
+ * (I <= MFT_B16_LANES_MAX), at gx + n*gxN + h*gxH + w*16, from grad_y (N,
+ * O, OH, OW) packed nChw16c at gy + n*gyN, and the forward's weight
+ * w(o, i, kh, kw) = w0[mft__wmap_at(wm, o, i, kh, kw)]; stride 1, padding
+ * (ph, pw), dilation (dh, dw). */
+#define MFT_B16_LANES_MAX  8  /* channels of x, at most (accumulators) */
+#define MFT_B16_LANES_TAPS 16 /* kernel rows and columns, at most */
+typedef struct mft__b16_lanes {
+    int64_t N, I, O, O1, H, W, OH, OW, KH, KW, ph, pw, dh, dw;
+    const float *gy;
+    int64_t gyN;
+    float *gx;
+    int64_t gxN, gxH;
+    const float *w0;
+    const mft__conv_wmap *wm;
+} mft__b16_lanes;
+/* Whether the AVX-512 kernel exists and takes these sizes. */
+bool mft__conv_b16_lanes_applies(int64_t I, int64_t KH, int64_t KW);
+/* The product; false when its weight scratch could not be allocated
+ * (mft__kernel_nomem called) or the build has no such kernel. */
+bool mft__conv_b16_lanes_bwd_in(const mft__b16_lanes *b);
+
 #endif

@@ -28,8 +28,10 @@
  *     5, 7} against 9, 11, 13, 15; padding 1 and 0, dilation 1 and 2;
  *     C, O in {1, 3, 15, 16, 17, 33, 64}; N 1 and 3): forward and grad_x
  *     bit-identical to a naive loop summing in the kernel's order with
- *     its multiply-add, plain and OIhw16i16o weights, zero pad lanes, no conversion,
- *     1 and 2 threads bit-identical;
+ *     its multiply-add (grad_x of C <= 8: the lanes kernel's order, Note
+ *     [nChw16c backward_input by lanes], and its kernel name), plain and
+ *     OIhw16i16o weights, zero pad lanes, no conversion, 1 and 2 threads
+ *     bit-identical;
  *   - the first layer (Note [nChw16c first-layer forward]: plain NCHW and
  *     NHWC x, C in {1, 2, 3} with at most 9 (tap, channel) pairs, O in
  *     {1, 5, 15, 16, 17, 31, 32, 33, 40, 48, 64}, output rows of 4 to 70
@@ -391,6 +393,61 @@ static mft_tensor *flip_transpose(const mft_tensor *wt) {
     return r;
 }
 
+/* grad_x (N, C, H, W) of a stride-1 convolution with padding p and
+ * dilation d from go (N, O, OH, OW) and w (O, C, KH, KW), both contiguous,
+ * in the order of Note [nChw16c backward_input by lanes]: per lane l of 16,
+ * s[l] adds go * w (EXACT_MADD) over (output block, kh, kw) in order, the
+ * taps outside go skipped, lanes past O adding 0 * 0; then the lanes are
+ * added (l, l + 8), (l, l + 4), (l, l + 2), (l, l + 1). */
+static mft_tensor *exact_gx_lanes(const mft_tensor *got, const mft_tensor *wt, int64_t H,
+                                  int64_t W, int64_t p, int64_t d) {
+    const int64_t *gs = mft_tensor_sizes(got), *ws = mft_tensor_sizes(wt);
+    const int64_t N = gs[0], O = gs[1], OH = gs[2], OW = gs[3], C = ws[1], KH = ws[2], KW = ws[3];
+    const int64_t xs[4] = {N, C, H, W};
+    mft_tensor *r = mft_empty(4, xs, MFT_F32, CT);
+    if (!r) return NULL;
+    const float *g = mft_tensor_data(got), *w = mft_tensor_data(wt);
+    float *x = mft_tensor_data(r);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t ih = 0; ih < H; ih++)
+                for (int64_t iw = 0; iw < W; iw++) {
+                    float s[16] = {0};
+                    for (int64_t ob = 0; ob < (O + 15) / 16; ob++)
+                        for (int64_t kh = 0; kh < KH; kh++) {
+                            const int64_t oh = ih + p - kh * d;
+                            if (oh < 0 || oh >= OH) continue;
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                const int64_t ow = iw + p - kw * d;
+                                if (ow < 0 || ow >= OW) continue;
+                                for (int l = 0; l < 16; l++) {
+                                    const int64_t o = ob * 16 + l;
+                                    const float gv = o < O ? g[((n * O + o) * OH + oh) * OW + ow]
+                                                           : 0.0f;
+                                    const float wv =
+                                        o < O ? w[((o * C + c) * KH + kh) * KW + kw] : 0.0f;
+                                    s[l] = EXACT_MADD(gv, wv, s[l]);
+                                }
+                            }
+                        }
+                    for (int step = 8; step >= 1; step /= 2)
+                        for (int l = 0; l < step; l++) s[l] = s[l] + s[l + step];
+                    x[((n * C + c) * H + ih) * W + iw] = s[0];
+                }
+    return r;
+}
+
+/* whether backward_input takes the lanes kernel (AVX-512 builds, x of at
+ * most 8 channels) */
+static bool lanes_bwd_in(int64_t C) {
+#if defined(__AVX512F__)
+    return C <= 8;
+#else
+    (void)C;
+    return false;
+#endif
+}
+
 /* t (nChw16c) holds exactly ref's values */
 static bool same_as(const mft_tensor *t, const mft_tensor *ref) {
     mft_tensor *rb = ref ? mft_to_format(ref, B16) : NULL;
@@ -425,12 +482,19 @@ static void test_row_tiles(void) {
         mft_tensor *ref = exact_conv(x, w, b, 1, c->p, c->d);
         mft_tensor *go = ref ? mft_randn(4, mft_tensor_sizes(ref), MFT_F32, CT, 1300 + i) : NULL;
         mft_tensor *gob = go ? mft_to_format(go, B16) : NULL, *wf = flip_transpose(w);
-        mft_tensor *gref = go ? exact_conv(go, wf, NULL, 1, 2 * c->d - c->p, c->d) : NULL;
+        mft_tensor *gref = NULL;
+        if (go)
+            gref = lanes_bwd_in(c->C) ? exact_gx_lanes(go, w, c->H, c->W, c->p, c->d)
+                                      : exact_conv(go, wf, NULL, 1, 2 * c->d - c->p, c->d);
         mft_conversion_counts_reset();
         mft_tensor *y = mft_conv2d(xb, w, b, st, pd, dl, 1);
         mft_tensor *yw = mft_conv2d(xb, wb, b, st, pd, dl, 1);
         mft_tensor *gx = NULL, *gxw = NULL;
         TU_OK_S(mft_conv2d_backward(gob, xb, w, st, pd, dl, 1, &gx, NULL, NULL));
+        const mft_dispatch_info *di = mft_dispatch_last();
+        CHECK_MSG(di && (strstr(di->kernel, "backward_input.nchw16c.f32.lanes") != NULL) ==
+                            lanes_bwd_in(c->C),
+                  "row case %d: grad_x ran %s", i, di ? di->kernel : "?");
         TU_OK_S(mft_conv2d_backward(gob, xb, wb, st, pd, dl, 1, &gxw, NULL, NULL));
         CHECK_MSG(conversions() == 0, "row case %d: %lld conversions", i,
                   (long long)conversions());
@@ -774,7 +838,9 @@ static void check_1x1(int i, int64_t C, int64_t O, int64_t N, int64_t H, int64_t
     mft_tensor *go = ref ? mft_randn(4, mft_tensor_sizes(ref), MFT_F32, CT, 3300 + i)
                          : NULL;
     mft_tensor *gob = go ? mft_to_format(go, B16) : NULL, *wf = flip_transpose(w);
-    mft_tensor *gxref = go && s == 1 ? exact_conv(go, wf, NULL, 1, 0, 1) : NULL;
+    mft_tensor *gxref = !go || s != 1  ? NULL
+                        : lanes_bwd_in(C) ? exact_gx_lanes(go, w, H, W, 0, 1)
+                                          : exact_conv(go, wf, NULL, 1, 0, 1);
     mft_tensor *gwref = go ? exact_gw_1x1(x, go, s) : NULL;
     mft_tensor *gbref = go ? exact_gb(go) : NULL;
     mft_tensor *r[2][4] = {{NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}};
