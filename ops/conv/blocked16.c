@@ -562,6 +562,28 @@ static void b16_1x1_forward(const b16g *g, const fwd_ctx *c, const float *x, con
     mft__conv_b16_1x1_forward(&f);
 }
 
+/* Floats of scratch b16_weight_tiles needs for w: none when w is read in
+ * place. */
+static size_t b16_weight_scratch(const b16w *w, int64_t O, int64_t I, int64_t KH, int64_t KW) {
+    return mft__wmap_direct(&w->m) ? 0 : (size_t)(cdiv(O, 16) * cdiv(I, 16) * KH * KW * 256);
+}
+
+/* The weight as 16x16 tiles [16i][16o] for the kernels, into *wt and its
+ * strides (block of O, block of I, kh, kw; input channel 16, output lane
+ * 1): an OIhw16i16o / Ohwi16o w in place, any other reordered into
+ * scratch (b16_weight_scratch floats). */
+static void b16_weight_tiles(const b16w *w, int64_t O, int64_t I, int64_t KH, int64_t KW,
+                             float *scratch, const float **wt, int64_t st[4]) {
+    if (mft__wmap_direct(&w->m)) {
+        *wt = w->w0;
+        st[0] = w->m.o1, st[1] = w->m.i1, st[2] = w->m.kh, st[3] = w->m.kw;
+        return;
+    }
+    mft__conv_b16_reorder(w->w0, &w->m, w->tiles, O, I, KH, KW, scratch);
+    *wt = scratch;
+    st[3] = 256, st[2] = KW * 256, st[1] = KH * KW * 256, st[0] = cdiv(I, 16) * st[1];
+}
+
 /* y = conv(x, w) + bias on nChw16c y (x packed nChw16c or plain); false
  * when a scratch allocation failed (mft__kernel_nomem called). */
 static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_t bstride,
@@ -583,9 +605,8 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
         x = xpad;
         g = &gp;
     }
-    const int64_t T = g->KH * g->KW;
-    const bool direct = mft__wmap_direct(&w->m);
-    const size_t nwt = direct ? 0 : (size_t)(g->O1 * g->I1 * T * 256), nb = (size_t)(g->O1 * 16);
+    const size_t nwt = b16_weight_scratch(w, g->O, g->I, g->KH, g->KW);
+    const size_t nb = (size_t)(g->O1 * 16);
     const size_t bytes = (nwt + nb) * sizeof(float);
     float *wt = mft__alloc(bytes, 64);
     if (!wt) {
@@ -597,20 +618,9 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
     for (int64_t o = 0; o < g->O1 * 16; o++)
         b16[o] = bias && o < g->O ? bias[o * bstride] : 0.0f;
     fwd_ctx c;
-    if (direct) { /* OIhw16i16o / Ohwi16o: read in place */
-        c.wt = w->w0;
-        c.wsO1 = w->m.o1;
-        c.wsI1 = w->m.i1;
-        c.wskh = w->m.kh;
-        c.wskw = w->m.kw;
-    } else {
-        mft__conv_b16_reorder(w->w0, &w->m, w->tiles, g->O, g->I, g->KH, g->KW, wt);
-        c.wt = wt;
-        c.wsI1 = T * 256;
-        c.wsO1 = g->I1 * c.wsI1;
-        c.wskh = g->KW * 256;
-        c.wskw = 256;
-    }
+    int64_t st[4];
+    b16_weight_tiles(w, g->O, g->I, g->KH, g->KW, wt, &c.wt, st);
+    c.wsO1 = st[0], c.wsI1 = st[1], c.wskh = st[2], c.wskw = st[3];
     if (b16_1x1_applies(g) && g->sh == 1 && g->sw == 1) {
         b16_1x1_forward(g, &c, x, b16, y);
         mft__free(wt);
@@ -630,7 +640,7 @@ static bool b16_forward(const b16g *g0, const b16w *w, const float *bias, int64_
     c.OG = (g->O1 + 1) / 2;
     /* weights of one block pair above one image's input: keep a weight
      * group hot across images */
-    c.og_major = (int64_t)(32 * g->I1 * 16 * T) > g->I1 * g->H * g->W * 16;
+    c.og_major = (int64_t)(32 * g->I1 * 16 * g->KH * g->KW) > g->I1 * g->H * g->W * 16;
     c.rows = b16_rows_per_tile(g); /* Note [nChw16c row tiles] */
     const int64_t items = g->N * c.OG * cdiv(g->OH, c.rows);
     mft__parallel_for_dynamic(0, items, cf_chunk(items), fwd_range, &c);
@@ -756,12 +766,20 @@ void mft__conv_b16_bwd_in(const mft_kernel_args *a) {
     const b16w f0 = weight_b16(w);
     if (f.I1 == 1 && cf_mode() == 0 && mft__conv_b16_lanes_applies(f.I, f.KH, f.KW)) {
         /* few channels of x: Note [nChw16c backward_input by lanes] */
-        const mft__b16_lanes b = {f.N,  f.I,  f.O,  f.O1,        f.H,        f.W,
-                                  f.OH, f.OW, f.KH, f.KW,        f.ph,       f.pw,
-                                  f.dh, f.dw, B16PTR(gy), gy->strides[0], B16PTR(gx),
-                                  gx->strides[0], gx->strides[2], f0.w0, &f0.m};
-        if (mft__conv_b16_lanes_bwd_in(&b))
-            mft__dispatch_report_as("conv2d_backward_input.nchw16c.f32.lanes");
+        const size_t bytes = b16_weight_scratch(&f0, f.O, f.I, f.KH, f.KW) * sizeof(float);
+        float *scratch = bytes ? mft__alloc(bytes, 64) : NULL;
+        if (bytes && !scratch) {
+            mft__kernel_nomem(bytes);
+            return;
+        }
+        mft__b16_lanes b = {f.N,  f.I,  f.O,  f.O1, f.H,        f.W,            f.OH,
+                            f.OW, f.KH, f.KW, f.ph, f.pw,       f.dh,           f.dw,
+                            B16PTR(gy), gy->strides[0], B16PTR(gx), gx->strides[0], gx->strides[2],
+                            NULL, {0}};
+        b16_weight_tiles(&f0, f.O, f.I, f.KH, f.KW, scratch, &b.w, b.ws);
+        mft__conv_b16_lanes_bwd_in(&b);
+        mft__dispatch_report_as("conv2d_backward_input.nchw16c.f32.lanes");
+        mft__free(scratch);
         return;
     }
     b16g g = f;

@@ -14,8 +14,9 @@
  * (i, kh, kw) into one accumulator (one per channel), and the accumulator
  * is then summed across its lanes in a fixed tree (lanes l + 8, then l + 4,
  * l + 2, l + 1): each lane sums over (output block, kh, kw) in order, the
- * tree adds the lanes. The weight is first gathered once per call into
- * [output block][kh][kw][i][16 lanes] (zeros past O). One accumulator
+ * tree adds the lanes. The weight is read as 16x16 tiles [16i][16o], in
+ * place when it is OIhw16i16o / Ohwi16o, else reordered per call
+ * (blocked16.c, as for the forward). One accumulator
  * alone would wait on its FMA chain (18 dependent FMAs a pixel for 2
  * blocks of 3x3), so the pixels whose every kw lands in grad_y go in groups
  * of P (8 for one channel, 24 / I for I > 1), P x I accumulators, each weight
@@ -25,10 +26,6 @@
 #include "blocked16_internal.h"
 
 #if CF_AVX512
-typedef struct lanes_ctx {
-    const mft__b16_lanes *b;
-    const float *wv; /* [O1][KH][KW][I][16] */
-} lanes_ctx;
 
 /* v summed across its lanes: (l, l + 8), then (l, l + 4), (l, l + 2),
  * (l, l + 1) */
@@ -45,12 +42,10 @@ static inline float lanes_sum(__m512 v) {
  * every kw valid for all P pixels when ALL, else P is 1 and the taps
  * outside grad_y are skipped. P pixels x I channels accumulators, the
  * weight vector of each (block, kh, kw, i) loaded once for the P pixels. */
-static inline __attribute__((always_inline)) void lanes_px(const int P, const int I, const bool ALL,
-                                                           const lanes_ctx *c, const int64_t *khs,
-                                                           int64_t nkh, int64_t n, int64_t ih,
-                                                           int64_t iw, float *gx) {
-    const mft__b16_lanes *b = c->b;
-    const int64_t KH = b->KH, KW = b->KW, ysH = b->OW * 16, ysO1 = b->OH * ysH;
+static inline __attribute__((always_inline)) void
+lanes_px(const int P, const int I, const bool ALL, const mft__b16_lanes *b, const int64_t *khs,
+         int64_t nkh, int64_t n, int64_t ih, int64_t iw, float *gx) {
+    const int64_t ysH = b->OW * 16, ysO1 = b->OH * ysH;
     const float *gyn = b->gy + n * b->gyN;
     __m512 acc[24]; /* [p][i], P * I <= 24 */
     for (int k = 0; k < P * I; k++) acc[k] = _mm512_setzero_ps();
@@ -58,12 +53,12 @@ static inline __attribute__((always_inline)) void lanes_px(const int P, const in
         for (int64_t t = 0; t < nkh; t++) {
             const int64_t kh = khs[t], oh = ih + b->ph - kh * b->dh;
             const float *gr = gyn + ob * ysO1 + oh * ysH;
-            const float *wr = c->wv + ((ob * KH + kh) * KW) * I * 16;
-            for (int64_t kw = 0; kw < KW; kw++) {
+            const float *wr = b->w + ob * b->ws[0] + kh * b->ws[2];
+            for (int64_t kw = 0; kw < b->KW; kw++) {
                 const int64_t ow = iw + b->pw - kw * b->dw;
                 if (!ALL && (ow < 0 || ow >= b->OW)) continue;
                 __m512 wv[MFT_B16_LANES_MAX];
-                for (int i = 0; i < I; i++) wv[i] = _mm512_loadu_ps(wr + (kw * I + i) * 16);
+                for (int i = 0; i < I; i++) wv[i] = _mm512_loadu_ps(wr + kw * b->ws[3] + i * 16);
                 for (int p = 0; p < P; p++) {
                     const __m512 g = _mm512_loadu_ps(gr + (ow + p) * 16);
                     for (int i = 0; i < I; i++)
@@ -80,9 +75,8 @@ static inline __attribute__((always_inline)) void lanes_px(const int P, const in
 
 /* one row of grad_x with I channels: groups of P interior pixels (P * I <=
  * 24 accumulators), the border pixels one by one */
-static inline __attribute__((always_inline)) void lanes_row(const int I, const lanes_ctx *c,
+static inline __attribute__((always_inline)) void lanes_row(const int I, const mft__b16_lanes *b,
                                                             int64_t r) {
-    const mft__b16_lanes *b = c->b;
     const int P = I == 1 ? 8 : 24 / I; /* 8, 12, 8, 6, 4, 4, 3, 3 */
     const int64_t n = r / b->H, ih = r % b->H;
     int64_t khs[MFT_B16_LANES_TAPS], nkh = 0;
@@ -96,23 +90,23 @@ static inline __attribute__((always_inline)) void lanes_row(const int I, const l
     a = a < 0 ? 0 : a > b->W ? b->W : a;
     e = e < a ? a : e > b->W ? b->W : e;
     int64_t iw = 0;
-    for (; iw < a; iw++) lanes_px(1, I, false, c, khs, nkh, n, ih, iw, gx);
-    for (; iw + P <= e; iw += P) lanes_px(P, I, true, c, khs, nkh, n, ih, iw, gx);
-    for (; iw < b->W; iw++) lanes_px(1, I, false, c, khs, nkh, n, ih, iw, gx);
+    for (; iw < a; iw++) lanes_px(1, I, false, b, khs, nkh, n, ih, iw, gx);
+    for (; iw + P <= e; iw += P) lanes_px(P, I, true, b, khs, nkh, n, ih, iw, gx);
+    for (; iw < b->W; iw++) lanes_px(1, I, false, b, khs, nkh, n, ih, iw, gx);
 }
 
 static void lanes_rows(void *vctx, int64_t lo, int64_t hi) {
-    const lanes_ctx *c = vctx;
+    const mft__b16_lanes *b = vctx;
     for (int64_t r = lo; r < hi; r++) {
-        switch (c->b->I) {
-        case 1: lanes_row(1, c, r); break;
-        case 2: lanes_row(2, c, r); break;
-        case 3: lanes_row(3, c, r); break;
-        case 4: lanes_row(4, c, r); break;
-        case 5: lanes_row(5, c, r); break;
-        case 6: lanes_row(6, c, r); break;
-        case 7: lanes_row(7, c, r); break;
-        default: lanes_row(8, c, r); break;
+        switch (b->I) {
+        case 1: lanes_row(1, b, r); break;
+        case 2: lanes_row(2, b, r); break;
+        case 3: lanes_row(3, b, r); break;
+        case 4: lanes_row(4, b, r); break;
+        case 5: lanes_row(5, b, r); break;
+        case 6: lanes_row(6, b, r); break;
+        case 7: lanes_row(7, b, r); break;
+        default: lanes_row(8, b, r); break;
         }
     }
 }
@@ -121,34 +115,13 @@ bool mft__conv_b16_lanes_applies(int64_t I, int64_t KH, int64_t KW) {
     return I <= MFT_B16_LANES_MAX && KH <= MFT_B16_LANES_TAPS && KW <= MFT_B16_LANES_TAPS;
 }
 
-bool mft__conv_b16_lanes_bwd_in(const mft__b16_lanes *b) {
-    const size_t bytes = (size_t)(b->O1 * b->KH * b->KW * b->I * 16) * sizeof(float);
-    float *wv = mft__alloc(bytes, 64);
-    if (!wv) {
-        mft__kernel_nomem(bytes);
-        return false;
-    }
-    for (int64_t ob = 0; ob < b->O1; ob++)
-        for (int64_t kh = 0; kh < b->KH; kh++)
-            for (int64_t kw = 0; kw < b->KW; kw++)
-                for (int64_t i = 0; i < b->I; i++)
-                    for (int64_t l = 0; l < 16; l++) {
-                        const int64_t o = ob * 16 + l;
-                        wv[(((ob * b->KH + kh) * b->KW + kw) * b->I + i) * 16 + l] =
-                            o < b->O ? b->w0[mft__wmap_at(b->wm, o, i, kh, kw)] : 0.0f;
-                    }
-    const lanes_ctx c = {b, wv};
-    mft__parallel_for(0, b->N * b->H, 1, lanes_rows, (void *)&c);
-    mft__free(wv);
-    return true;
+void mft__conv_b16_lanes_bwd_in(const mft__b16_lanes *b) {
+    mft__parallel_for(0, b->N * b->H, 1, lanes_rows, (void *)b);
 }
 #else
 bool mft__conv_b16_lanes_applies(int64_t I, int64_t KH, int64_t KW) {
     (void)I, (void)KH, (void)KW;
     return false;
 }
-bool mft__conv_b16_lanes_bwd_in(const mft__b16_lanes *b) {
-    (void)b;
-    return false;
-}
+void mft__conv_b16_lanes_bwd_in(const mft__b16_lanes *b) { (void)b; }
 #endif

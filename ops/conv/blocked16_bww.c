@@ -17,7 +17,7 @@ typedef struct bww_ctx {
     bool pairs; /* an item is a block pair, all its taps (Note [nChw16c weight-gradient items]) */
 } bww_ctx;
 
-#define BWW_PAIR_TAPS 9 /* taps of a pair item, at most (3x3) */
+#define BWW_PAIR_TAPS MFT_B16_TILES_MAX /* taps of a pair item, at most (3x3) */
 
 /* Block pair (ob, ib) with nic < 16 real input channels (C = 1 or 3 in a
  * first layer) and at most BWW_SMALL (tap, channel) accumulators: every tap
@@ -222,6 +222,30 @@ static void bww_tile(const bww_ctx *c, int64_t ob, int64_t ib, int64_t kh, int64
 #endif
 }
 
+/* declared in blocked16_internal.h */
+void mft__conv_b16_tiles_out(float *gw, const mft__conv_wmap *gm, int64_t KW, int64_t ob,
+                             int64_t ib, int64_t noc, int64_t nic, int64_t t0, int64_t nt,
+                             float tiles[][16][16]) {
+    int64_t toff[MFT_B16_TILES_MAX]; /* grad_w offset of each tap */
+    for (int64_t k = 0; k < nt; k++) toff[k] = (t0 + k) / KW * gm->kh + (t0 + k) % KW * gm->kw;
+#if CF_AVX512
+    if (gm->o0 == 1) { /* output lanes contiguous: a tile row is a vector */
+        const __mmask16 m = (__mmask16)((1u << noc) - 1);
+        for (int64_t ic = 0; ic < nic; ic++) {
+            float *dst = gw + mft__wmap_at(gm, ob * 16, ib * 16 + ic, 0, 0);
+            for (int64_t k = 0; k < nt; k++)
+                _mm512_mask_storeu_ps(dst + toff[k], m, _mm512_loadu_ps(tiles[k][ic]));
+        }
+        return;
+    }
+#endif
+    for (int64_t oc = 0; oc < noc; oc++)
+        for (int64_t ic = 0; ic < nic; ic++) {
+            float *dst = gw + mft__wmap_at(gm, ob * 16 + oc, ib * 16 + ic, 0, 0);
+            for (int64_t k = 0; k < nt; k++) dst[toff[k]] = tiles[k][ic][oc];
+        }
+}
+
 /* Note [nChw16c weight-gradient items]: a work item is one (ob, ib, tap)
  * tile, the tap fastest, so consecutive items reuse their x and grad_y
  * blocks; its 256 results land in grad_w through the map. Into a blocked
@@ -252,29 +276,10 @@ static void bww_range(void *vctx, int64_t lo, int64_t hi) {
             continue;
         }
         float tiles[BWW_PAIR_TAPS][16][16]; /* [tap][ic][oc] */
-        int64_t toff[BWW_PAIR_TAPS];        /* grad_w offset of each tap */
         const int64_t nt = c->pairs ? T : 1;
-        for (int64_t k = 0; k < nt; k++) {
-            const int64_t kh = (t0 + k) / g->KW, kw = (t0 + k) % g->KW;
-            bww_tile(c, ob, ib, kh, kw, nic, tiles[k]);
-            toff[k] = kh * c->gm.kh + kw * c->gm.kw;
-        }
-#if CF_AVX512
-        if (c->gm.o0 == 1) { /* output lanes contiguous: a tile row is a vector */
-            const __mmask16 m = (__mmask16)((1u << noc) - 1);
-            for (int64_t ic = 0; ic < nic; ic++) {
-                float *dst = c->gw + mft__wmap_at(&c->gm, ob * 16, ib * 16 + ic, 0, 0);
-                for (int64_t k = 0; k < nt; k++)
-                    _mm512_mask_storeu_ps(dst + toff[k], m, _mm512_loadu_ps(tiles[k][ic]));
-            }
-            continue;
-        }
-#endif
-        for (int64_t oc = 0; oc < noc; oc++)
-            for (int64_t ic = 0; ic < nic; ic++) {
-                float *dst = c->gw + mft__wmap_at(&c->gm, ob * 16 + oc, ib * 16 + ic, 0, 0);
-                for (int64_t k = 0; k < nt; k++) dst[toff[k]] = tiles[k][ic][oc];
-            }
+        for (int64_t k = 0; k < nt; k++)
+            bww_tile(c, ob, ib, (t0 + k) / g->KW, (t0 + k) % g->KW, nic, tiles[k]);
+        mft__conv_b16_tiles_out(c->gw, &c->gm, g->KW, ob, ib, noc, nic, t0, nt, tiles);
     }
 }
 

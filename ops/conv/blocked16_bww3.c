@@ -26,6 +26,7 @@
  * grad_w: Note [nChw16c weight-gradient items]); with fewer than 16 pairs
  * an item is a (pair, kernel row), so two threads still share the work. */
 #include "blocked16_bww3.h"
+#include "blocked16_internal.h"
 
 #if CF_AVX512
 #define W3_IC 8 /* input channels per walk */
@@ -119,17 +120,11 @@ static void w3_range(void *vctx, int64_t lo, int64_t hi) {
         const int64_t pr = it / R, kh0 = it % R * c->rows, ib = pr % b->I1, ob = pr / b->I1;
         const int64_t nic = b->I - ib * 16 < 16 ? b->I - ib * 16 : 16;
         const int64_t noc = b->O - ob * 16 < 16 ? b->O - ob * 16 : 16;
-        float t[MFT_B16_BWW3_MAX_KH][3][16][16]; /* [kh][kw][ic][oc] */
+        float t[MFT_B16_BWW3_MAX_KH * 3][16][16]; /* [kh][kw][ic][oc] */
         for (int64_t r = 0; r < c->rows; r++)
-            for (int64_t h = 0; h * W3_IC < nic; h++) w3_walk(b, ob, ib, kh0 + r, h, t[r]);
-        if (b->gm->o0 == 1) continue; /* written by w3_walk */
-        for (int64_t oc = 0; oc < noc; oc++)
-            for (int64_t ic = 0; ic < nic; ic++) {
-                float *dst = b->gw + mft__wmap_at(b->gm, ob * 16 + oc, ib * 16 + ic, kh0, 0);
-                for (int64_t r = 0; r < c->rows; r++)
-                    for (int k = 0; k < 3; k++)
-                        dst[r * b->gm->kh + k * b->gm->kw] = t[r][k][ic][oc];
-            }
+            for (int64_t h = 0; h * W3_IC < nic; h++) w3_walk(b, ob, ib, kh0 + r, h, t + 3 * r);
+        if (b->gm->o0 != 1) /* else written by w3_walk */
+            mft__conv_b16_tiles_out(b->gw, b->gm, 3, ob, ib, noc, nic, kh0 * 3, c->rows * 3, t);
     }
 }
 

@@ -43,6 +43,16 @@ bool mft__conv_b16_pad_copy(const b16g *g0, const float *x, bool plain, b16g *gp
 bool mft__conv_b16_bww_first_layer(const b16g *g0, const float *gy, const float *x, float *gw,
                                    const mft__conv_wmap *gm);
 
+/* The 16x16 tiles [tap][ic][oc] of block pair (ob, ib), taps t0 .. t0 +
+ * nt - 1 (tap = kh*KW + kw, nt <= MFT_B16_TILES_MAX), into grad_w gw through
+ * its map gm: its noc x nic real elements, whole (o, i, tap) runs of a
+ * plain grad_w in order, or vectors of output lanes (gm->o0 == 1); the
+ * tiles are only read. */
+#define MFT_B16_TILES_MAX 9
+void mft__conv_b16_tiles_out(float *gw, const mft__conv_wmap *gm, int64_t KW, int64_t ob,
+                             int64_t ib, int64_t noc, int64_t nic, int64_t t0, int64_t nt,
+                             float tiles[][16][16]);
+
 /* backward_weight by 16x16 tiles (Note [nChw16c weight-gradient items],
  * blocked16_bww.c): grad_w of g from grad_y (packed nChw16c) and x, into
  * gw through its map gm; any kernel size, stride and dilation. */
@@ -52,9 +62,10 @@ void mft__conv_b16_bww_tiles(const b16g *g, const float *gy, const float *x, flo
 /* backward_input by lanes (Note [nChw16c backward_input by lanes],
  * blocked16_bwd_lanes.c): grad_x (N, I, H, W) packed nChw16c, one block
  * (I <= MFT_B16_LANES_MAX), at gx + n*gxN + h*gxH + w*16, from grad_y (N,
- * O, OH, OW) packed nChw16c at gy + n*gyN, and the forward's weight
- * w(o, i, kh, kw) = w0[mft__wmap_at(wm, o, i, kh, kw)]; stride 1, padding
- * (ph, pw), dilation (dh, dw). */
+ * O, OH, OW) packed nChw16c at gy + n*gyN, and the forward's weight as
+ * 16x16 tiles, w(o, i, kh, kw) = w[(o/16)*ws[0] + kh*ws[2] + kw*ws[3] +
+ * i*16 + o%16] (zeros past O; ws[1], the input block's, unused); stride 1,
+ * padding (ph, pw), dilation (dh, dw). */
 #define MFT_B16_LANES_MAX  8  /* channels of x, at most (accumulators) */
 #define MFT_B16_LANES_TAPS 16 /* kernel rows and columns, at most */
 typedef struct mft__b16_lanes {
@@ -63,13 +74,12 @@ typedef struct mft__b16_lanes {
     int64_t gyN;
     float *gx;
     int64_t gxN, gxH;
-    const float *w0;
-    const mft__conv_wmap *wm;
+    const float *w;
+    int64_t ws[4];
 } mft__b16_lanes;
 /* Whether the AVX-512 kernel exists and takes these sizes. */
 bool mft__conv_b16_lanes_applies(int64_t I, int64_t KH, int64_t KW);
-/* The product; false when its weight scratch could not be allocated
- * (mft__kernel_nomem called) or the build has no such kernel. */
-bool mft__conv_b16_lanes_bwd_in(const mft__b16_lanes *b);
+/* The product (where mft__conv_b16_lanes_applies). */
+void mft__conv_b16_lanes_bwd_in(const mft__b16_lanes *b);
 
 #endif

@@ -292,7 +292,7 @@ static void wg_pack_range(void *ctx, int64_t begin, int64_t end) {
     const wg_job *j = ctx;
     const int64_t C = j->g->C;
     for (int64_t it = begin; it < end; it++)
-        wg_pack_one(j->g, it / C, it % C, j->u + (it / C * C + it % C) * WG_NB, j->nkb * C * WG_NB);
+        wg_pack_one(j->g, it / C, it % C, j->u + it * WG_NB, j->nkb * C * WG_NB);
 }
 
 /* Into row r of D [36][T][ld] (columns width .. ld - 1 zeroed): the 6 x 6
